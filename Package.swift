@@ -1,0 +1,54 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "screenshare",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "screenshare", targets: ["screenshare"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // C libraries behind thin system-library targets (module.modulemap + shim.h).
+        .systemLibrary(name: "CX11", pkgConfig: "x11 xext xdamage xfixes xrandr",
+                       providers: [.apt(["libx11-dev", "libxext-dev", "libxdamage-dev", "libxfixes-dev", "libxrandr-dev"])]),
+        .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
+        .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
+
+        // Pure Swift modules.
+        .target(name: "MediaCore"),
+        .target(name: "RTP"),
+        .target(name: "RTCP", dependencies: ["RTP"]),
+
+        // Modules wrapping C libraries.
+        .target(name: "ScreenCapture", dependencies: [
+            "CX11", "MediaCore", .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore"]),
+        .target(name: "VP8Codec", dependencies: ["CVPX", "MediaCore"]),
+
+        // The pipeline and the CLI.
+        .target(name: "Broadcast", dependencies: [
+            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "screenshare", dependencies: [
+            "Broadcast", "ScreenCapture", "VideoProcessing", "MediaCore", "RTP",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+
+        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
+        .testTarget(name: "RTPTests", dependencies: ["RTP"]),
+        .testTarget(name: "RTCPTests", dependencies: ["RTCP", "RTP"]),
+        .testTarget(name: "VideoProcessingTests", dependencies: ["VideoProcessing", "MediaCore"]),
+        .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "VideoProcessing", "MediaCore"]),
+        .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "MediaCore", "CX11"]),
+        .testTarget(name: "BroadcastTests", dependencies: ["Broadcast", "RTP", "MediaCore"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "CX11"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

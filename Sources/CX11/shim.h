@@ -1,0 +1,24 @@
+// CX11: Xlib, MIT-SHM (XShm), XDamage, XFixes (cursor image) and XRandR for ScreenCapture.
+#pragma once
+#include <X11/Xlib.h>
+#include <X11/Xutil.h>
+#include <X11/Xatom.h>
+#include <X11/extensions/XShm.h>
+#include <X11/extensions/Xdamage.h>
+#include <X11/extensions/Xfixes.h>
+#include <X11/extensions/Xrandr.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+
+// XDestroyImage is a macro calling through the image's function table.
+static inline int cx11_destroy_image(XImage *image) { return XDestroyImage(image); }
+// DefaultScreen / RootWindow / DisplayWidth are macros.
+static inline int cx11_default_screen(Display *d) { return DefaultScreen(d); }
+static inline Window cx11_root_window(Display *d, int screen) { return RootWindow(d, screen); }
+static inline int cx11_display_width(Display *d, int screen) { return DisplayWidth(d, screen); }
+static inline int cx11_display_height(Display *d, int screen) { return DisplayHeight(d, screen); }
+static inline Visual *cx11_default_visual(Display *d, int screen) { return DefaultVisual(d, screen); }
+static inline int cx11_default_depth(Display *d, int screen) { return DefaultDepth(d, screen); }
+static inline int cx11_connection_number(Display *d) { return ConnectionNumber(d); }
+// shmat returns (void *)-1 on failure; compare in C so Swift need not build that pointer.
+static inline int cx11_shmat_failed(void *p) { return p == (void *)-1; }

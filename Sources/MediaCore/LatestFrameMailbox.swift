@@ -1,0 +1,69 @@
+import Foundation
+
+/// A one-slot hand-off between a producer and a consumer thread where the newest item wins:
+/// `put` replaces an item the consumer has not taken yet (and returns it, so it can be
+/// recycled), so latency never queues up behind a slow consumer.
+public final class LatestFrameMailbox<Item: Sendable>: @unchecked Sendable {
+    // All state is guarded by `condition` (an NSCondition, i.e. a mutex plus condvar).
+    private let condition = NSCondition()
+    private var slot: Item?
+    private var closed = false
+    private var replacedCount = 0
+
+    public init() {}
+
+    /// Puts `item` in the slot. Returns the item it replaced, if the consumer had not taken it.
+    @discardableResult
+    public func put(_ item: Item) -> Item? {
+        condition.lock()
+        defer { condition.unlock() }
+        let old = slot
+        slot = item
+        if old != nil { replacedCount += 1 }
+        condition.signal()
+        return old
+    }
+
+    /// Waits until an item is there (returns it), the deadline passes, or the mailbox is
+    /// closed (both return nil).
+    public func take(until deadline: Date) -> Item? {
+        condition.lock()
+        defer { condition.unlock() }
+        while slot == nil && !closed {
+            if !condition.wait(until: deadline) { break }
+        }
+        let item = slot
+        slot = nil
+        return item
+    }
+
+    /// Takes an item without waiting.
+    public func poll() -> Item? {
+        condition.lock()
+        defer { condition.unlock() }
+        let item = slot
+        slot = nil
+        return item
+    }
+
+    /// Wakes the consumer for good; later `take` calls return at once.
+    public func close() {
+        condition.lock()
+        closed = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    public var isClosed: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return closed
+    }
+
+    /// How many items were replaced before the consumer took them (frames skipped).
+    public var replaced: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return replacedCount
+    }
+}

@@ -1,0 +1,106 @@
+/// A picture size in pixels.
+public struct PixelSize: Hashable, Sendable, CustomStringConvertible {
+    public var width: Int
+    public var height: Int
+    public init(width: Int, height: Int) {
+        self.width = width
+        self.height = height
+    }
+    public var description: String { "\(width)x\(height)" }
+    public var area: Int { width * height }
+}
+
+/// A rectangle in pixels (X11 geometry: origin top-left).
+public struct PixelRect: Hashable, Sendable, CustomStringConvertible {
+    public var x: Int
+    public var y: Int
+    public var width: Int
+    public var height: Int
+    public init(x: Int, y: Int, width: Int, height: Int) {
+        self.x = x
+        self.y = y
+        self.width = width
+        self.height = height
+    }
+    public var size: PixelSize { PixelSize(width: width, height: height) }
+    public var description: String { "\(width)x\(height)+\(x)+\(y)" }
+    public var isEmpty: Bool { width <= 0 || height <= 0 }
+
+    /// The part of `self` that lies inside `other`, or nil when they do not overlap.
+    public func intersection(_ other: PixelRect) -> PixelRect? {
+        let x0 = max(x, other.x), y0 = max(y, other.y)
+        let x1 = min(x + width, other.x + other.width), y1 = min(y + height, other.y + other.height)
+        guard x1 > x0, y1 > y0 else { return nil }
+        return PixelRect(x: x0, y: y0, width: x1 - x0, height: y1 - y0)
+    }
+}
+
+/// A borrowed view of packed 32-bit BGRA pixels (X11 ZPixmap, depth 24/32, little endian:
+/// bytes B, G, R, X in memory). Valid only inside the closure that hands it out.
+public struct BGRAImageView {
+    public let base: UnsafeRawPointer
+    public let stride: Int
+    public let width: Int
+    public let height: Int
+    public init(base: UnsafeRawPointer, stride: Int, width: Int, height: Int) {
+        self.base = base
+        self.stride = stride
+        self.width = width
+        self.height = height
+    }
+    public var size: PixelSize { PixelSize(width: width, height: height) }
+}
+
+/// A planar I420 (YUV 4:2:0) picture that owns its memory. Frames come from a `FramePool`
+/// and go back to it, so the hot path never allocates.
+///
+/// Sendable by ownership transfer: a frame is written by one stage, then handed to the next
+/// through a lock-protected mailbox (`LatestFrameMailbox`), whose lock orders the accesses;
+/// no two threads touch it at once.
+public final class VideoFrame: @unchecked Sendable {
+    public let width: Int
+    public let height: Int
+    public let strideY: Int
+    public let strideUV: Int
+    public let y: UnsafeMutablePointer<UInt8>
+    public let u: UnsafeMutablePointer<UInt8>
+    public let v: UnsafeMutablePointer<UInt8>
+    private let storage: UnsafeMutableRawPointer
+    public let byteCount: Int
+
+    /// Capture time on the monotonic media clock, in nanoseconds.
+    public var timestampNanos: UInt64 = 0
+    /// Frames that are identical to the previous one (nothing changed on screen).
+    public var isRepeat: Bool = false
+
+    public init(width: Int, height: Int) {
+        precondition(width > 0 && height > 0, "frame size must be positive")
+        self.width = width
+        self.height = height
+        let cw = (width + 1) / 2, ch = (height + 1) / 2
+        strideY = (width + 31) & ~31
+        strideUV = (cw + 31) & ~31
+        let ySize = strideY * height, uvSize = strideUV * ch
+        byteCount = ySize + 2 * uvSize
+        storage = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: 64)
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: byteCount)
+        y = storage.assumingMemoryBound(to: UInt8.self)
+        u = y + ySize
+        v = u + uvSize
+    }
+
+    deinit { storage.deallocate() }
+
+    public var size: PixelSize { PixelSize(width: width, height: height) }
+    public var chromaWidth: Int { (width + 1) / 2 }
+    public var chromaHeight: Int { (height + 1) / 2 }
+
+    /// Fills the picture with one YUV colour.
+    public func fill(y yValue: UInt8, u uValue: UInt8, v vValue: UInt8) {
+        for row in 0..<height { (y + row * strideY).update(repeating: yValue, count: width) }
+        for row in 0..<chromaHeight {
+            (u + row * strideUV).update(repeating: uValue, count: chromaWidth)
+            (v + row * strideUV).update(repeating: vValue, count: chromaWidth)
+        }
+    }
+}
