@@ -8,6 +8,7 @@ public final class LatestFrameMailbox<Item: Sendable>: @unchecked Sendable {
     private let condition = NSCondition()
     private var slot: Item?
     private var closed = false
+    private var woken = false
     private var replacedCount = 0
 
     public init() {}
@@ -29,9 +30,17 @@ public final class LatestFrameMailbox<Item: Sendable>: @unchecked Sendable {
     public func take(until deadline: Date) -> Item? {
         condition.lock()
         defer { condition.unlock() }
-        while slot == nil && !closed {
-            if !condition.wait(until: deadline) { break }
+        // swift-corelibs-foundation traps converting a far deadline (e.g. .distantFuture) to a
+        // timespec, so far deadlines wait without a timeout.
+        let unbounded = deadline.timeIntervalSinceNow > 86_400
+        while slot == nil && !closed && !woken {
+            if unbounded {
+                condition.wait()
+            } else if !condition.wait(until: deadline) {
+                break
+            }
         }
+        woken = false
         let item = slot
         slot = nil
         return item
@@ -44,6 +53,15 @@ public final class LatestFrameMailbox<Item: Sendable>: @unchecked Sendable {
         let item = slot
         slot = nil
         return item
+    }
+
+    /// Wakes a waiting consumer once (its `take` returns what is there, possibly nil), so it can
+    /// look at other work, e.g. a keyframe request.
+    public func wake() {
+        condition.lock()
+        woken = true
+        condition.signal()
+        condition.unlock()
     }
 
     /// Wakes the consumer for good; later `take` calls return at once.

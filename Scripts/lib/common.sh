@@ -1,0 +1,64 @@
+# Shared helpers for Scripts/*: package installation, private Xvfb, clean-up.
+# Sourced, not run. Every function is idempotent.
+
+SCREENSHARE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export PATH="$PATH:/opt/swift/usr/bin"
+
+# Debian packages: build dependencies, then the real components tests and demos use.
+BUILD_PACKAGES=(pkg-config libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxrandr-dev
+                libyuv-dev libvpx-dev)
+RUNTIME_PACKAGES=(xvfb x11-utils xdotool imagemagick fonts-dejavu-core ffmpeg
+                  gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+                  gstreamer1.0-plugins-bad procps)
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# ensure_packages PKG...: installs the Debian packages that are not installed yet.
+ensure_packages() {
+    local missing=() p
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    ((${#missing[@]} == 0)) && return 0
+    log "installing ${missing[*]}"
+    local sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+ensure_swift() {
+    command -v swift >/dev/null || die "Swift 6 toolchain not found (looked in PATH and /opt/swift/usr/bin); install it from swift.org"
+}
+
+# start_xvfb: starts a private Xvfb (1920x1080x24, MIT-SHM, DAMAGE, XFIXES, RANDR) on a free
+# display and exports DISPLAY. Its pid goes to XVFB_PID; stop_started kills it.
+start_xvfb() {
+    local fdfile
+    fdfile="$(mktemp)"
+    Xvfb -displayfd 3 -screen 0 1920x1080x24 -noreset -nolisten tcp +extension MIT-SHM \
+        +extension DAMAGE +extension XFIXES +extension RANDR 3>"$fdfile" 2>/tmp/xvfb-$$.log &
+    XVFB_PID=$!
+    STARTED_PIDS+=("$XVFB_PID")
+    local i
+    for i in $(seq 1 100); do
+        [[ -s "$fdfile" ]] && break
+        kill -0 "$XVFB_PID" 2>/dev/null || { cat /tmp/xvfb-$$.log >&2; die "Xvfb exited at start"; }
+        sleep 0.1
+    done
+    [[ -s "$fdfile" ]] || die "Xvfb did not report its display within 10 s"
+    export DISPLAY=":$(tr -d '[:space:]' <"$fdfile")"
+    rm -f "$fdfile"
+    xdpyinfo >/dev/null 2>&1 || die "Xvfb on $DISPLAY does not answer"
+    xdpyinfo | grep -q MIT-SHM || die "Xvfb on $DISPLAY has no MIT-SHM"
+    log "Xvfb on $DISPLAY (pid $XVFB_PID)"
+}
+
+STARTED_PIDS=()
+stop_started() {
+    local pid
+    for pid in "${STARTED_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${STARTED_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    STARTED_PIDS=()
+}

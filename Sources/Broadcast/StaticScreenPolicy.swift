@@ -1,0 +1,85 @@
+/// Decides when the encoder re-encodes the last picture although nothing new arrived.
+///
+/// Screen content is mostly still. After a change the encoder keeps encoding the same picture at
+/// the full frame rate for `refineNanos`, so the rate control spends bits on the residual and text
+/// gets sharp; after that, the picture is repeated only at the keep-alive rate (`--min-fps`), so
+/// late joiners and recorders still see progress while an idle slide costs almost nothing.
+/// Pure: time is passed in.
+public struct StaticScreenPolicy: Sendable, Equatable {
+    public var framePeriodNanos: UInt64
+    public var keepAlivePeriodNanos: UInt64
+    public var refineNanos: UInt64
+
+    /// When the last new picture arrived.
+    public private(set) var lastChangeNanos: UInt64?
+    /// When the last frame (new or repeated) went to the encoder.
+    public private(set) var lastEncodeNanos: UInt64?
+
+    /// - Parameters:
+    ///   - fps: the maximum frame rate.
+    ///   - minFps: the keep-alive rate for a still picture (0 disables repeats after refining).
+    ///   - refineSeconds: how long to keep encoding a still picture at full rate after a change.
+    public init(fps: Double, minFps: Double, refineSeconds: Double = 1.5) {
+        framePeriodNanos = UInt64(1e9 / max(fps, 0.1))
+        keepAlivePeriodNanos = minFps > 0 ? UInt64(1e9 / minFps) : UInt64.max
+        refineNanos = UInt64(refineSeconds * 1e9)
+    }
+
+    /// A new picture was encoded at `now`.
+    public mutating func newPictureEncoded(at now: UInt64) {
+        lastChangeNanos = now
+        lastEncodeNanos = now
+    }
+
+    /// The last picture was encoded again at `now`.
+    public mutating func repeatEncoded(at now: UInt64) {
+        lastEncodeNanos = now
+    }
+
+    /// When the last picture should be encoded again if nothing new arrives; nil before the first.
+    public var nextRepeatNanos: UInt64? {
+        guard let change = lastChangeNanos, let encoded = lastEncodeNanos else { return nil }
+        let refining = encoded &- change < refineNanos
+        let period = refining ? framePeriodNanos : keepAlivePeriodNanos
+        if period == UInt64.max { return nil }
+        return encoded &+ period
+    }
+
+    /// Whether the encoder is still refining (encoding a still picture at full rate) at `now`.
+    public func isRefining(at now: UInt64) -> Bool {
+        guard let change = lastChangeNanos else { return false }
+        return now &- change < refineNanos
+    }
+}
+
+/// Throttles forced keyframes (PLI/FIR, peers joining): at most one per `minIntervalNanos`
+/// (300 ms by default, as libwebrtc does), remembering a request that came too early.
+public struct KeyframeThrottle: Sendable, Equatable {
+    public var minIntervalNanos: UInt64
+    public private(set) var lastKeyframeNanos: UInt64?
+    public private(set) var pending = false
+
+    public init(minIntervalNanos: UInt64 = 300_000_000) { self.minIntervalNanos = minIntervalNanos }
+
+    /// Records a request; returns true if a keyframe should be produced now.
+    public mutating func request(at now: UInt64) -> Bool {
+        if let last = lastKeyframeNanos, now &- last < minIntervalNanos {
+            pending = true
+            return false
+        }
+        return true
+    }
+
+    /// Whether a request that came too early is now due.
+    public func pendingDue(at now: UInt64) -> Bool {
+        guard pending else { return false }
+        guard let last = lastKeyframeNanos else { return true }
+        return now &- last >= minIntervalNanos
+    }
+
+    /// A keyframe was sent at `now` (for whatever reason).
+    public mutating func keyframeSent(at now: UInt64) {
+        lastKeyframeNanos = now
+        pending = false
+    }
+}

@@ -1,0 +1,10 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+enum FileHandleStderr {
+    static func write(_ string: String) {
+        var s = string
+        s.withUTF8 { _ = Glibc.write(2, $0.baseAddress, $0.count) }
+    }
+}

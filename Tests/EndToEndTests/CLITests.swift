@@ -1,0 +1,47 @@
+import Foundation
+import Testing
+
+/// Runs the built `screenshare` binary (Scripts/test exports SCREENSHARE_BIN).
+func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
+    let bin = ProcessInfo.processInfo.environment["SCREENSHARE_BIN"]
+        ?? FileManager.default.currentDirectoryPath + "/.build/debug/screenshare"
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: bin)
+    p.arguments = arguments
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    let o = out.fileHandleForReading.readDataToEndOfFile()
+    let e = err.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+}
+
+@Suite struct CLITests {
+    @Test func badDestinationIsAUsageErrorNamingTheFlag() throws {
+        let r = try runScreenshare(["start", "--to", "nowhere"])
+        #expect(r.status == 64)
+        #expect(r.stderr.contains("--to"))
+        #expect(r.stderr.contains("'nowhere'"))
+    }
+
+    @Test func badBitrateIsAUsageErrorNamingTheFlag() throws {
+        let r = try runScreenshare(["start", "--to", "127.0.0.1:5004", "--bitrate", "fast"])
+        #expect(r.status == 64)
+        #expect(r.stderr.contains("--bitrate"))
+    }
+
+    @Test(arguments: ["watch", "serve", "sources"])
+    func unbuiltSubcommandsSaySoPlainly(name: String) throws {
+        let r = try runScreenshare([name])
+        #expect(r.status == 69)
+        #expect(r.stderr.contains("not built yet"))
+    }
+
+    @Test func helpListsSubcommands() throws {
+        let r = try runScreenshare(["--help"])
+        #expect(r.status == 0)
+        for name in ["start", "watch", "serve", "sources"] { #expect(r.stdout.contains(name)) }
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+@testable import MediaCore
+
+@Suite struct VideoFrameTests {
+    @Test func planesAreLaidOutWithAlignedStrides() {
+        let f = VideoFrame(width: 641, height: 481)
+        #expect(f.strideY >= 641 && f.strideY % 32 == 0)
+        #expect(f.chromaWidth == 321 && f.chromaHeight == 241)
+        #expect(f.strideUV >= 321 && f.strideUV % 32 == 0)
+        #expect(f.u == f.y + f.strideY * 481)
+        #expect(f.v == f.u + f.strideUV * 241)
+        f.fill(y: 200, u: 100, v: 50)
+        #expect(f.y[640 + 480 * f.strideY] == 200)
+        #expect(f.v[320 + 240 * f.strideUV] == 50)
+    }
+
+    @Test func rectIntersection() {
+        let a = PixelRect(x: 0, y: 0, width: 100, height: 100)
+        #expect(a.intersection(PixelRect(x: 50, y: 60, width: 100, height: 100)) == PixelRect(x: 50, y: 60, width: 50, height: 40))
+        #expect(a.intersection(PixelRect(x: 100, y: 0, width: 10, height: 10)) == nil)
+    }
+}
+
+@Suite struct FramePoolTests {
+    @Test func reusesFramesInSteadyState() {
+        let pool = FramePool(size: PixelSize(width: 64, height: 32), capacity: 3)
+        for _ in 0..<1000 {
+            let a = pool.take()
+            let b = pool.take()
+            pool.recycle(a)
+            pool.recycle(b)
+        }
+        #expect(pool.allocatedCount == 2)
+    }
+
+    @Test func resizeDropsOldFrames() {
+        let pool = FramePool(size: PixelSize(width: 64, height: 32))
+        let a = pool.take()
+        pool.resize(to: PixelSize(width: 32, height: 16))
+        pool.recycle(a)  // wrong size: dropped
+        let b = pool.take()
+        #expect(b.size == PixelSize(width: 32, height: 16))
+        #expect(pool.allocatedCount == 2)
+    }
+}
+
+@Suite struct LatestFrameMailboxTests {
+    @Test func newestItemWinsAndReplacedOneIsReturned() {
+        let box = LatestFrameMailbox<Int>()
+        #expect(box.put(1) == nil)
+        #expect(box.put(2) == 1)
+        #expect(box.replaced == 1)
+        #expect(box.poll() == 2)
+        #expect(box.poll() == nil)
+    }
+
+    @Test func takeReturnsNilAtDeadlineAndAfterClose() {
+        let box = LatestFrameMailbox<Int>()
+        #expect(box.take(until: Date()) == nil)
+        box.close()
+        #expect(box.take(until: .distantFuture) == nil)
+        #expect(box.isClosed)
+    }
+
+    @Test func wakeInterruptsAWaitingTake() async {
+        let box = LatestFrameMailbox<Int>()
+        let started = Date()
+        let t = Thread { box.wake() }
+        t.start()
+        let item = box.take(until: Date().addingTimeInterval(30))
+        #expect(item == nil)
+        #expect(Date().timeIntervalSince(started) < 29)
+    }
+
+    @Test func handsOffAcrossThreads() {
+        let box = LatestFrameMailbox<Int>()
+        let producer = Thread {
+            for i in 1...100 { box.put(i) }
+            box.close()
+        }
+        producer.start()
+        var last = 0
+        while let v = box.take(until: .distantFuture) {
+            #expect(v > last)
+            last = v
+        }
+        #expect(last == 100 || box.isClosed)
+    }
+}
+
+@Suite struct ManualClockTests {
+    @Test func advancesOnlyWhenTold() {
+        let c = ManualClock(startNanos: 5)
+        #expect(c.nowNanos() == 5)
+        c.advance(milliseconds: 2)
+        #expect(c.nowNanos() == 2_000_005)
+        #expect(c.wallNanos() > c.nowNanos())
+    }
+}
