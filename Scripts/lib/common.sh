@@ -51,7 +51,7 @@ start_xvfb() {
     export DISPLAY=":$(tr -d '[:space:]' <"$fdfile")"
     rm -f "$fdfile"
     xdpyinfo >/dev/null 2>&1 || die "Xvfb on $DISPLAY does not answer"
-    xdpyinfo | grep -q MIT-SHM || die "Xvfb on $DISPLAY has no MIT-SHM"
+    [[ "$(xdpyinfo)" == *MIT-SHM* ]] || die "Xvfb on $DISPLAY has no MIT-SHM"
     log "Xvfb on $DISPLAY (pid $XVFB_PID)"
 }
 
