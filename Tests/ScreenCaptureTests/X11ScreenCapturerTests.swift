@@ -1,0 +1,131 @@
+import CX11
+import Foundation
+import Logging
+import MediaCore
+import Testing
+@testable import ScreenCapture
+
+/// Draws on the root window of the test X server (Scripts/test starts a private Xvfb).
+final class RootPainter {
+    let display: OpaquePointer
+    let root: Window
+    let width: Int, height: Int
+
+    init() throws {
+        let name = try #require(ProcessInfo.processInfo.environment["DISPLAY"], "DISPLAY is not set: run through Scripts/test")
+        display = try #require(XOpenDisplay(name))
+        let screen = cx11_default_screen(display)
+        root = cx11_root_window(display, screen)
+        width = Int(cx11_display_width(display, screen))
+        height = Int(cx11_display_height(display, screen))
+    }
+    deinit { XCloseDisplay(display) }
+
+    /// A deterministic BGRX pattern value for pixel (x, y), varied by `seed`.
+    static func pixel(_ x: Int, _ y: Int, seed: UInt32) -> UInt32 {
+        var h = UInt32(truncatingIfNeeded: x &* 73856093) ^ UInt32(truncatingIfNeeded: y &* 19349663) ^ seed
+        h = h &* 2654435761
+        return h & 0x00ffffff
+    }
+
+    /// Fills the rectangle with the pattern and waits until the server has drawn it.
+    func paint(_ r: PixelRect, seed: UInt32) {
+        let count = r.width * r.height
+        let data = UnsafeMutablePointer<UInt32>.allocate(capacity: count)
+        for y in 0..<r.height { for x in 0..<r.width { data[y * r.width + x] = Self.pixel(r.x + x, r.y + y, seed: seed) } }
+        let screen = cx11_default_screen(display)
+        let img = XCreateImage(display, cx11_default_visual(display, screen), 24, ZPixmap, 0,
+                               UnsafeMutableRawPointer(data).assumingMemoryBound(to: CChar.self),
+                               UInt32(r.width), UInt32(r.height), 32, Int32(r.width * 4))!
+        let gc = XCreateGC(display, root, 0, nil)
+        XPutImage(display, root, gc, img, 0, 0, Int32(r.x), Int32(r.y), UInt32(r.width), UInt32(r.height))
+        XFreeGC(display, gc)
+        XSync(display, 0)
+        _ = cx11_destroy_image(img)  // frees `data` too
+    }
+}
+
+/// Pixel-exact comparison of a captured view against the pattern.
+func matchesPattern(_ view: BGRAImageView, origin: (Int, Int), seed: UInt32) -> Bool {
+    for y in stride(from: 0, to: view.height, by: 7) {
+        let row = view.base.advanced(by: y * view.stride).assumingMemoryBound(to: UInt32.self)
+        for x in stride(from: 0, to: view.width, by: 5) {
+            if row[x] & 0x00ffffff != RootPainter.pixel(origin.0 + x, origin.1 + y, seed: seed) { return false }
+        }
+    }
+    return true
+}
+
+@Suite(.serialized) struct X11ScreenCapturerTests {
+    let logger = Logger(label: "test")
+
+    @Test(arguments: [true, false])
+    func capturesTheWholeScreenExactly(shm: Bool) throws {
+        let painter = try RootPainter()
+        painter.paint(PixelRect(x: 0, y: 0, width: painter.width, height: painter.height), seed: 1)
+        let cap = try X11ScreenCapturer(display: nil, source: .screen, useSharedMemory: shm, logger: logger)
+        #expect(cap.usesSharedMemory == shm)
+        #expect(cap.outputSize == PixelSize(width: 1920, height: 1080))
+        var ok = false
+        let outcome = cap.capture { view in
+            ok = view.width == 1920 && view.height == 1080 && matchesPattern(view, origin: (0, 0), seed: 1)
+        }
+        #expect(outcome == .captured)
+        #expect(ok)
+    }
+
+    @Test func capturesExactlyTheRegion() throws {
+        let painter = try RootPainter()
+        painter.paint(PixelRect(x: 0, y: 0, width: painter.width, height: painter.height), seed: 2)
+        let region = PixelRect(x: 101, y: 57, width: 640, height: 480)
+        let cap = try X11ScreenCapturer(display: nil, source: .region(region), logger: logger)
+        var ok = false
+        #expect(cap.capture { ok = $0.size == region.size && matchesPattern($0, origin: (101, 57), seed: 2) } == .captured)
+        #expect(ok)
+    }
+
+    @Test func unchangedScreenIsNotCopiedAgainAndDamageIsSeen() throws {
+        let painter = try RootPainter()
+        let cap = try X11ScreenCapturer(display: nil, source: .region(PixelRect(x: 0, y: 0, width: 320, height: 240)), logger: logger)
+        #expect(cap.capture { _ in } == .captured)  // first capture always
+        var called = false
+        #expect(cap.capture { _ in called = true } == .unchanged)
+        #expect(!called)
+        #expect(cap.waitForChange(timeoutNanos: 20_000_000) == false)
+        painter.paint(PixelRect(x: 10, y: 10, width: 50, height: 50), seed: 3)
+        // Damage arrives as an X event; wait (bounded) for it instead of sleeping.
+        #expect(cap.waitForChange(timeoutNanos: 2_000_000_000))
+        var ok = false
+        #expect(cap.capture { ok = matchesPattern(BGRAImageView(base: $0.base.advanced(by: 10 * $0.stride + 40), stride: $0.stride, width: 50, height: 50), origin: (10, 10), seed: 3) } == .captured)
+        #expect(ok)
+        #expect(cap.capture(force: true) { _ in } == .captured)
+    }
+
+    @Test func regionOutsideTheScreenIsRejected() {
+        #expect(throws: CaptureError.self) {
+            try X11ScreenCapturer(display: nil, source: .region(PixelRect(x: 1900, y: 0, width: 100, height: 100)), logger: logger)
+        }
+    }
+
+    @Test func missingDisplayIsNamed() {
+        do {
+            _ = try X11ScreenCapturer(display: ":87", source: .screen, logger: logger)
+            Issue.record("no error")
+        } catch {
+            #expect("\(error)".contains("\":87\""))
+        }
+    }
+
+    @Test(arguments: [
+        ("640x480+10+20", PixelRect(x: 10, y: 20, width: 640, height: 480)),
+        ("1280x720", PixelRect(x: 0, y: 0, width: 1280, height: 720)),
+    ])
+    func parsesGeometry(text: String, rect: PixelRect) throws {
+        #expect(try CaptureSourceSpec.parseRegion(text) == rect)
+    }
+
+    @Test(arguments: ["", "640x", "x480", "0x480", "640x480+10", "640x480-1+2", "abc", "640x480+1+2+3"])
+    func rejectsBadGeometry(text: String) {
+        #expect(throws: CaptureError.self) { try CaptureSourceSpec.parseRegion(text) }
+    }
+}
