@@ -1,0 +1,469 @@
+import Foundation
+import Logging
+import MediaCore
+import RTCP
+import RTP
+import ScreenCapture
+import Synchronization
+import VP8Codec
+import VideoProcessing
+
+/// Where pictures come from.
+public enum VideoSource: Sendable, Equatable {
+    /// An X11 display (nil: $DISPLAY), screen or region.
+    case x11(display: String?, source: CaptureSourceSpec, drawCursor: Bool)
+    /// Raw frames from a file or "-" (standard input), paced at `fps`.
+    case raw(path: String, format: RawPixelFormat, size: PixelSize, fps: Double)
+}
+
+/// Everything `screenshare start --to` needs.
+public struct BroadcastConfig: Sendable {
+    public var source: VideoSource
+    public var destination: Endpoint
+    public var maxResolution: MaxResolution?
+    public var fps: Int = 15
+    public var minFps: Double = 1
+    public var bitrate = Bitrate(bitsPerSecond: 2_000_000)
+    public var minBitrate: Bitrate?
+    public var keyframeIntervalSeconds: Double?
+    public var content: ContentPreference = .detail
+    public var sdpPath: String?
+    public var durationSeconds: Double?
+    public var cname: String
+    public init(source: VideoSource, destination: Endpoint, cname: String) {
+        self.source = source
+        self.destination = destination
+        self.cname = cname
+    }
+}
+
+/// Why a broadcast ended.
+public enum StopReason: String, Sendable {
+    case duration, requested, endOfInput = "end_of_input", sourceGone = "source_gone", failed
+}
+
+/// Counters the media threads publish once per frame; read by stats and RTCP.
+struct SenderCounters: Sendable {
+    var framesCaptured = 0
+    var framesEncoded = 0
+    var framesSent = 0
+    var keyframesSent = 0
+    var repeatsEncoded = 0
+    var packetsSent: UInt32 = 0
+    var octetsSent: UInt32 = 0
+    var bytesSent = 0
+    var sendErrors = 0
+    var encodeErrors = 0
+    var lastRTPTimestamp: UInt32 = 0
+    var outputSize = PixelSize(width: 0, height: 0)
+    var encodeMillis: [Double] = []
+}
+
+/// The video sender: capture thread → latest-frame mailbox → encode thread → RTP over UDP,
+/// plus an RTCP thread (sender reports with CNAME every second, BYE at the end, PLI/FIR in).
+public final class Broadcaster: @unchecked Sendable {
+    // Immutable after init, or guarded: `counters` and `stopState` by their Mutex; `running`
+    // is atomic; the capture/encode objects are each touched by one thread only.
+    public let config: BroadcastConfig
+    private let events: EventSink
+    private let logger: Logger
+    private let clock: MediaClock
+    private let mailbox = LatestFrameMailbox<VideoFrame>()
+    private let pool: FramePool
+    private let rtpSocket: UDPSocket
+    private let rtcpSocket: UDPSocket
+    private let ssrc: UInt32
+    private let rtpBase: UInt32
+    private let startNanos: UInt64
+    private let running = Atomic<Bool>(true)
+    private let keyframeRequested = Atomic<Bool>(false)
+    private let counters = Mutex(SenderCounters())
+    private let stopState = Mutex<(reason: StopReason, detail: String)?>(nil)
+    private let done = DispatchGroup()
+
+    public init(config: BroadcastConfig, events: EventSink, logger: Logger, clock: MediaClock = SystemClock()) throws {
+        self.config = config
+        self.events = events
+        self.logger = logger
+        self.clock = clock
+        rtpSocket = try UDPSocket(connectTo: config.destination)
+        rtcpSocket = try UDPSocket(connectTo: Endpoint(host: config.destination.host, port: config.destination.port + 1),
+                                   localPort: rtpSocket.localPort &+ 1)
+        var rng = SystemRandomNumberGenerator()
+        ssrc = rng.next()
+        rtpBase = rng.next()
+        startNanos = clock.nowNanos()
+        pool = FramePool(size: PixelSize(width: 2, height: 2), capacity: 4)
+    }
+
+    /// Asks the broadcast to stop (from a signal handler thread or a timer).
+    public func stop(_ reason: StopReason = .requested, detail: String = "") {
+        stopState.withLock { if $0 == nil { $0 = (reason, detail) } }
+        running.store(false, ordering: .sequentiallyConsistent)
+        mailbox.close()
+    }
+
+    private var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
+
+    private func rtpTimestamp(at nanos: UInt64) -> UInt32 {
+        let ticks = (nanos &- startNanos) / 1_000 * 9 / 100  // 90 kHz
+        return rtpBase &+ UInt32(truncatingIfNeeded: ticks)
+    }
+
+    /// Runs until stopped; returns why it stopped and a summary.
+    public func run() throws -> (reason: StopReason, detail: String, summary: [String: JSONValue]) {
+        if let sdpPath = config.sdpPath { try writeSDP(to: sdpPath) }
+        events.emit(BroadcastEvent("started", [
+            "destination": .string(config.destination.description), "ssrc": .int(Int(ssrc)),
+            "fps": .int(config.fps), "bitrate_kbps": .int(config.bitrate.kbps), "content": .string(config.content.rawValue),
+        ]))
+        // The source is opened on the capture thread's behalf here, so errors surface at once.
+        let producer = try makeProducer()
+        spawn("screenshare-capture") { producer() }
+        spawn("screenshare-encode") { [self] in encodeLoop() }
+        spawn("screenshare-rtcp") { [self] in rtcpLoop() }
+
+        let deadline = config.durationSeconds.map { Date().addingTimeInterval($0) }
+        var nextStats = Date().addingTimeInterval(1)
+        var last = counters.withLock { $0 }
+        while isRunning {
+            let wake = min(nextStats, deadline ?? .distantFuture)
+            Thread.sleep(until: min(wake, Date().addingTimeInterval(0.05)))
+            if let deadline, Date() >= deadline { stop(.duration); break }
+            if Date() >= nextStats {
+                nextStats = nextStats.addingTimeInterval(1)
+                let now = counters.withLock { c -> SenderCounters in
+                    let copy = c
+                    c.encodeMillis.removeAll(keepingCapacity: true)
+                    return copy
+                }
+                emitStats(now, since: last)
+                last = now
+            }
+        }
+        mailbox.close()
+        done.wait()
+        sendRTCP(bye: true)
+        let c = counters.withLock { $0 }
+        let (reason, detail) = stopState.withLock { $0 } ?? (.requested, "")
+        let summary: [String: JSONValue] = [
+            "reason": .string(reason.rawValue), "frames_captured": .int(c.framesCaptured),
+            "frames_encoded": .int(c.framesEncoded), "frames_sent": .int(c.framesSent),
+            "keyframes_sent": .int(c.keyframesSent), "packets_sent": .int(Int(c.packetsSent)),
+            "bytes_sent": .int(c.bytesSent), "send_errors": .int(c.sendErrors), "encode_errors": .int(c.encodeErrors),
+            "width": .int(c.outputSize.width), "height": .int(c.outputSize.height),
+            "duration_s": .double(Double(clock.nowNanos() &- startNanos) / 1e9),
+        ]
+        events.emit(BroadcastEvent("stopped", summary))
+        return (reason, detail, summary)
+    }
+
+    private func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        done.enter()
+        let t = Thread { [done] in
+            body()
+            done.leave()
+        }
+        t.name = name
+        t.start()
+    }
+
+    private func emitStats(_ c: SenderCounters, since p: SenderCounters) {
+        let sorted = c.encodeMillis.sorted()
+        func pct(_ q: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] }
+        events.emit(BroadcastEvent("stats", [
+            "fps": .int(c.framesSent - p.framesSent),
+            "kbps": .int((c.bytesSent - p.bytesSent) * 8 / 1000),
+            "frames_sent": .int(c.framesSent), "keyframes_sent": .int(c.keyframesSent),
+            "encode_ms_p50": .double(pct(0.5)), "encode_ms_p95": .double(pct(0.95)),
+            "width": .int(c.outputSize.width), "height": .int(c.outputSize.height),
+            "send_errors": .int(c.sendErrors),
+        ]))
+    }
+
+    // MARK: - SDP
+
+    private func writeSDP(to path: String) throws {
+        let sdp = SessionDescription(destination: config.destination.host, videoPort: config.destination.port,
+                                     framerate: config.fps).render()
+        let tmp = path + ".tmp"
+        do {
+            try sdp.write(toFile: tmp, atomically: false, encoding: .utf8)
+            _ = rename(tmp, path)
+        } catch {
+            throw SettingsError("--sdp '\(path)': cannot write: \(error.localizedDescription)")
+        }
+    }
+
+    // MARK: - Capture
+
+    /// Opens the source and returns the capture loop to run on its own thread.
+    private func makeProducer() throws -> @Sendable () -> Void {
+        switch config.source {
+        case .x11(let display, let spec, _):
+            let capturer = try X11ScreenCapturer(display: display, source: spec, logger: logger)
+            let box = UncheckedBox(capturer)
+            return { [self] in x11Loop(box.value) }
+        case .raw(let path, let format, let size, let fps):
+            let reader = try RawFrameReader(path: path, format: format, size: size)
+            let box = UncheckedBox(reader)
+            return { [self] in rawLoop(box.value, fps: fps) }
+        }
+    }
+
+    private func targetSize(for source: PixelSize) -> PixelSize {
+        ScalingPolicy.outputSize(source: source, max: config.maxResolution)
+    }
+
+    private func publish(_ frame: VideoFrame) {
+        counters.withLock { $0.framesCaptured += 1 }
+        if let replaced = mailbox.put(frame) { pool.recycle(replaced) }
+    }
+
+    private func x11Loop(_ capturer: X11ScreenCapturer) {
+        let converter = FrameConverter()
+        let period = UInt64(1e9 / Double(max(config.fps, 1)))
+        var nextAllowed = clock.nowNanos()
+        var sourceSize = PixelSize(width: 0, height: 0)
+        while isRunning {
+            let now = clock.nowNanos()
+            if now < nextAllowed { sleepNanos(nextAllowed - now); continue }
+            let outcome = capturer.capture { view in
+                if view.size != sourceSize {
+                    sourceSize = view.size
+                    pool.resize(to: targetSize(for: view.size))
+                }
+                let frame = pool.take()
+                converter.convert(bgra: view, into: frame)
+                frame.timestampNanos = now
+                publish(frame)
+            }
+            switch outcome {
+            case .captured:
+                nextAllowed = now + period
+            case .unchanged:
+                // Damage-triggered: wake as soon as the screen changes (no frame-tick wait).
+                _ = capturer.waitForChange(timeoutNanos: 200_000_000)
+            case .temporaryError(let message):
+                logger.warning("capture: \(message)")
+                nextAllowed = now + period
+            case .permanentError(let message):
+                events.emit(BroadcastEvent("error", ["kind": "source_gone", "message": .string(message)]))
+                stop(.sourceGone, detail: message)
+            }
+        }
+    }
+
+    private func rawLoop(_ reader: RawFrameReader, fps: Double) {
+        let converter = FrameConverter()
+        let period = UInt64(1e9 / max(fps, 0.1))
+        pool.resize(to: targetSize(for: reader.size))
+        var next = clock.nowNanos()
+        while isRunning {
+            let now = clock.nowNanos()
+            if now < next { sleepNanos(next - now); continue }
+            next += period
+            switch reader.readNext() {
+            case .frame(let changed):
+                guard changed else { continue }
+                let frame = pool.take()
+                let base = reader.bytes.baseAddress!
+                let w = reader.size.width, h = reader.size.height
+                switch reader.format {
+                case .bgra:
+                    converter.convert(bgra: BGRAImageView(base: base, stride: w * 4, width: w, height: h), into: frame)
+                case .nv12:
+                    converter.convertNV12(y: base, strideY: w, uv: base + w * h, strideUV: ((w + 1) / 2) * 2, size: reader.size, into: frame)
+                case .i420:
+                    let cw = (w + 1) / 2, ch = (h + 1) / 2
+                    converter.convertI420(y: base, strideY: w, u: base + w * h, strideU: cw, v: base + w * h + cw * ch, strideV: cw,
+                                          size: reader.size, into: frame)
+                }
+                frame.timestampNanos = now
+                publish(frame)
+            case .endOfInput:
+                stop(.endOfInput)
+            case .failed(let message):
+                events.emit(BroadcastEvent("error", ["kind": "source_gone", "message": .string(message)]))
+                stop(.sourceGone, detail: message)
+            }
+        }
+    }
+
+    // MARK: - Encode and send
+
+    private func encodeLoop() {
+        var encoder: VP8Encoder?
+        var policy = StaticScreenPolicy(fps: Double(config.fps), minFps: config.minFps)
+        var throttle = KeyframeThrottle()
+        var packetizer = VP8Packetizer(ssrc: ssrc, initialSequence: UInt16.random(in: 0...UInt16.max),
+                                       initialPictureID: UInt16.random(in: 0...0x7FFF))
+        let packetBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
+        defer { packetBuffer.deallocate() }
+        var lastFrame: VideoFrame?
+        var lastTimestamp: UInt32?
+        var firstSent = false
+        var lastSendWarning: UInt64 = 0
+
+        while true {
+            let repeatAt = policy.nextRepeatNanos
+            let deadline: Date
+            if let repeatAt {
+                let now = clock.nowNanos()
+                deadline = Date().addingTimeInterval(repeatAt > now ? Double(repeatAt - now) / 1e9 : 0)
+            } else {
+                deadline = Date().addingTimeInterval(1)
+            }
+            let incoming = mailbox.take(until: deadline)
+            if !isRunning { if let incoming { pool.recycle(incoming) }; break }
+            let now = clock.nowNanos()
+            let frame: VideoFrame
+            var isNew = false
+            if let incoming {
+                if let old = lastFrame, old !== incoming { pool.recycle(old) }
+                lastFrame = incoming
+                frame = incoming
+                isNew = true
+            } else if let last = lastFrame {
+                let wantKey = keyframeRequested.load(ordering: .relaxed) || throttle.pendingDue(at: now)
+                guard wantKey || (repeatAt.map { now >= $0 } ?? false) else { continue }
+                frame = last
+            } else {
+                continue
+            }
+            // Keyframe requests (PLI/FIR), at most one per 300 ms.
+            if keyframeRequested.exchange(false, ordering: .relaxed) {
+                if throttle.request(at: now) { encoder?.requestKeyframe() }
+            }
+            if throttle.pendingDue(at: now) { encoder?.requestKeyframe() }
+
+            // (Re)create the encoder for the frame's size.
+            if encoder == nil || encoder!.config.size != frame.size {
+                do {
+                    encoder = try VP8Encoder(config: encoderConfig(size: frame.size))
+                    counters.withLock { $0.outputSize = frame.size }
+                } catch {
+                    events.emit(BroadcastEvent("error", ["kind": "encode_failure", "message": .string("\(error)")]))
+                    stop(.failed, detail: "\(error)")
+                    break
+                }
+            }
+            var ts = rtpTimestamp(at: isNew ? frame.timestampNanos : now)
+            if let prev = lastTimestamp, Int32(bitPattern: ts &- prev) <= 0 { ts = prev &+ 1 }
+            lastTimestamp = ts
+            let pts = Int64(ts &- rtpBase)
+            let started = clock.nowNanos()
+            var produced = false, key = false, packets: UInt32 = 0, octets = 0, errors = 0
+            do {
+                try encoder!.encode(frame, pts: pts, duration: UInt(90_000 / max(config.fps, 1))) { data, info in
+                    produced = true
+                    key = key || info.isKeyframe
+                    packets += UInt32(packetizer.packetize(frame: data, rtpTimestamp: ts, into: packetBuffer) { packet in
+                        octets += packet.count
+                        if rtpSocket.send(packet) != 0 { errors += 1 }
+                    })
+                }
+            } catch {
+                events.emit(BroadcastEvent("error", ["kind": "encode_failure", "message": .string("\(error)")]))
+                counters.withLock { $0.encodeErrors += 1 }
+                encoder = nil  // re-created on the next frame, which will be a keyframe
+                continue
+            }
+            let ms = Double(clock.nowNanos() &- started) / 1e6
+            if isNew { policy.newPictureEncoded(at: now) } else { policy.repeatEncoded(at: now) }
+            if key { throttle.keyframeSent(at: now) }
+            counters.withLock { c in
+                c.framesEncoded += 1
+                if !isNew { c.repeatsEncoded += 1 }
+                if c.encodeMillis.count < 512 { c.encodeMillis.append(ms) }
+                if produced {
+                    c.framesSent += 1
+                    if key { c.keyframesSent += 1 }
+                    c.packetsSent &+= packets
+                    c.octetsSent &+= UInt32(truncatingIfNeeded: octets - Int(packets) * 12)
+                    c.bytesSent += octets
+                    c.lastRTPTimestamp = ts
+                }
+                c.sendErrors += errors
+            }
+            if produced && !firstSent {
+                firstSent = true
+                events.emit(BroadcastEvent("first_frame_sent", [
+                    "width": .int(frame.width), "height": .int(frame.height), "keyframe": .bool(key),
+                    "latency_ms": .double(Double(clock.nowNanos() &- frame.timestampNanos) / 1e6),
+                ]))
+            }
+            if errors > 0 && now &- lastSendWarning > 5_000_000_000 {
+                lastSendWarning = now
+                events.emit(BroadcastEvent("warning", ["kind": "send_failed",
+                    "message": .string("packets to \(config.destination) are refused (is a receiver listening?)")]))
+            }
+        }
+        if let lastFrame { pool.recycle(lastFrame) }
+    }
+
+    private func encoderConfig(size: PixelSize) -> VP8EncoderConfig {
+        var c = VP8EncoderConfig(size: size)
+        c.fps = config.fps
+        c.targetBitrateKbps = config.bitrate.kbps
+        c.minBitrateKbps = config.minBitrate?.kbps
+        c.keyframeIntervalSeconds = config.keyframeIntervalSeconds
+        c.content = config.content
+        c.threads = size.area >= 1280 * 720 ? 2 : 1
+        return c
+    }
+
+    // MARK: - RTCP
+
+    private func rtcpLoop() {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
+        defer { buffer.deallocate() }
+        var nextReport = clock.nowNanos()
+        while isRunning {
+            let now = clock.nowNanos()
+            if now >= nextReport {
+                sendRTCP(bye: false)
+                nextReport = now + 1_000_000_000
+            }
+            let n = rtcpSocket.receive(into: buffer, timeoutMillis: 100)
+            if n > 0 { handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
+        }
+    }
+
+    private func handleRTCP(_ bytes: UnsafeRawBufferPointer) {
+        guard let packets = try? RTCPPacket.parseCompound(bytes) else { return }
+        for packet in packets {
+            switch packet {
+            case .pli, .fir:
+                keyframeRequested.store(true, ordering: .relaxed)
+                mailbox.wake()
+            default:
+                break
+            }
+        }
+    }
+
+    private func sendRTCP(bye: Bool) {
+        let c = counters.withLock { $0 }
+        guard c.framesSent > 0 || bye else { return }
+        let now = clock.nowNanos()
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let n = buffer.withUnsafeMutableBytes { buf in
+            RTCPPacket.buildSenderReport(ssrc: ssrc, ntp: NTPTimestamp(unixNanos: clock.wallNanos()),
+                                         rtpTimestamp: rtpTimestamp(at: now), packetCount: c.packetsSent,
+                                         octetCount: c.octetsSent, cname: config.cname, bye: bye, into: buf)
+        }
+        buffer.withUnsafeBytes { _ = rtcpSocket.send(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+    }
+}
+
+/// Moves a single-thread object to the thread that will own it from then on.
+struct UncheckedBox<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+func sleepNanos(_ nanos: UInt64) {
+    var ts = timespec(tv_sec: Int(nanos / 1_000_000_000), tv_nsec: Int(nanos % 1_000_000_000))
+    nanosleep(&ts, nil)
+}

@@ -1,0 +1,100 @@
+/// Splits VP8 frames into RTP packets per RFC 7741.
+///
+/// Every packet carries the payload descriptor of RFC 7741 §4.2 with a 15-bit PictureID:
+/// ```
+///       0 1 2 3 4 5 6 7
+///      +-+-+-+-+-+-+-+-+
+///      |X|R|N|S|R| PID | (REQUIRED)
+///      +-+-+-+-+-+-+-+-+
+/// X:   |I|L|T|K| RSV   | (OPTIONAL)
+///      +-+-+-+-+-+-+-+-+
+/// I:   |M| PictureID   | (OPTIONAL)
+///      +-+-+-+-+-+-+-+-+
+///      |   PictureID   |
+///      +-+-+-+-+-+-+-+-+
+/// ```
+/// S is set on the first packet of a frame, the RTP marker bit on the last (§4.1). Payloads
+/// (descriptor + data) are at most `maxPayloadSize` bytes and of balanced sizes. Headers are
+/// written straight into the caller's buffer; nothing is allocated per packet.
+public struct VP8Packetizer: Sendable {
+    public static let descriptorSize = 4
+    public let ssrc: UInt32
+    public let payloadType: UInt8
+    public let maxPayloadSize: Int
+    public private(set) var sequenceNumber: UInt16
+    public private(set) var pictureID: UInt16
+    public private(set) var packetsSent: UInt64 = 0
+    public private(set) var payloadBytesSent: UInt64 = 0
+
+    public init(ssrc: UInt32, payloadType: UInt8 = 96, initialSequence: UInt16, initialPictureID: UInt16, maxPayloadSize: Int = 1200) {
+        precondition(maxPayloadSize > Self.descriptorSize, "payload must leave room for data")
+        self.ssrc = ssrc
+        self.payloadType = payloadType
+        self.maxPayloadSize = maxPayloadSize
+        sequenceNumber = initialSequence
+        pictureID = initialPictureID & 0x7FFF
+    }
+
+    /// Packetizes one encoded frame, calling `emit` with each packet (valid only during the call).
+    /// - Parameter buffer: at least 12 + `maxPayloadSize` bytes, reused for every packet.
+    /// - Returns: the number of packets emitted (0 for an empty frame).
+    @discardableResult
+    public mutating func packetize(frame: UnsafeRawBufferPointer, rtpTimestamp: UInt32, into buffer: UnsafeMutableRawBufferPointer,
+                                   emit: (UnsafeRawBufferPointer) -> Void) -> Int {
+        guard frame.count > 0 else { return 0 }
+        precondition(buffer.count >= RTPHeader.fixedSize + maxPayloadSize, "packet buffer too small")
+        let perPacket = maxPayloadSize - Self.descriptorSize
+        let count = (frame.count + perPacket - 1) / perPacket
+        let base = frame.count / count, extra = frame.count % count
+        var offset = 0
+        for i in 0..<count {
+            let size = base + (i < extra ? 1 : 0)
+            let header = RTPHeader(marker: i == count - 1, payloadType: payloadType, sequenceNumber: sequenceNumber,
+                                   timestamp: rtpTimestamp, ssrc: ssrc)
+            var n = header.marshal(into: buffer)
+            buffer[n] = 0x80 | (i == 0 ? 0x10 : 0)  // X, S, PID 0
+            buffer[n + 1] = 0x80  // I
+            buffer[n + 2] = 0x80 | UInt8(pictureID >> 8)  // M (15-bit PictureID)
+            buffer[n + 3] = UInt8(pictureID & 0xFF)
+            n += Self.descriptorSize
+            UnsafeMutableRawBufferPointer(rebasing: buffer[n..<(n + size)])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: frame[offset..<(offset + size)]))
+            n += size
+            offset += size
+            emit(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            sequenceNumber &+= 1
+            packetsSent += 1
+            payloadBytesSent += UInt64(n - RTPHeader.fixedSize)
+        }
+        pictureID = (pictureID + 1) & 0x7FFF
+        return count
+    }
+
+    /// Parses an RFC 7741 §4.2 payload descriptor.
+    public static func parseDescriptor(_ p: UnsafeRawBufferPointer) throws -> (start: Bool, partitionID: UInt8, pictureID: UInt16?, headerLength: Int) {
+        guard p.count >= 1 else { throw RTPParseError("VP8 payload empty") }
+        let b0 = p[0]
+        var i = 1
+        var picture: UInt16?
+        if b0 & 0x80 != 0 {
+            guard p.count > i else { throw RTPParseError("VP8 descriptor truncated after X") }
+            let x = p[i]
+            i += 1
+            if x & 0x80 != 0 {  // I
+                guard p.count > i else { throw RTPParseError("VP8 descriptor truncated at PictureID") }
+                if p[i] & 0x80 != 0 {
+                    guard p.count > i + 1 else { throw RTPParseError("VP8 descriptor truncated in 15-bit PictureID") }
+                    picture = UInt16(p[i] & 0x7F) << 8 | UInt16(p[i + 1])
+                    i += 2
+                } else {
+                    picture = UInt16(p[i] & 0x7F)
+                    i += 1
+                }
+            }
+            if x & 0x40 != 0 { i += 1 }  // L: TL0PICIDX
+            if x & 0x30 != 0 { i += 1 }  // T or K: TID/Y/KEYIDX
+        }
+        guard i <= p.count else { throw RTPParseError("VP8 descriptor longer than the payload") }
+        return (b0 & 0x10 != 0, b0 & 0x07, picture, i)
+    }
+}

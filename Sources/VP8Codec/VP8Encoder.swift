@@ -1,0 +1,192 @@
+internal import CVPX
+import MediaCore
+
+/// What to keep under pressure: `detail` keeps resolution and drops frame rate (slides);
+/// `motion` keeps frame rate.
+public enum ContentPreference: String, Sendable, CaseIterable {
+    case detail, motion
+}
+
+/// A libvpx failure, with libvpx's own message and detail.
+public struct VP8CodecError: Error, CustomStringConvertible, Equatable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Encoder settings.
+public struct VP8EncoderConfig: Sendable, Equatable {
+    public var size: PixelSize
+    public var fps: Int = 15
+    public var targetBitrateKbps: Int = 2000
+    public var minBitrateKbps: Int?
+    /// Seconds between periodic keyframes; nil: only at start and on request.
+    public var keyframeIntervalSeconds: Double?
+    public var content: ContentPreference = .detail
+    public var threads: Int = 1
+    /// libvpx realtime speed (VP8E_SET_CPUUSED): higher is faster.
+    public var cpuUsed: Int = 10
+    public init(size: PixelSize) { self.size = size }
+
+    func validate() throws {
+        guard size.width >= 2, size.height >= 2, size.width <= 16384, size.height <= 16384 else {
+            throw VP8CodecError("encoder size \(size) is not usable (2x2 to 16384x16384)")
+        }
+        guard (1...120).contains(fps) else { throw VP8CodecError("encoder fps \(fps) is out of range (1 to 120)") }
+        guard targetBitrateKbps >= 10 else { throw VP8CodecError("encoder bitrate \(targetBitrateKbps) kbps is too low (at least 10)") }
+    }
+}
+
+/// One encoded frame's facts.
+public struct EncodedFrameInfo: Sendable, Equatable {
+    public var isKeyframe: Bool
+    public var byteCount: Int
+}
+
+/// libvpx VP8 in realtime screen-content mode, CBR, one thread of use.
+///
+/// Owns one `vpx_codec_ctx_t`; output bytes are valid only inside `encode`'s body.
+public final class VP8Encoder {
+    public let config: VP8EncoderConfig
+    private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
+    private var image = vpx_image_t()
+    private var forceKeyframe = true
+
+    /// - Throws: `VP8CodecError` naming the bad setting or carrying libvpx's message.
+    public init(config: VP8EncoderConfig) throws {
+        try config.validate()
+        self.config = config
+        var cfg = vpx_codec_enc_cfg_t()
+        guard cvpx_enc_config_default(&cfg) == VPX_CODEC_OK else { throw VP8CodecError("vpx_codec_enc_config_default failed") }
+        cfg.g_w = UInt32(config.size.width)
+        cfg.g_h = UInt32(config.size.height)
+        cfg.g_timebase = vpx_rational(num: 1, den: 90_000)
+        cfg.g_threads = UInt32(max(1, config.threads))
+        cfg.g_lag_in_frames = 0
+        cfg.g_error_resilient = vpx_codec_er_flags_t(VPX_ERROR_RESILIENT_DEFAULT)
+        cfg.g_pass = VPX_RC_ONE_PASS
+        cfg.rc_end_usage = VPX_CBR
+        cfg.rc_target_bitrate = UInt32(config.targetBitrateKbps)
+        cfg.rc_min_quantizer = 2
+        cfg.rc_max_quantizer = 56
+        cfg.rc_undershoot_pct = 100
+        cfg.rc_overshoot_pct = 15
+        cfg.rc_buf_initial_sz = 500
+        cfg.rc_buf_optimal_sz = 600
+        cfg.rc_buf_sz = 1000
+        // detail: let rate control drop frames to keep quality; motion: never drop.
+        cfg.rc_dropframe_thresh = config.content == .detail ? 30 : 0
+        cfg.rc_resize_allowed = 0
+        if let interval = config.keyframeIntervalSeconds, interval > 0 {
+            cfg.kf_mode = VPX_KF_AUTO
+            cfg.kf_min_dist = 0
+            cfg.kf_max_dist = UInt32(max(1, interval * Double(config.fps)))
+        } else {
+            cfg.kf_mode = VPX_KF_DISABLED
+        }
+        ctx = .allocate(capacity: 1)
+        ctx.initialize(to: vpx_codec_ctx_t())
+        let rc = cvpx_enc_init(ctx, &cfg, 0)
+        guard rc == VPX_CODEC_OK else {
+            let message = String(cString: vpx_codec_err_to_string(rc))
+            ctx.deallocate()
+            throw VP8CodecError("cannot create the VP8 encoder at \(config.size): \(message)")
+        }
+        let controls: [(Int32, Int32)] = [
+            (Int32(VP8E_SET_CPUUSED.rawValue), Int32(config.cpuUsed)),
+            (Int32(VP8E_SET_SCREEN_CONTENT_MODE.rawValue), 1),
+            (Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), 100),
+            (Int32(VP8E_SET_NOISE_SENSITIVITY.rawValue), 0),
+            (Int32(VP8E_SET_TOKEN_PARTITIONS.rawValue), 0),
+            (Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), 900),
+        ]
+        for (id, value) in controls where cvpx_control_int(ctx, id, value) != VPX_CODEC_OK {
+            let message = String(cString: vpx_codec_error(ctx))
+            vpx_codec_destroy(ctx)
+            ctx.deallocate()
+            throw VP8CodecError("VP8 encoder control \(id) = \(value) failed: \(message)")
+        }
+    }
+
+    deinit {
+        vpx_codec_destroy(ctx)
+        ctx.deallocate()
+    }
+
+    /// The next encoded frame will be a keyframe.
+    public func requestKeyframe() { forceKeyframe = true }
+
+    /// Encodes one frame (pts in 90 kHz units); calls `body` per output packet with borrowed bytes.
+    /// - Throws: `VP8CodecError` with libvpx's message; the caller should re-create the encoder.
+    public func encode(_ frame: VideoFrame, pts: Int64, duration: UInt, _ body: (UnsafeRawBufferPointer, EncodedFrameInfo) -> Void) throws {
+        guard frame.size == config.size else {
+            throw VP8CodecError("frame \(frame.size) does not match the encoder's \(config.size)")
+        }
+        guard vpx_img_wrap(&image, VPX_IMG_FMT_I420, UInt32(frame.width), UInt32(frame.height), 32, frame.y) != nil else {
+            throw VP8CodecError("vpx_img_wrap failed for \(frame.size)")
+        }
+        image.planes.0 = frame.y
+        image.planes.1 = frame.u
+        image.planes.2 = frame.v
+        image.stride.0 = Int32(frame.strideY)
+        image.stride.1 = Int32(frame.strideUV)
+        image.stride.2 = Int32(frame.strideUV)
+        let flags: vpx_enc_frame_flags_t = forceKeyframe ? vpx_enc_frame_flags_t(VPX_EFLAG_FORCE_KF) : 0
+        forceKeyframe = false
+        let rc = vpx_codec_encode(ctx, &image, pts, UInt(duration), flags, UInt(VPX_DL_REALTIME))
+        guard rc == VPX_CODEC_OK else {
+            let detail = vpx_codec_error_detail(ctx).map { String(cString: $0) } ?? ""
+            throw VP8CodecError("VP8 encode failed: \(String(cString: vpx_codec_error(ctx))) \(detail)")
+        }
+        var iter: vpx_codec_iter_t?
+        while let pkt = vpx_codec_get_cx_data(ctx, &iter) {
+            guard pkt.pointee.kind == VPX_CODEC_CX_FRAME_PKT else { continue }
+            let f = pkt.pointee.data.frame
+            let info = EncodedFrameInfo(isKeyframe: (f.flags & UInt32(VPX_FRAME_IS_KEY)) != 0, byteCount: Int(f.sz))
+            body(UnsafeRawBufferPointer(start: f.buf, count: Int(f.sz)), info)
+        }
+    }
+}
+
+/// A decoded picture, borrowed: valid only inside `VP8Decoder.decode`'s body.
+public struct DecodedPicture {
+    public let y: UnsafePointer<UInt8>, u: UnsafePointer<UInt8>, v: UnsafePointer<UInt8>
+    public let strideY: Int, strideU: Int, strideV: Int
+    public let width: Int, height: Int
+}
+
+/// libvpx VP8 decoder.
+public final class VP8Decoder {
+    private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
+
+    public init() throws {
+        ctx = .allocate(capacity: 1)
+        ctx.initialize(to: vpx_codec_ctx_t())
+        var cfg = vpx_codec_dec_cfg_t(threads: 1, w: 0, h: 0)
+        let rc = cvpx_dec_init(ctx, &cfg, 0)
+        guard rc == VPX_CODEC_OK else {
+            ctx.deallocate()
+            throw VP8CodecError("cannot create the VP8 decoder: \(String(cString: vpx_codec_err_to_string(rc)))")
+        }
+    }
+
+    deinit {
+        vpx_codec_destroy(ctx)
+        ctx.deallocate()
+    }
+
+    /// Decodes one frame; calls `body` for each picture it yields.
+    public func decode(_ data: UnsafeRawBufferPointer, _ body: (DecodedPicture) -> Void) throws {
+        guard let base = data.baseAddress, data.count > 0 else { throw VP8CodecError("empty VP8 frame") }
+        let rc = vpx_codec_decode(ctx, base.assumingMemoryBound(to: UInt8.self), UInt32(data.count), nil, 0)
+        guard rc == VPX_CODEC_OK else {
+            throw VP8CodecError("VP8 decode failed: \(String(cString: vpx_codec_error(ctx)))")
+        }
+        var iter: vpx_codec_iter_t?
+        while let img = vpx_codec_get_frame(ctx, &iter) {
+            let i = img.pointee
+            body(DecodedPicture(y: UnsafePointer(i.planes.0!), u: UnsafePointer(i.planes.1!), v: UnsafePointer(i.planes.2!),
+                                strideY: Int(i.stride.0), strideU: Int(i.stride.1), strideV: Int(i.stride.2),
+                                width: Int(i.d_w), height: Int(i.d_h)))
+        }
+    }
+}

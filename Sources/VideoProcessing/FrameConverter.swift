@@ -1,0 +1,63 @@
+internal import CYUV
+import MediaCore
+
+/// Converts captured or raw pictures into I420 `VideoFrame`s with libyuv, scaling to the
+/// frame's size when it differs from the source. Keeps one intermediate I420 buffer for
+/// scaling, re-made only when the source size changes. One per thread.
+public final class FrameConverter {
+    private var scratch: VideoFrame?
+
+    public init() {}
+
+    private func scratchFrame(_ size: PixelSize) -> VideoFrame {
+        if let s = scratch, s.size == size { return s }
+        let s = VideoFrame(width: size.width, height: size.height)
+        scratch = s
+        return s
+    }
+
+    private func scale(_ src: VideoFrame, into frame: VideoFrame) {
+        I420Scale(src.y, Int32(src.strideY), src.u, Int32(src.strideUV), src.v, Int32(src.strideUV),
+                  Int32(src.width), Int32(src.height),
+                  frame.y, Int32(frame.strideY), frame.u, Int32(frame.strideUV), frame.v, Int32(frame.strideUV),
+                  Int32(frame.width), Int32(frame.height), kFilterBox)
+    }
+
+    /// BGRA (X11 byte order B,G,R,X, which libyuv calls ARGB) → I420 (BT.601 studio range).
+    public func convert(bgra: BGRAImageView, into frame: VideoFrame) {
+        let target = bgra.size == frame.size ? frame : scratchFrame(bgra.size)
+        ARGBToI420(bgra.base.assumingMemoryBound(to: UInt8.self), Int32(bgra.stride),
+                   target.y, Int32(target.strideY), target.u, Int32(target.strideUV), target.v, Int32(target.strideUV),
+                   Int32(bgra.width), Int32(bgra.height))
+        if target !== frame { scale(target, into: frame) }
+    }
+
+    /// NV12 (Y plane, then interleaved UV) → I420.
+    public func convertNV12(y: UnsafeRawPointer, strideY: Int, uv: UnsafeRawPointer, strideUV: Int, size: PixelSize, into frame: VideoFrame) {
+        let target = size == frame.size ? frame : scratchFrame(size)
+        NV12ToI420(y.assumingMemoryBound(to: UInt8.self), Int32(strideY), uv.assumingMemoryBound(to: UInt8.self), Int32(strideUV),
+                   target.y, Int32(target.strideY), target.u, Int32(target.strideUV), target.v, Int32(target.strideUV),
+                   Int32(size.width), Int32(size.height))
+        if target !== frame { scale(target, into: frame) }
+    }
+
+    /// I420 → I420 (copy, or scale when sizes differ).
+    public func convertI420(y: UnsafeRawPointer, strideY: Int, u: UnsafeRawPointer, strideU: Int, v: UnsafeRawPointer, strideV: Int,
+                            size: PixelSize, into frame: VideoFrame) {
+        let target = size == frame.size ? frame : scratchFrame(size)
+        I420Copy(y.assumingMemoryBound(to: UInt8.self), Int32(strideY), u.assumingMemoryBound(to: UInt8.self), Int32(strideU),
+                 v.assumingMemoryBound(to: UInt8.self), Int32(strideV),
+                 target.y, Int32(target.strideY), target.u, Int32(target.strideUV), target.v, Int32(target.strideUV),
+                 Int32(size.width), Int32(size.height))
+        if target !== frame { scale(target, into: frame) }
+    }
+}
+
+/// Picture-quality measures for tests and benchmarks.
+public enum PictureQuality {
+    /// PSNR in dB of two 8-bit planes (libyuv's CalcFramePsnr; 128 means identical).
+    public static func psnr(_ a: UnsafePointer<UInt8>, strideA: Int, _ b: UnsafePointer<UInt8>, strideB: Int, width: Int, height: Int) -> Double {
+        let sse = ComputeSumSquareErrorPlane(a, Int32(strideA), b, Int32(strideB), Int32(width), Int32(height))
+        return SumSquareErrorToPsnr(sse, UInt64(width * height))
+    }
+}
