@@ -1,10 +1,24 @@
 import ArgumentParser
 import Broadcast
+import Foundation
+import Logging
+import MediaCore
+import ScreenCapture
+import VP8Codec
+import VideoProcessing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Exit codes, stable and documented in the README.
 enum Exit {
+    static let failure = ExitCode(1)           // an unrecoverable runtime failure
     static let usage = ExitCode(64)            // EX_USAGE: a bad flag or value
-    static let notBuilt = ExitCode(69)         // EX_UNAVAILABLE: feature not built yet / source unavailable
+    static let noInput = ExitCode(66)          // EX_NOINPUT: --input or --sdp file unusable
+    static let network = ExitCode(68)          // EX_NOHOST: destination cannot be resolved or reached
+    static let notBuilt = ExitCode(69)         // EX_UNAVAILABLE: feature not built yet
+    static let sourceUnavailable = ExitCode(69) // EX_UNAVAILABLE: display/region/source not available or gone
+    static let interrupted = ExitCode(130)     // stopped by SIGINT/SIGTERM (after a clean RTCP BYE)
 }
 
 @main
@@ -29,20 +43,162 @@ extension NotBuiltYet {
     }
 }
 
-struct Start: NotBuiltYet {
+struct Start: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Capture, encode and send the screen (not built yet: capture and encode are in progress).")
-    static let what = "broadcasting"
+        abstract: "Capture, encode (VP8) and send the screen, a region or raw frames over RTP.",
+        discussion: """
+            Examples:
+              screenshare start --to 127.0.0.1:5004 --sdp stream.sdp     # then: ffplay -protocol_whitelist file,udp,rtp stream.sdp
+              screenshare start --to 10.0.0.5:5004 --region 1280x720+0+0 --fps 30 --content motion
+              screenshare start --to 127.0.0.1:5004 --input frames.nv12 --input-format nv12 --input-size 1280x720
+            """)
 
-    @Option(help: "Send plain RTP to HOST:PORT (RTCP on PORT+1).")
+    @Option(help: ArgumentHelp("Send plain RTP to HOST:PORT (RTCP on PORT+1).", valueName: "host:port"))
     var to: String?
 
-    @Option(help: "Bit rate, e.g. 2M or 1600k.")
+    @Option(help: "Room name (rooms are not built yet; use --to).")
+    var room: String?
+
+    @Option(help: ArgumentHelp("Write an SDP file for ffmpeg/ffplay/GStreamer/VLC.", valueName: "file"))
+    var sdp: String?
+
+    @Option(help: ArgumentHelp("Stop cleanly (RTCP BYE) after this many seconds.", valueName: "seconds"))
+    var duration: Double?
+
+    @Option(help: ArgumentHelp("X display to capture (default: $DISPLAY).", valueName: ":N"))
+    var display: String?
+
+    @Option(help: ArgumentHelp("Capture a region, X11 geometry WxH+X+Y.", valueName: "geometry"))
+    var region: String?
+
+    @Flag(help: "Do not draw the cursor (cursor drawing is not built yet; accepted for scripts).")
+    var noCursor = false
+
+    @Option(help: ArgumentHelp("Read raw frames from FILE instead of the screen ('-' for stdin; a file loops).", valueName: "file"))
+    var input: String?
+
+    @Option(help: ArgumentHelp("Layout of --input frames: nv12, bgra or i420.", valueName: "format"))
+    var inputFormat: String = "nv12"
+
+    @Option(help: ArgumentHelp("Size of --input frames.", valueName: "WxH"))
+    var inputSize: String?
+
+    @Option(help: ArgumentHelp("Frame rate of --input (default: --fps).", valueName: "fps"))
+    var inputFps: Double?
+
+    @Option(help: ArgumentHelp("Largest picture sent: 720p, 1080p, 1440p or WxH (default: long side ≤ 1920).", valueName: "res"))
+    var maxResolution: String?
+
+    @Option(help: "Maximum frame rate (1-60).")
+    var fps: Int = 15
+
+    @Option(help: "Keep-alive frame rate of a still screen (0-fps).")
+    var minFps: Double = 1
+
+    @Option(help: "Target bit rate, e.g. 2M or 1600k.")
     var bitrate: String = "2M"
 
+    @Option(help: "Lowest bit rate under congestion, e.g. 300k.")
+    var minBitrate: String?
+
+    @Option(help: ArgumentHelp("Seconds between periodic keyframes (default: only at start and on request).", valueName: "seconds"))
+    var keyframeInterval: Double?
+
+    @Option(help: "Content preference: detail (keep resolution; slides) or motion (keep frame rate).")
+    var content: String = "detail"
+
+    @Flag(help: "Print events as JSON lines on stdout.")
+    var json = false
+
+    @Flag(help: "Print nothing but errors.")
+    var quiet = false
+
     func validate() throws {
-        if let to { do { _ = try Endpoint.parse(to) } catch { throw ValidationError("--to: \(error)") } }
+        if room != nil, to == nil { throw ValidationError("--room: rooms are not built yet; send to a receiver with --to HOST:PORT") }
+        guard let to else { throw ValidationError("missing --to HOST:PORT") }
+        do { _ = try Endpoint.parse(to) } catch { throw ValidationError("--to: \(error)") }
         do { _ = try Bitrate.parse(bitrate) } catch { throw ValidationError("--bitrate: \(error)") }
+        if let minBitrate { do { _ = try Bitrate.parse(minBitrate) } catch { throw ValidationError("--min-bitrate: \(error)") } }
+        guard (1...60).contains(fps) else { throw ValidationError("--fps \(fps): must be from 1 to 60") }
+        guard minFps >= 0, minFps <= Double(fps) else { throw ValidationError("--min-fps \(minFps): must be from 0 to --fps (\(fps))") }
+        if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
+        if let keyframeInterval, !(keyframeInterval > 0) { throw ValidationError("--keyframe-interval \(keyframeInterval): must be more than 0") }
+        guard ContentPreference(rawValue: content) != nil else { throw ValidationError("--content '\(content)': use detail or motion") }
+        if let maxResolution { do { _ = try MaxResolution.parse(maxResolution) } catch { throw ValidationError("--max-resolution: \(error)") } }
+        if let region { do { _ = try CaptureSourceSpec.parseRegion(region) } catch { throw ValidationError("--region: \(error)") } }
+        if input != nil {
+            guard RawPixelFormat(rawValue: inputFormat) != nil else { throw ValidationError("--input-format '\(inputFormat)': use nv12, bgra or i420") }
+            guard let inputSize else { throw ValidationError("--input needs --input-size WxH") }
+            guard parseSize(inputSize) != nil else { throw ValidationError("--input-size '\(inputSize)': expected WxH, e.g. 1280x720") }
+            if region != nil { throw ValidationError("--region and --input cannot be used together") }
+        }
+        if let inputFps, !(inputFps > 0 && inputFps <= 240) { throw ValidationError("--input-fps \(inputFps): must be from 0 to 240") }
+    }
+
+    func parseSize(_ text: String) -> PixelSize? {
+        let p = text.lowercased().split(separator: "x")
+        guard p.count == 2, let w = Int(p[0]), let h = Int(p[1]), w > 0, h > 0 else { return nil }
+        return PixelSize(width: w, height: h)
+    }
+
+    func run() throws {
+        let source: VideoSource
+        if let input {
+            source = .raw(path: input, format: RawPixelFormat(rawValue: inputFormat)!, size: parseSize(inputSize!)!, fps: inputFps ?? Double(fps))
+        } else {
+            let spec: CaptureSourceSpec = try region.map { .region(try CaptureSourceSpec.parseRegion($0)) } ?? .screen
+            source = .x11(display: display, source: spec, drawCursor: !noCursor)
+        }
+        var config = BroadcastConfig(source: source, destination: try Endpoint.parse(to!), cname: Self.cname())
+        config.maxResolution = try maxResolution.map(MaxResolution.parse)
+        config.fps = fps
+        config.minFps = minFps
+        config.bitrate = try Bitrate.parse(bitrate)
+        config.minBitrate = try minBitrate.map(Bitrate.parse)
+        config.keyframeIntervalSeconds = keyframeInterval
+        config.content = ContentPreference(rawValue: content)!
+        config.sdpPath = sdp
+        config.durationSeconds = duration
+
+        var logger = Logger(label: "screenshare")
+        logger.logLevel = quiet ? .error : .info
+        let sink: EventSink = json ? JSONLineSink() : HumanSink(quiet: quiet)
+        let broadcaster: Broadcaster
+        do {
+            broadcaster = try Broadcaster(config: config, events: sink, logger: logger)
+        } catch let error as NetworkError {
+            printError("screenshare: \(error)")
+            throw Exit.network
+        }
+        let signals = SignalWatcher { signal in broadcaster.stop(.requested, detail: "signal \(signal)") }
+        let result: (reason: StopReason, detail: String, summary: [String: JSONValue])
+        do {
+            result = try broadcaster.run()
+        } catch let error as CaptureError {
+            printError("screenshare: \(error)")
+            throw Exit.sourceUnavailable
+        } catch let error as SettingsError {
+            printError("screenshare: \(error)")
+            throw Exit.noInput
+        }
+        _ = signals
+        switch result.reason {
+        case .duration, .endOfInput: return
+        case .requested: throw Exit.interrupted
+        case .sourceGone:
+            printError("screenshare: source gone: \(result.detail)")
+            throw Exit.sourceUnavailable
+        case .failed:
+            printError("screenshare: \(result.detail)")
+            throw Exit.failure
+        }
+    }
+
+    static func cname() -> String {
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, 255)
+        let name = host.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        return "screenshare-\(getpid())@\(name)"
     }
 }
 
