@@ -1,0 +1,289 @@
+import CX11
+import Foundation
+import RTP
+import Testing
+
+/// A child process with its output collected to files.
+///
+/// Spawned with posix_spawn and an empty signal mask with default dispositions: the test
+/// runner's threads block SIGINT/SIGTERM, and a child started through Foundation's `Process`
+/// inherits that mask and then never sees the signals tests send it.
+final class Child {
+    let pid: pid_t
+    let stdoutPath: String
+    let stderrPath: String
+    private var status: Int32?
+
+    init(_ executable: String, _ arguments: [String], dir: String, name: String) throws {
+        stdoutPath = "\(dir)/\(name).out"
+        stderrPath = "\(dir)/\(name).err"
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        posix_spawnattr_setsigdefault(&attr, &all)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, executable, &actions, &attr, argv, environ)
+        guard rc == 0 else { throw TestFailure("cannot start \(executable): \(String(cString: strerror(rc)))") }
+        pid = child
+    }
+
+    var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+
+    var isRunning: Bool {
+        if status != nil { return false }
+        var s: Int32 = 0
+        if waitpid(pid, &s, WNOHANG) == pid { status = Self.decode(s); return false }
+        return true
+    }
+
+    private static func decode(_ s: Int32) -> Int32 {
+        // WIFEXITED / WEXITSTATUS / WTERMSIG are macros; decode by hand. A signal death is 128+N.
+        let sig = s & 0x7f
+        return sig == 0 ? (s >> 8) & 0xff : 128 + sig
+    }
+
+    /// Waits for exit up to `seconds`; then interrupts (SIGINT), then kills. Returns the status.
+    @discardableResult
+    func finish(within seconds: Double, interrupt: Bool = true) -> Int32 {
+        let deadline = Date().addingTimeInterval(seconds)
+        while isRunning && Date() < deadline { usleep(20_000) }
+        if isRunning && interrupt {
+            kill(pid, SIGINT)
+            let d2 = Date().addingTimeInterval(5)
+            while isRunning && Date() < d2 { usleep(20_000) }
+        }
+        if isRunning {
+            kill(pid, SIGKILL)
+            var s: Int32 = 0
+            waitpid(pid, &s, 0)
+            status = Self.decode(s)
+        }
+        return status ?? -1
+    }
+}
+
+/// A private Xvfb (1920x1080x24, MIT-SHM, DAMAGE, XFIXES, RANDR) for one test, so that
+/// suites running in parallel and painting their own display never see each other's pixels.
+/// Stopped when the value goes away.
+final class PrivateXvfb {
+    let name: String
+    private let child: Child
+
+    init(width: Int = 1920, height: Int = 1080) throws {
+        let dir = try makeTempDir()
+        // A display number nobody holds: no lock file and no socket.
+        var n = 100 + Int(getpid() % 400) * 4 + Int.random(in: 0..<400)
+        while FileManager.default.fileExists(atPath: "/tmp/.X\(n)-lock") || FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(n)") {
+            n += 1
+        }
+        name = ":\(n)"
+        child = try Child(which("Xvfb"), [
+            name, "-screen", "0", "\(width)x\(height)x24", "-noreset", "-nolisten", "tcp",
+            "+extension", "MIT-SHM", "+extension", "DAMAGE", "+extension", "XFIXES", "+extension", "RANDR",
+        ], dir: dir, name: "xvfb")
+        let deadline = Date().addingTimeInterval(15)
+        while true {
+            if let d = XOpenDisplay(name) { XCloseDisplay(d); break }
+            guard child.isRunning, Date() < deadline else {
+                throw TestFailure("private Xvfb on \(name) did not start: \(child.stderr)")
+            }
+            usleep(20_000)
+        }
+    }
+
+    deinit {
+        kill(child.pid, SIGTERM)
+        child.finish(within: 5, interrupt: false)
+    }
+}
+
+func screenshareBinary() -> String {
+    ProcessInfo.processInfo.environment["SCREENSHARE_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/debug/screenshare"
+}
+
+func which(_ name: String) -> String {
+    for dir in ["/usr/bin", "/usr/local/bin", "/bin"] where FileManager.default.isExecutableFile(atPath: "\(dir)/\(name)") {
+        return "\(dir)/\(name)"
+    }
+    return name
+}
+
+func makeTempDir() throws -> String {
+    let dir = NSTemporaryDirectory() + "screenshare-e2e-\(UUID().uuidString.prefix(8))"
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+/// A UDP port that is free now (even, so PORT+1 is used for RTCP).
+func freeEvenPort() -> UInt16 {
+    let base = UInt16(20000 + (getpid() % 2000) * 8)
+    var port = base + UInt16.random(in: 0..<2000) * 2
+    while isUDPPortBound(port) || isUDPPortBound(port + 1) { port += 2 }
+    return port
+}
+
+/// Whether some socket is bound to the UDP port (from /proc/net/udp and udp6).
+func isUDPPortBound(_ port: UInt16) -> Bool {
+    let hex = String(format: ":%04X ", port)
+    for file in ["/proc/net/udp", "/proc/net/udp6"] {
+        if let text = try? String(contentsOfFile: file, encoding: .utf8), text.contains(hex) { return true }
+    }
+    return false
+}
+
+/// Waits (bounded) until a receiver has bound `port`: receivers must listen before we send.
+func waitUntilBound(_ port: UInt16, seconds: Double = 15) throws {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !isUDPPortBound(port) {
+        guard Date() < deadline else { throw TestFailure("no receiver bound UDP port \(port) within \(seconds) s") }
+        usleep(20_000)
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ d: String) { description = d }
+}
+
+/// Runs a command to completion and returns its exit status.
+@discardableResult
+func run(_ executable: String, _ arguments: [String]) throws -> Int32 {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: executable)
+    p.arguments = arguments
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    p.waitUntilExit()
+    return p.terminationStatus
+}
+
+/// Renders a slide with text and fine lines (ImageMagick) and returns its BGRA pixels.
+func renderSlide(width: Int, height: Int, title: String, dir: String) throws -> [UInt8] {
+    let raw = "\(dir)/slide.bgra"
+    let status = try run(which("convert"), [
+        "-size", "\(width)x\(height)", "xc:white", "-fill", "black", "-font", "DejaVu-Sans", "-pointsize", "40",
+        "-annotate", "+120+160", title,
+        "-pointsize", "26",
+        "-annotate", "+120+260", "• Capture with MIT-SHM, convert with libyuv, encode VP8 with libvpx",
+        "-annotate", "+120+320", "• RTP per RFC 7741; receivers: ffmpeg, GStreamer, VLC",
+        "-fill", "none", "-stroke", "black", "-strokewidth", "1",
+        "-draw", "line 120,420 1700,420", "-draw", "line 120,424 1700,424", "-draw", "line 120,428 1700,428",
+        "-stroke", "navy", "-draw", "rectangle 120,500 900,900", "-draw", "line 120,500 900,900",
+        "-stroke", "darkred", "-draw", "circle 1300,700 1300,900",
+        "-depth", "8", "bgra:\(raw)",
+    ])
+    guard status == 0 else { throw TestFailure("ImageMagick convert failed (\(status))") }
+    let data = try Data(contentsOf: URL(fileURLWithPath: raw))
+    guard data.count == width * height * 4 else { throw TestFailure("slide has \(data.count) bytes") }
+    return [UInt8](data)
+}
+
+/// Puts BGRA pixels on the root window at (x, y) of the display.
+func paintRoot(_ pixels: [UInt8], width: Int, height: Int, x: Int = 0, y: Int = 0, on name: String) throws {
+    let display = try #require(XOpenDisplay(name))
+    defer { XCloseDisplay(display) }
+    let screen = cx11_default_screen(display)
+    let root = cx11_root_window(display, screen)
+    let copy = UnsafeMutablePointer<UInt8>.allocate(capacity: pixels.count)
+    copy.initialize(from: pixels, count: pixels.count)
+    let img = XCreateImage(display, cx11_default_visual(display, screen), 24, ZPixmap, 0,
+                           UnsafeMutableRawPointer(copy).assumingMemoryBound(to: CChar.self),
+                           UInt32(width), UInt32(height), 32, Int32(width * 4))!
+    let gc = XCreateGC(display, root, 0, nil)
+    XPutImage(display, root, gc, img, 0, 0, Int32(x), Int32(y), UInt32(width), UInt32(height))
+    XFreeGC(display, gc)
+    XSync(display, 0)
+    _ = cx11_destroy_image(img)
+}
+
+/// BT.601 studio-range luma, as libyuv's ARGBToI420 computes it.
+func luma(bgra: [UInt8], width: Int, height: Int, crop: (x: Int, y: Int, w: Int, h: Int)? = nil) -> [UInt8] {
+    let c = crop ?? (0, 0, width, height)
+    var out = [UInt8](repeating: 0, count: c.w * c.h)
+    for y in 0..<c.h {
+        for x in 0..<c.w {
+            let i = ((c.y + y) * width + c.x + x) * 4
+            let b = Int(bgra[i]), g = Int(bgra[i + 1]), r = Int(bgra[i + 2])
+            out[y * c.w + x] = UInt8((66 * r + 129 * g + 25 * b + 0x1080) >> 8)
+        }
+    }
+    return out
+}
+
+func psnr(_ a: ArraySlice<UInt8>, _ b: [UInt8]) -> Double {
+    precondition(a.count == b.count)
+    var sse = 0.0
+    for (x, y) in zip(a, b) { let d = Double(Int(x) - Int(y)); sse += d * d }
+    if sse == 0 { return 99 }
+    return 10 * log10(255.0 * 255.0 * Double(b.count) / sse)
+}
+
+/// An ffmpeg receiver reading our SDP; writes framemd5 lines and raw grey frames.
+struct FFmpegReceiver {
+    let child: Child
+    let md5Path: String
+    let yuvPath: String
+
+    init(sdpPath: String, dir: String) throws {
+        md5Path = "\(dir)/frames.md5"
+        yuvPath = "\(dir)/frames.yuv"
+        child = try Child(which("ffmpeg"), [
+            "-nostdin", "-loglevel", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdpPath,
+            "-map", "0:v", "-f", "framemd5", "-y", md5Path,
+            "-map", "0:v", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", yuvPath,
+        ], dir: dir, name: "ffmpeg")
+    }
+
+    /// Decoded frame count and the size of the frames (from framemd5's #dimensions line).
+    func results() throws -> (frames: Int, width: Int, height: Int) {
+        let text = try String(contentsOfFile: md5Path, encoding: .utf8)
+        let frames = text.split(separator: "\n").filter { !$0.hasPrefix("#") }.count
+        guard let dims = text.split(separator: "\n").first(where: { $0.hasPrefix("#dimensions") }),
+              let wh = dims.split(separator: " ").last?.split(separator: "x"), wh.count == 2,
+              let w = Int(wh[0]), let h = Int(wh[1]) else { return (frames, 0, 0) }
+        return (frames, w, h)
+    }
+
+    /// The luma plane of the last decoded frame, as decoded: studio range, no conversion
+    /// (ffmpeg's `gray` output would stretch it to full range).
+    func lastFrame(width: Int, height: Int) throws -> ArraySlice<UInt8> {
+        let data = try [UInt8](Data(contentsOf: URL(fileURLWithPath: yuvPath)))
+        let size = width * height + 2 * ((width + 1) / 2) * ((height + 1) / 2)
+        guard data.count >= size else { throw TestFailure("no decoded frame in \(yuvPath)") }
+        let n = data.count / size
+        let start = (n - 1) * size
+        return data[start..<(start + width * height)]
+    }
+}
+
+/// Parses our JSON event lines and returns the `stopped` event's fields.
+func stoppedEvent(_ stdout: String) throws -> [String: Any] {
+    for line in stdout.split(separator: "\n").reversed() {
+        if let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], obj["event"] as? String == "stopped" {
+            return obj
+        }
+    }
+    throw TestFailure("no stopped event in: \(stdout)")
+}
+
+/// Writes the SDP the sender will write, so the receiver can start first.
+func writeSDP(port: UInt16, fps: Int, to path: String) throws {
+    try SessionDescription(destination: "127.0.0.1", videoPort: port, framerate: fps).render()
+        .write(toFile: path, atomically: true, encoding: .utf8)
+}

@@ -1,0 +1,153 @@
+import Foundation
+import Testing
+
+/// The whole sender, checked by independent decoders (ffmpeg, GStreamer) under the real Xvfb.
+@Suite(.serialized) struct VideoEndToEndTests {
+    /// Each test gets its own X server (Swift Testing makes a new suite value per test).
+    let xvfb: PrivateXvfb
+    init() throws { xvfb = try PrivateXvfb() }
+
+    @Test func ffmpegDecodesASharpSlideAt1080p() throws {
+        let dir = try makeTempDir()
+        let slide = try renderSlide(width: 1920, height: 1080, title: "End-to-end slide: sharp text and fine lines", dir: dir)
+        try paintRoot(slide, width: 1920, height: 1080, on: xvfb.name)
+        let port = freeEvenPort()
+        let sdp = "\(dir)/stream.sdp"
+        try writeSDP(port: port, fps: 15, to: sdp)
+        let ffmpeg = try FFmpegReceiver(sdpPath: sdp, dir: dir)
+        try waitUntilBound(port)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--sdp", "\(dir)/sender.sdp", "--duration", "4",
+            "--bitrate", "2M", "--fps", "15", "--no-cursor", "--json",
+        ], dir: dir, name: "sender")
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        ffmpeg.child.finish(within: 5)
+        let stopped = try stoppedEvent(sender.stdout)
+        let sent = try #require(stopped["frames_sent"] as? Int)
+        // A still slide: the first frame, refinement, then at least the 1 fps keep-alive
+        // (rate control may drop refinement frames after a large keyframe in detail mode).
+        #expect(sent >= 4, "frames sent: \(sent)")
+        let r = try ffmpeg.results()
+        #expect(Double(r.frames) >= 0.95 * Double(sent), "ffmpeg decoded \(r.frames) of \(sent); \(ffmpeg.child.stderr)")
+        #expect(r.width == 1920 && r.height == 1080)
+        let p = psnr(try ffmpeg.lastFrame(width: 1920, height: 1080), luma(bgra: slide, width: 1920, height: 1080))
+        #expect(p >= 40, "PSNR \(p) dB")
+        // The SDP the sender wrote is the one the receiver used.
+        #expect(try String(contentsOfFile: "\(dir)/sender.sdp", encoding: .utf8) == String(contentsOfFile: sdp, encoding: .utf8))
+    }
+
+    @Test func gstreamerDecodesTheSameStream() throws {
+        let dir = try makeTempDir()
+        let slide = try renderSlide(width: 1920, height: 1080, title: "GStreamer receiver slide", dir: dir)
+        try paintRoot(slide, width: 1920, height: 1080, on: xvfb.name)
+        let port = freeEvenPort()
+        let gst = try Child(which("gst-launch-1.0"), [
+            "-e", "-q", "udpsrc", "port=\(port)",
+            "caps=application/x-rtp,media=video,clock-rate=90000,encoding-name=VP8,payload=96",
+            "!", "rtpjitterbuffer", "latency=50", "!", "rtpvp8depay", "!", "vp8dec", "!", "checksumsink",
+        ], dir: dir, name: "gst")
+        try waitUntilBound(port)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--duration", "3", "--no-cursor", "--json",
+        ], dir: dir, name: "sender")
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        gst.finish(within: 1)
+        let sent = try #require(try stoppedEvent(sender.stdout)["frames_sent"] as? Int)
+        let decoded = gst.stdout.split(separator: "\n").filter { !$0.isEmpty }.count
+        #expect(decoded >= Int(0.9 * Double(sent)) && decoded > 0, "GStreamer decoded \(decoded) of \(sent): \(gst.stderr)")
+    }
+
+    @Test func regionAndMaxResolution() throws {
+        let dir = try makeTempDir()
+        let slide = try renderSlide(width: 1920, height: 1080, title: "Region capture", dir: dir)
+        try paintRoot(slide, width: 1920, height: 1080, on: xvfb.name)
+
+        // A 640x480 region stays 640x480 and shows exactly that part of the screen.
+        let port = freeEvenPort()
+        let sdp = "\(dir)/r.sdp"
+        try writeSDP(port: port, fps: 15, to: sdp)
+        let ffmpeg = try FFmpegReceiver(sdpPath: sdp, dir: dir)
+        try waitUntilBound(port)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--region", "640x480+100+120", "--max-resolution", "720p",
+            "--duration", "2", "--no-cursor", "--json",
+        ], dir: dir, name: "sender")
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        ffmpeg.child.finish(within: 5)
+        let r = try ffmpeg.results()
+        #expect(r.width == 640 && r.height == 480)
+        let p = psnr(try ffmpeg.lastFrame(width: 640, height: 480),
+                     luma(bgra: slide, width: 1920, height: 1080, crop: (100, 120, 640, 480)))
+        #expect(p >= 38, "region PSNR \(p) dB")
+
+        // --max-resolution 720p on the 1080p screen gives 1280x720 frames.
+        let port2 = freeEvenPort()
+        let sdp2 = "\(dir)/m.sdp"
+        try writeSDP(port: port2, fps: 15, to: sdp2)
+        let dir2 = try makeTempDir()
+        let ffmpeg2 = try FFmpegReceiver(sdpPath: sdp2, dir: dir2)
+        try waitUntilBound(port2)
+        let sender2 = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port2)", "--max-resolution", "720p", "--duration", "2", "--no-cursor", "--json",
+        ], dir: dir2, name: "sender")
+        #expect(sender2.finish(within: 30) == 0, "sender: \(sender2.stderr)")
+        ffmpeg2.child.finish(within: 5)
+        let r2 = try ffmpeg2.results()
+        #expect(r2.width == 1280 && r2.height == 720, "got \(r2.width)x\(r2.height)")
+        #expect(r2.frames > 0)
+    }
+
+    @Test func rawNV12InputDecodesToTheExpectedPicture() throws {
+        let dir = try makeTempDir()
+        let w = 640, h = 360
+        // A picture of horizontal luma bands and flat chroma, as NV12.
+        var nv12 = [UInt8](repeating: 128, count: w * h * 3 / 2)
+        for y in 0..<h { for x in 0..<w { nv12[y * w + x] = UInt8(16 + ((y / 30) * 19 + (x / 80) * 7) % 220) } }
+        let path = "\(dir)/in.nv12"
+        try Data(nv12).write(to: URL(fileURLWithPath: path))
+        let port = freeEvenPort()
+        let sdp = "\(dir)/n.sdp"
+        try writeSDP(port: port, fps: 15, to: sdp)
+        let ffmpeg = try FFmpegReceiver(sdpPath: sdp, dir: dir)
+        try waitUntilBound(port)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--input", path, "--input-format", "nv12", "--input-size", "\(w)x\(h)",
+            "--duration", "2", "--json",
+        ], dir: dir, name: "sender")
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        ffmpeg.child.finish(within: 5)
+        let r = try ffmpeg.results()
+        #expect(r.width == w && r.height == h)
+        let p = psnr(try ffmpeg.lastFrame(width: w, height: h), Array(nv12[0..<(w * h)]))
+        #expect(p >= 40, "NV12 PSNR \(p) dB")
+    }
+
+    @Test func unreachableDisplayIsAClearErrorWithItsExitCode() throws {
+        let dir = try makeTempDir()
+        let sender = try Child(screenshareBinary(), ["start", "--to", "127.0.0.1:5998", "--display", ":93", "--duration", "1"],
+                               dir: dir, name: "sender")
+        #expect(sender.finish(within: 10) == 69)
+        #expect(sender.stderr.contains("\":93\""), "stderr: \(sender.stderr)")
+    }
+
+    @Test func unresolvableDestinationIsANetworkError() throws {
+        let dir = try makeTempDir()
+        let sender = try Child(screenshareBinary(), ["start", "--display", xvfb.name, "--to", "no-such-host.invalid:5004", "--duration", "1"],
+                               dir: dir, name: "sender")
+        #expect(sender.finish(within: 10) == 68)
+        #expect(sender.stderr.contains("no-such-host.invalid"))
+    }
+
+    @Test func sigintStopsCleanlyWithBye() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let sender = try Child(screenshareBinary(), ["start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--json"], dir: dir, name: "sender")
+        // Wait for the first frame (bounded), then interrupt.
+        let deadline = Date().addingTimeInterval(20)
+        while !sender.stdout.contains("first_frame_sent") && Date() < deadline { usleep(20_000) }
+        kill(sender.pid, SIGINT)
+        #expect(sender.finish(within: 10, interrupt: false) == 130)
+        let stopped = try stoppedEvent(sender.stdout)
+        #expect(stopped["reason"] as? String == "requested")
+    }
+}
