@@ -13,8 +13,8 @@ let package = Package(
     ],
     targets: [
         // C libraries behind thin system-library targets (module.modulemap + shim.h).
-        .systemLibrary(name: "CX11", pkgConfig: "x11 xext xdamage xfixes xrandr",
-                       providers: [.apt(["libx11-dev", "libxext-dev", "libxdamage-dev", "libxfixes-dev", "libxrandr-dev"])]),
+        .systemLibrary(name: "CX11", pkgConfig: "x11 xext xdamage xfixes xrandr xcomposite",
+                       providers: [.apt(["libx11-dev", "libxext-dev", "libxdamage-dev", "libxfixes-dev", "libxrandr-dev", "libxcomposite-dev"])]),
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
         .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
 
@@ -46,9 +46,11 @@ let package = Package(
         .testTarget(name: "RTCPTests", dependencies: ["RTCP", "RTP"]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoProcessing", "MediaCore"]),
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "VideoProcessing", "MediaCore"]),
-        .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "MediaCore", "CX11"]),
+        // Shared by the capture tests: real X windows to capture.
+        .target(name: "X11TestSupport", dependencies: ["CX11"], path: "Tests/X11TestSupport"),
+        .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "MediaCore", "CX11", "X11TestSupport"]),
         .testTarget(name: "BroadcastTests", dependencies: ["Broadcast", "RTP", "MediaCore"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "CX11"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "CX11", "X11TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -113,12 +113,12 @@ public final class Broadcaster: @unchecked Sendable {
     /// Runs until stopped; returns why it stopped and a summary.
     public func run() throws -> (reason: StopReason, detail: String, summary: [String: JSONValue]) {
         if let sdpPath = config.sdpPath { try writeSDP(to: sdpPath) }
+        // The source is opened on the capture thread's behalf here, so errors surface at once.
+        let producer = try makeProducer()
         events.emit(BroadcastEvent("started", [
             "destination": .string(config.destination.description), "ssrc": .int(Int(ssrc)),
             "fps": .int(config.fps), "bitrate_kbps": .int(config.bitrate.kbps), "content": .string(config.content.rawValue),
         ]))
-        // The source is opened on the capture thread's behalf here, so errors surface at once.
-        let producer = try makeProducer()
         spawn("screenshare-capture") { producer() }
         spawn("screenshare-encode") { [self] in encodeLoop() }
         spawn("screenshare-rtcp") { [self] in rtcpLoop() }
@@ -200,8 +200,8 @@ public final class Broadcaster: @unchecked Sendable {
     /// Opens the source and returns the capture loop to run on its own thread.
     private func makeProducer() throws -> @Sendable () -> Void {
         switch config.source {
-        case .x11(let display, let spec, _):
-            let capturer = try X11ScreenCapturer(display: display, source: spec, logger: logger)
+        case .x11(let display, let spec, let drawCursor):
+            let capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: drawCursor, logger: logger)
             let box = UncheckedBox(capturer)
             return { [self] in x11Loop(box.value) }
         case .raw(let path, let format, let size, let fps):
@@ -225,6 +225,7 @@ public final class Broadcaster: @unchecked Sendable {
         let period = UInt64(1e9 / Double(max(config.fps, 1)))
         var nextAllowed = clock.nowNanos()
         var sourceSize = PixelSize(width: 0, height: 0)
+        var unavailable: String?
         while isRunning {
             let now = clock.nowNanos()
             if now < nextAllowed { sleepNanos(nextAllowed - now); continue }
@@ -241,6 +242,17 @@ public final class Broadcaster: @unchecked Sendable {
             switch outcome {
             case .captured:
                 nextAllowed = now + period
+                if unavailable != nil {
+                    unavailable = nil
+                    events.emit(BroadcastEvent("source_restored", ["size": .string(sourceSize.description)]))
+                }
+            case .placeholder(let reason):
+                // Privacy: never the screen instead of the window; a placeholder, and say so.
+                nextAllowed = now + period
+                if unavailable != reason {
+                    unavailable = reason
+                    events.emit(BroadcastEvent("warning", ["kind": "source_unavailable", "message": .string(reason + "; sending a placeholder")]))
+                }
             case .unchanged:
                 // Damage-triggered: wake as soon as the screen changes (no frame-tick wait).
                 _ = capturer.waitForChange(timeoutNanos: 200_000_000)

@@ -30,6 +30,13 @@ public enum JSONValue: Sendable, Equatable, Encodable, ExpressibleByStringLitera
         case .null: try c.encodeNil()
         }
     }
+
+    /// Compact JSON text with sorted keys.
+    public var jsonText: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? String(decoding: encoder.encode(self), as: UTF8.self)) ?? "null"
+    }
 }
 
 /// One machine-readable event: `{"event": NAME, "time": RFC 3339, ...fields}`.

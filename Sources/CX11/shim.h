@@ -7,6 +7,7 @@
 #include <X11/extensions/Xdamage.h>
 #include <X11/extensions/Xfixes.h>
 #include <X11/extensions/Xrandr.h>
+#include <X11/extensions/Xcomposite.h>
 #include <sys/ipc.h>
 #include <sys/shm.h>
 
@@ -19,6 +20,17 @@ static inline int cx11_display_width(Display *d, int screen) { return DisplayWid
 static inline int cx11_display_height(Display *d, int screen) { return DisplayHeight(d, screen); }
 static inline Visual *cx11_default_visual(Display *d, int screen) { return DefaultVisual(d, screen); }
 static inline int cx11_default_depth(Display *d, int screen) { return DefaultDepth(d, screen); }
+static inline GC cx11_default_gc(Display *d, int screen) { return DefaultGC(d, screen); }
 static inline int cx11_connection_number(Display *d) { return ConnectionNumber(d); }
 // shmat returns (void *)-1 on failure; compare in C so Swift need not build that pointer.
 static inline int cx11_shmat_failed(void *p) { return p == (void *)-1; }
+
+// X protocol errors (a window destroyed between two requests, say) must not end the process:
+// Xlib's default handler exits. This one records the last error code; the capture thread
+// reads and clears it after the requests it cares about (after XSync).
+static int cx11_last_error_code = 0;
+static int cx11_record_error(Display *d, XErrorEvent *e) { (void)d; cx11_last_error_code = e->error_code; return 0; }
+static inline void cx11_install_error_handler(void) { XSetErrorHandler(cx11_record_error); }
+static inline int cx11_take_error(void) { int c = cx11_last_error_code; cx11_last_error_code = 0; return c; }
+// XFixes cursor pixels are `unsigned long` (64-bit here) holding 32-bit premultiplied ARGB.
+static inline unsigned int cx11_cursor_pixel(const XFixesCursorImage *c, int i) { return (unsigned int)c->pixels[i]; }

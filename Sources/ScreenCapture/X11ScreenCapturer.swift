@@ -11,6 +11,11 @@ public enum CaptureSourceSpec: Sendable, Equatable {
     case screen
     /// A fixed rectangle of the screen.
     case region(PixelRect)
+    /// One RandR monitor, by name or index.
+    case monitor(String)
+    /// One window, by id (decimal or 0x hex) or a substring of its title. Follows moves and
+    /// resizes, shows only that window (XComposite), never falls back to the screen.
+    case window(String)
 
     /// Parses X11 geometry "WxH+X+Y" (or "WxH" at +0+0).
     /// - Throws: `CaptureError` naming the text when it is not a geometry.
@@ -36,6 +41,9 @@ public enum CaptureOutcome: Sendable, Equatable {
     case captured
     /// Nothing changed since the last capture; nothing was copied, the body was not called.
     case unchanged
+    /// The source cannot be shown now (a window unmapped or gone): the body was handed a
+    /// placeholder picture instead, once per change of state; the text says why.
+    case placeholder(String)
     /// Try again later.
     case temporaryError(String)
     /// The source is gone for good.
@@ -50,6 +58,7 @@ public struct CaptureError: Error, CustomStringConvertible, Equatable {
         public static let badArgument = Kind(name: "bad_argument")
         public static let unsupportedVisual = Kind(name: "unsupported_visual")
         public static let captureFailed = Kind(name: "capture_failed")
+        public static let sourceNotFound = Kind(name: "source_not_found")
     }
     public var kind: Kind
     public var message: String
@@ -60,18 +69,31 @@ public struct CaptureError: Error, CustomStringConvertible, Equatable {
     public var description: String { message }
 }
 
-/// Captures the screen or a region of an X11 display into a reused MIT-SHM image (XGetImage
-/// when shared memory cannot be attached), skipping the copy when XDamage reports no change.
+/// Captures the screen, a region, a RandR monitor or one window of an X11 display into a
+/// reused MIT-SHM image (XGetImage when shared memory cannot be attached), skipping the copy
+/// when XDamage reports no change, and drawing the cursor in (XFixes) when asked.
+///
+/// A window is captured from its own off-screen pixmap (XComposite, automatic redirection),
+/// so windows in front of it never show; it is followed through moves and resizes; when it
+/// is unmapped or destroyed a placeholder picture is delivered instead — never the screen.
 ///
 /// Used from one capture thread only. Owns its Display connection, the SHM segment and the
 /// damage object; teardown order is XShmDetach → XDestroyImage → shmdt.
 public final class X11ScreenCapturer {
+    private enum Target {
+        case rect(PixelRect)
+        case window(top: Window, label: String)
+    }
+
     private let display: OpaquePointer
+    private let displayName: String
     private let root: Window
     private let screenSize: PixelSize
-    private let rect: PixelRect
+    private let target: Target
     private let logger: Logger
+    private let wantSharedMemory: Bool
     private var image: UnsafeMutablePointer<XImage>?
+    private var imageSize = PixelSize(width: 0, height: 0)
     private var shmInfo = XShmSegmentInfo()
     private var shmAttached = false
     private var damage: Damage = 0
@@ -79,25 +101,48 @@ public final class X11ScreenCapturer {
     private var dirty = true
     public private(set) var usesSharedMemory = false
 
-    /// The size of frames delivered.
-    public var outputSize: PixelSize { rect.size }
+    // Window state.
+    private var useComposite = false
+    private var windowPixmap: Pixmap = 0
+    private var windowRect = PixelRect(x: 0, y: 0, width: 0, height: 0)
+    private var windowBorder = 0
+    private var windowGone = false
+    private var placeholderReason: String?
+    private var placeholder: UnsafeMutableRawPointer?
+    private var placeholderSize = PixelSize(width: 0, height: 0)
+
+    // Cursor state.
+    private let drawCursor: Bool
+    private var fixesEventBase: Int32 = 0
+    private var cursorStale = true
+    private var cursorPixels: [UInt32] = []
+    private var cursorSize = PixelSize(width: 0, height: 0)
+    private var cursorHot = (x: 0, y: 0)
+    private var lastPointer = (x: Int.min, y: Int.min)
+
+    /// The size of the frames delivered now (a window's size changes as it is resized).
+    public var outputSize: PixelSize {
+        switch target {
+        case .rect(let r): return r.size
+        case .window: return placeholderReason != nil ? placeholderSize : windowRect.size
+        }
+    }
 
     /// - Parameters:
     ///   - display: an X display name like ":1"; nil uses $DISPLAY.
     ///   - source: what to capture.
+    ///   - drawCursor: draw the pointer into the frames (XFixes cursor image).
     ///   - useSharedMemory: false forces the XGetImage path (as does SCREENSHARE_NO_SHM=1).
-    /// - Throws: `CaptureError` naming the display or the region that is not usable.
-    public init(display name: String?, source: CaptureSourceSpec, useSharedMemory: Bool = true, logger: Logger) throws {
+    /// - Throws: `CaptureError` naming the display, region, monitor or window that is not usable.
+    public init(display name: String?, source: CaptureSourceSpec, drawCursor: Bool = false,
+                useSharedMemory: Bool = true, logger: Logger) throws {
         self.logger = logger
+        self.drawCursor = drawCursor
         XInitThreads()
-        let shownName = name ?? (getenv("DISPLAY").map { String(cString: $0) } ?? "")
-        guard !shownName.isEmpty else {
-            throw CaptureError(.displayUnavailable, "no X display: set DISPLAY or pass --display :N")
-        }
-        guard let d = XOpenDisplay(shownName) else {
-            throw CaptureError(.displayUnavailable, "cannot open X display \"\(shownName)\" (is an X server running there, and may you connect?)")
-        }
+        let (d, shownName) = try openDisplay(name)
         display = d
+        displayName = shownName
+        cx11_install_error_handler()
         let screen = cx11_default_screen(d)
         root = cx11_root_window(d, screen)
         screenSize = PixelSize(width: Int(cx11_display_width(d, screen)), height: Int(cx11_display_height(d, screen)))
@@ -109,43 +154,126 @@ public final class X11ScreenCapturer {
             XCloseDisplay(d)
             throw CaptureError(.unsupportedVisual, "display \"\(shownName)\" has depth \(depth); only 24/32-bit TrueColor (BGRX) is supported")
         }
-        switch source {
-        case .screen:
-            rect = PixelRect(x: 0, y: 0, width: screenSize.width, height: screenSize.height)
-        case .region(let r):
-            guard r.x + r.width <= screenSize.width, r.y + r.height <= screenSize.height else {
-                XCloseDisplay(d)
-                throw CaptureError(.badArgument, "region \(r) is outside the \(screenSize) screen of \"\(shownName)\"")
-            }
-            rect = r
-        }
         let noSHM = getenv("SCREENSHARE_NO_SHM").map { String(cString: $0) == "1" } ?? false
-        if useSharedMemory && !noSHM && XShmQueryExtension(d) != 0 {
-            usesSharedMemory = attachSharedImage(visual: visual, depth: depth)
+        wantSharedMemory = useSharedMemory && !noSHM && XShmQueryExtension(d) != 0
+
+        do {
+            switch source {
+            case .screen:
+                target = .rect(PixelRect(x: 0, y: 0, width: screenSize.width, height: screenSize.height))
+            case .region(let r):
+                guard r.x + r.width <= screenSize.width, r.y + r.height <= screenSize.height else {
+                    throw CaptureError(.badArgument, "region \(r) is outside the \(screenSize) screen of \"\(shownName)\"")
+                }
+                target = .rect(r)
+            case .monitor(let spec):
+                let m = try X11Query.findMonitor(d, root: root, spec: spec, displayName: shownName)
+                guard let r = m.rect.intersection(PixelRect(x: 0, y: 0, width: screenSize.width, height: screenSize.height)),
+                      !r.isEmpty else {
+                    throw CaptureError(.sourceNotFound, "--monitor \(spec): monitor \(m.name) \(m.rect) is outside the screen")
+                }
+                target = .rect(r)
+            case .window(let spec):
+                let client = try X11Query.findWindow(d, root: root, spec: spec, displayName: shownName)
+                guard let top = X11Query.topLevel(d, root: root, of: client) else {
+                    throw CaptureError(.sourceNotFound, "--window \(spec): the window vanished while it was looked up")
+                }
+                let label = "window 0x\(String(client, radix: 16))" + (X11Query.title(d, client).map { " \"\($0)\"" } ?? "")
+                target = .window(top: top, label: label)
+            }
+        } catch {
+            XCloseDisplay(d)
+            throw error
         }
-        if !usesSharedMemory {
-            logger.warning("MIT-SHM unavailable on \"\(shownName)\": capturing with XGetImage (slower)")
+
+        switch target {
+        case .rect(let r):
+            if wantSharedMemory { usesSharedMemory = attachSharedImage(size: r.size, visual: visual, depth: depth) }
+            if !usesSharedMemory {
+                logger.warning("MIT-SHM unavailable on \"\(shownName)\": capturing with XGetImage (slower)")
+            }
+        case .window(let top, let label):
+            var major: Int32 = 0, minor: Int32 = 0, ev: Int32 = 0, er: Int32 = 0
+            if XCompositeQueryExtension(d, &ev, &er) != 0, XCompositeQueryVersion(d, &major, &minor) != 0,
+               major > 0 || minor >= 2 {
+                XCompositeRedirectWindow(d, top, Int32(CompositeRedirectAutomatic))
+                useComposite = true
+                // Without a compositing manager the new pixmap starts as a copy of the screen,
+                // windows in front included. Clear it to the windows' backgrounds and ask the
+                // application to repaint (Expose), so no other window's pixels are ever sent.
+                Self.clearAndExpose(d, top)
+            } else {
+                logger.warning("XComposite unavailable on \"\(shownName)\": windows in front of \(label) may show in the capture")
+            }
+            XSelectInput(d, top, StructureNotifyMask)
+            refreshWindowGeometry(top)
+            usesSharedMemory = wantSharedMemory
+            if !usesSharedMemory {
+                logger.warning("MIT-SHM unavailable on \"\(shownName)\": capturing with XGetImage (slower)")
+            }
         }
+
         var errorBase: Int32 = 0
         if XDamageQueryExtension(d, &damageEventBase, &errorBase) != 0 {
-            damage = XDamageCreate(d, root, Int32(XDamageReportNonEmpty))
+            damage = XDamageCreate(d, damageDrawable, Int32(XDamageReportNonEmpty))
         } else {
             logger.warning("XDamage unavailable: every frame is captured")
         }
+        if drawCursor {
+            var fixesErrorBase: Int32 = 0
+            if XFixesQueryExtension(d, &fixesEventBase, &fixesErrorBase) != 0 {
+                XFixesSelectCursorInput(d, root, UInt(XFixesDisplayCursorNotifyMask))
+            } else {
+                logger.warning("XFixes unavailable on \"\(shownName)\": the cursor is not drawn")
+                fixesEventBase = -1
+            }
+        }
         XSync(d, 0)
+        _ = cx11_take_error()
     }
 
     deinit {
         if damage != 0 { XDamageDestroy(display, damage) }
-        if shmAttached { XShmDetach(display, &shmInfo) }
-        if let image { _ = cx11_destroy_image(image) }
-        if shmAttached { shmdt(shmInfo.shmaddr) }
+        releaseImage()
+        if windowPixmap != 0 { XFreePixmap(display, windowPixmap) }
+        placeholder?.deallocate()
+        XSync(display, 0)
+        _ = cx11_take_error()
         XCloseDisplay(display)
     }
 
-    private func attachSharedImage(visual: UnsafeMutablePointer<Visual>, depth: Int32) -> Bool {
+    private static func clearAndExpose(_ d: OpaquePointer, _ w: Window, depth: Int = 0) {
+        XClearArea(d, w, 0, 0, 0, 0, 1)
+        guard depth < 4 else { return }
+        for child in X11Query.children(d, w) { clearAndExpose(d, child, depth: depth + 1) }
+    }
+
+    private var damageDrawable: Drawable {
+        switch target {
+        case .rect: return root
+        case .window(let top, _): return top
+        }
+    }
+
+    // MARK: Images
+
+    private func releaseImage() {
+        if shmAttached { XShmDetach(display, &shmInfo) }
+        if let image {
+            if shmAttached { image.pointee.data = nil }
+            _ = cx11_destroy_image(image)
+        }
+        if shmAttached { shmdt(shmInfo.shmaddr) }
+        image = nil
+        shmAttached = false
+        imageSize = PixelSize(width: 0, height: 0)
+    }
+
+    private func attachSharedImage(size: PixelSize, visual: UnsafeMutablePointer<Visual>, depth: Int32) -> Bool {
+        releaseImage()
+        shmInfo = XShmSegmentInfo()
         guard let img = XShmCreateImage(display, visual, UInt32(depth), ZPixmap, nil, &shmInfo,
-                                        UInt32(rect.width), UInt32(rect.height)) else { return false }
+                                        UInt32(size.width), UInt32(size.height)) else { return false }
         let bytes = Int(img.pointee.bytes_per_line) * Int(img.pointee.height)
         shmInfo.shmid = shmget(IPC_PRIVATE, bytes, IPC_CREAT | 0o600)
         guard shmInfo.shmid >= 0 else {
@@ -170,58 +298,261 @@ public final class X11ScreenCapturer {
         }
         XSync(display, 0)
         image = img
+        imageSize = size
         shmAttached = true
         return true
     }
 
-    /// Reads pending X events; returns true if damage touched the captured rectangle.
+    /// Copies `size` pixels at (x, y) of `drawable` and hands them to `deliver`; false on an X error.
+    private func grab(_ drawable: Drawable, x: Int, y: Int, size: PixelSize, visual: UnsafeMutablePointer<Visual>?,
+                      depth: Int32, origin: (Int, Int), _ body: (BGRAImageView) -> Void) -> Bool {
+        _ = cx11_take_error()
+        if usesSharedMemory {
+            if imageSize != size || image == nil {
+                guard let visual, attachSharedImage(size: size, visual: visual, depth: depth) else {
+                    usesSharedMemory = false
+                    logger.warning("MIT-SHM image of \(size) failed on \"\(displayName)\": capturing with XGetImage (slower)")
+                    return grab(drawable, x: x, y: y, size: size, visual: visual, depth: depth, origin: origin, body)
+                }
+            }
+            guard let image, XShmGetImage(display, drawable, image, Int32(x), Int32(y), UInt.max) != 0,
+                  cx11_take_error() == 0 else { return false }
+            deliver(image, origin: origin, body)
+        } else {
+            guard let img = XGetImage(display, drawable, Int32(x), Int32(y), UInt32(size.width),
+                                      UInt32(size.height), UInt.max, ZPixmap) else {
+                _ = cx11_take_error()
+                return false
+            }
+            deliver(img, origin: origin, body)
+            _ = cx11_destroy_image(img)
+        }
+        return true
+    }
+
+    private func deliver(_ img: UnsafeMutablePointer<XImage>, origin: (Int, Int), _ body: (BGRAImageView) -> Void) {
+        let base = UnsafeMutableRawPointer(img.pointee.data)!
+        let stride = Int(img.pointee.bytes_per_line)
+        let w = Int(img.pointee.width), h = Int(img.pointee.height)
+        if drawCursor { drawCursorInto(base, stride: stride, width: w, height: h, originX: origin.0, originY: origin.1) }
+        body(BGRAImageView(base: UnsafeRawPointer(base), stride: stride, width: w, height: h))
+    }
+
+    // MARK: Events
+
+    /// Reads pending X events: damage, window structure changes, cursor shape changes.
     private func drainEvents() {
         var event = XEvent()
         while XPending(display) > 0 {
             XNextEvent(display, &event)
-            if damage != 0, event.type == damageEventBase + XDamageNotify { dirty = true }
+            let type = event.type
+            if damage != 0, type == damageEventBase + XDamageNotify {
+                dirty = true
+            } else if drawCursor, fixesEventBase >= 0, type == fixesEventBase + XFixesCursorNotify {
+                cursorStale = true
+                dirty = true
+            } else if case .window(let top, _) = target {
+                switch type {
+                case ConfigureNotify where event.xconfigure.window == top:
+                    let c = event.xconfigure
+                    let size = PixelSize(width: Int(c.width), height: Int(c.height))
+                    if size != windowRect.size {
+                        dirty = true
+                        freeWindowPixmap()
+                    }
+                    refreshWindowGeometry(top)
+                case MapNotify where event.xmap.window == top, UnmapNotify where event.xunmap.window == top:
+                    dirty = true
+                    freeWindowPixmap()
+                case DestroyNotify where event.xdestroywindow.window == top:
+                    windowGone = true
+                    dirty = true
+                    damage = 0  // destroyed with the window
+                    freeWindowPixmap()
+                default:
+                    break
+                }
+            }
         }
     }
 
-    /// Captures a frame if the screen changed (or `force`), handing the body a borrowed BGRA
+    private func freeWindowPixmap() {
+        if windowPixmap != 0 { XFreePixmap(display, windowPixmap) }
+        windowPixmap = 0
+    }
+
+    /// Reads the window's size, border and position on the root; false if it is not viewable.
+    @discardableResult
+    private func refreshWindowGeometry(_ top: Window) -> Bool {
+        var attrs = XWindowAttributes()
+        _ = cx11_take_error()
+        guard XGetWindowAttributes(display, top, &attrs) != 0, cx11_take_error() == 0 else {
+            windowGone = true
+            return false
+        }
+        var x: Int32 = 0, y: Int32 = 0
+        var child: Window = 0
+        XTranslateCoordinates(display, top, root, 0, 0, &x, &y, &child)
+        windowBorder = Int(attrs.border_width)
+        windowRect = PixelRect(x: Int(x), y: Int(y), width: Int(attrs.width), height: Int(attrs.height))
+        return attrs.map_state == IsViewable
+    }
+
+    // MARK: Capture
+
+    /// Captures a frame if the source changed (or `force`), handing the body a borrowed BGRA
     /// view that is valid only during the call.
     public func capture(force: Bool = false, _ body: (BGRAImageView) -> Void) -> CaptureOutcome {
         drainEvents()
-        if damage == 0 { dirty = true }
+        if damage == 0 && !windowGone { dirty = true }
         guard dirty || force else { return .unchanged }
         if damage != 0 { XDamageSubtract(display, damage, 0, 0) }
         dirty = false
-        if usesSharedMemory, let image {
-            guard XShmGetImage(display, root, image, Int32(rect.x), Int32(rect.y), UInt.max) != 0 else {
-                return .temporaryError("XShmGetImage failed")
+        switch target {
+        case .rect(let r):
+            let screen = cx11_default_screen(display)
+            guard grab(root, x: r.x, y: r.y, size: r.size, visual: cx11_default_visual(display, screen),
+                       depth: cx11_default_depth(display, screen), origin: (r.x, r.y), body) else {
+                return .temporaryError("capturing \(r) of \"\(displayName)\" failed")
             }
-            deliver(image, body)
-        } else {
-            guard let img = XGetImage(display, root, Int32(rect.x), Int32(rect.y), UInt32(rect.width),
-                                      UInt32(rect.height), UInt.max, ZPixmap) else {
-                return .temporaryError("XGetImage failed")
+            return .captured
+        case .window(let top, let label):
+            if windowGone { return showPlaceholder("\(label) is gone (closed)", force: force, body) }
+            guard refreshWindowGeometry(top) else {
+                return showPlaceholder(windowGone ? "\(label) is gone (closed)" : "\(label) is not mapped (minimised or hidden)",
+                                       force: force, body)
             }
-            deliver(img, body)
-            _ = cx11_destroy_image(img)
+            var attrs = XWindowAttributes()
+            XGetWindowAttributes(display, top, &attrs)
+            var drawable: Drawable = top
+            var offset = 0
+            if useComposite {
+                if windowPixmap == 0 {
+                    _ = cx11_take_error()
+                    windowPixmap = XCompositeNameWindowPixmap(display, top)
+                    XSync(display, 0)
+                    if cx11_take_error() != 0 { windowPixmap = 0 }
+                }
+                guard windowPixmap != 0 else {
+                    dirty = true
+                    return .temporaryError("\(label): no pixmap for the window yet")
+                }
+                drawable = windowPixmap
+                offset = windowBorder
+            }
+            let ok = grab(drawable, x: offset, y: offset, size: windowRect.size, visual: attrs.visual,
+                          depth: attrs.depth, origin: (windowRect.x, windowRect.y), body)
+            guard ok else {
+                freeWindowPixmap()
+                dirty = true
+                return .temporaryError("capturing \(label) failed (resized or unmapped meanwhile)")
+            }
+            placeholderReason = nil
+            return .captured
         }
-        return .captured
     }
 
-    private func deliver(_ img: UnsafeMutablePointer<XImage>, _ body: (BGRAImageView) -> Void) {
-        let view = BGRAImageView(base: UnsafeRawPointer(img.pointee.data), stride: Int(img.pointee.bytes_per_line),
-                                 width: Int(img.pointee.width), height: Int(img.pointee.height))
-        body(view)
+    /// Hands the body a dark placeholder of the window's last size, once per change of reason.
+    private func showPlaceholder(_ reason: String, force: Bool, _ body: (BGRAImageView) -> Void) -> CaptureOutcome {
+        if placeholderReason == reason && !force { return .unchanged }
+        placeholderReason = reason
+        let size = windowRect.size.area > 0 ? PixelSize(width: windowRect.width, height: windowRect.height)
+                                            : PixelSize(width: 640, height: 360)
+        if placeholder == nil || placeholderSize != size {
+            placeholder?.deallocate()
+            let p = UnsafeMutableRawPointer.allocate(byteCount: size.area * 4, alignment: 64)
+            p.initializeMemory(as: UInt32.self, repeating: 0xFF20_2428, count: size.area)
+            placeholder = p
+            placeholderSize = size
+        }
+        body(BGRAImageView(base: UnsafeRawPointer(placeholder!), stride: size.width * 4, width: size.width, height: size.height))
+        return .placeholder(reason)
     }
 
-    /// Waits up to `timeoutNanos` for X events (damage); returns true if the screen may have changed.
+    /// Waits up to `timeoutNanos` for X events (damage, window changes) or, when the cursor is
+    /// drawn, a pointer move; returns true if the picture may have changed.
     public func waitForChange(timeoutNanos: UInt64) -> Bool {
         drainEvents()
         if dirty { return true }
         XFlush(display)
+        // The pointer moving sends no event to us: poll it at ~30 Hz when it is drawn.
+        let cap: UInt64 = drawCursor ? 33_000_000 : 10_000_000_000
         var pfd = pollfd(fd: cx11_connection_number(display), events: Int16(POLLIN), revents: 0)
-        let ms = Int32(min(timeoutNanos / 1_000_000, 10_000))
+        let ms = Int32(min(timeoutNanos, cap) / 1_000_000)
         _ = poll(&pfd, 1, ms)
         drainEvents()
+        if drawCursor && !dirty && pointerMovedInView() { dirty = true }
         return dirty
+    }
+
+    // MARK: Cursor
+
+    private func pointerPosition() -> (x: Int, y: Int)? {
+        var rootReturn: Window = 0, child: Window = 0
+        var rx: Int32 = 0, ry: Int32 = 0, wx: Int32 = 0, wy: Int32 = 0
+        var mask: UInt32 = 0
+        guard XQueryPointer(display, root, &rootReturn, &child, &rx, &ry, &wx, &wy, &mask) != 0 else { return nil }
+        return (Int(rx), Int(ry))
+    }
+
+    private var viewRect: PixelRect {
+        switch target {
+        case .rect(let r): return r
+        case .window: return windowRect
+        }
+    }
+
+    private func cursorRect(at p: (x: Int, y: Int)) -> PixelRect {
+        PixelRect(x: p.x - cursorHot.x, y: p.y - cursorHot.y, width: max(cursorSize.width, 1), height: max(cursorSize.height, 1))
+    }
+
+    private func pointerMovedInView() -> Bool {
+        guard let p = pointerPosition(), p != lastPointer else { return false }
+        let view = viewRect
+        let touchesNew = cursorRect(at: p).intersection(view) != nil
+        let touchesOld = lastPointer.x != Int.min && cursorRect(at: lastPointer).intersection(view) != nil
+        if !touchesNew && !touchesOld { lastPointer = p; return false }
+        return true
+    }
+
+    private func refreshCursorImage() {
+        guard fixesEventBase >= 0, let img = XFixesGetCursorImage(display) else { return }
+        defer { XFree(img) }
+        let w = Int(img.pointee.width), h = Int(img.pointee.height)
+        cursorSize = PixelSize(width: w, height: h)
+        cursorHot = (Int(img.pointee.xhot), Int(img.pointee.yhot))
+        cursorPixels.removeAll(keepingCapacity: true)
+        cursorPixels.reserveCapacity(w * h)
+        for i in 0..<(w * h) { cursorPixels.append(cx11_cursor_pixel(img, Int32(i))) }
+        cursorStale = false
+    }
+
+    /// Blends the cursor (premultiplied ARGB) into a BGRA image whose top-left is at
+    /// (originX, originY) on the root window.
+    private func drawCursorInto(_ base: UnsafeMutableRawPointer, stride: Int, width: Int, height: Int, originX: Int, originY: Int) {
+        if cursorStale { refreshCursorImage() }
+        guard let p = pointerPosition() else { return }
+        lastPointer = p
+        guard cursorSize.area > 0 else { return }
+        let left = p.x - cursorHot.x - originX, top = p.y - cursorHot.y - originY
+        for cy in 0..<cursorSize.height {
+            let y = top + cy
+            guard y >= 0 && y < height else { continue }
+            let row = base.advanced(by: y * stride).assumingMemoryBound(to: UInt32.self)
+            for cx in 0..<cursorSize.width {
+                let x = left + cx
+                guard x >= 0 && x < width else { continue }
+                let src = cursorPixels[cy * cursorSize.width + cx]
+                let a = src >> 24
+                if a == 0 { continue }
+                let dst = row[x]
+                let inv = 255 - a
+                func channel(_ shift: UInt32) -> UInt32 {
+                    let s = (src >> shift) & 0xff, d = (dst >> shift) & 0xff
+                    return min(255, s + (d * inv + 127) / 255) << shift
+                }
+                row[x] = 0xff00_0000 | channel(16) | channel(8) | channel(0)
+            }
+        }
     }
 }

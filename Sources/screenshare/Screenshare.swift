@@ -71,7 +71,13 @@ struct Start: ParsableCommand {
     @Option(help: ArgumentHelp("Capture a region, X11 geometry WxH+X+Y.", valueName: "geometry"))
     var region: String?
 
-    @Flag(help: "Do not draw the cursor (cursor drawing is not built yet; accepted for scripts).")
+    @Option(help: ArgumentHelp("Capture one RandR monitor, by name or index (see `screenshare sources`).", valueName: "name|index"))
+    var monitor: String?
+
+    @Option(help: ArgumentHelp("Capture one window, by id (0x…) or part of its title. Follows moves and resizes; never falls back to the screen (a placeholder is sent while it is hidden).", valueName: "id|title"))
+    var window: String?
+
+    @Flag(help: "Do not draw the cursor into the picture.")
     var noCursor = false
 
     @Option(help: ArgumentHelp("Read raw frames from FILE instead of the screen ('-' for stdin; a file loops).", valueName: "file"))
@@ -126,11 +132,13 @@ struct Start: ParsableCommand {
         guard ContentPreference(rawValue: content) != nil else { throw ValidationError("--content '\(content)': use detail or motion") }
         if let maxResolution { do { _ = try MaxResolution.parse(maxResolution) } catch { throw ValidationError("--max-resolution: \(error)") } }
         if let region { do { _ = try CaptureSourceSpec.parseRegion(region) } catch { throw ValidationError("--region: \(error)") } }
+        let sourceFlags = [("--region", region), ("--monitor", monitor), ("--window", window), ("--input", input)].filter { $0.1 != nil }.map(\.0)
+        if sourceFlags.count > 1 { throw ValidationError("\(sourceFlags.joined(separator: " and ")) cannot be used together: choose one source") }
+        if let window, window.allSatisfy({ $0 == " " }) { throw ValidationError("--window: give a window id or part of its title") }
         if input != nil {
             guard RawPixelFormat(rawValue: inputFormat) != nil else { throw ValidationError("--input-format '\(inputFormat)': use nv12, bgra or i420") }
             guard let inputSize else { throw ValidationError("--input needs --input-size WxH") }
             guard parseSize(inputSize) != nil else { throw ValidationError("--input-size '\(inputSize)': expected WxH, e.g. 1280x720") }
-            if region != nil { throw ValidationError("--region and --input cannot be used together") }
         }
         if let inputFps, !(inputFps > 0 && inputFps <= 240) { throw ValidationError("--input-fps \(inputFps): must be from 0 to 240") }
     }
@@ -146,7 +154,11 @@ struct Start: ParsableCommand {
         if let input {
             source = .raw(path: input, format: RawPixelFormat(rawValue: inputFormat)!, size: parseSize(inputSize!)!, fps: inputFps ?? Double(fps))
         } else {
-            let spec: CaptureSourceSpec = try region.map { .region(try CaptureSourceSpec.parseRegion($0)) } ?? .screen
+            let spec: CaptureSourceSpec
+            if let region { spec = .region(try CaptureSourceSpec.parseRegion(region)) }
+            else if let monitor { spec = .monitor(monitor) }
+            else if let window { spec = .window(window) }
+            else { spec = .screen }
             source = .x11(display: display, source: spec, drawCursor: !noCursor)
         }
         var config = BroadcastConfig(source: source, destination: try Endpoint.parse(to!), cname: Self.cname())
@@ -212,9 +224,58 @@ struct Serve: NotBuiltYet {
     static let what = "the room relay"
 }
 
-struct Sources: NotBuiltYet {
-    static let configuration = CommandConfiguration(abstract: "List monitors, windows and audio sources (not built yet).")
-    static let what = "source listing"
+struct Sources: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List the monitors and windows that can be shared.",
+        discussion: """
+            Use a monitor's name or index with `start --monitor`, a window's id (or part of its
+            title) with `start --window`. Audio sources come with audio support.
+            """)
+
+    @Option(help: ArgumentHelp("X display (default: $DISPLAY).", valueName: ":N"))
+    var display: String?
+
+    @Flag(help: "Print one JSON object instead of a table.")
+    var json = false
+
+    func run() throws {
+        let list: DisplaySources
+        do {
+            list = try listDisplaySources(display: display)
+        } catch let error as CaptureError {
+            printError("screenshare: \(error)")
+            throw Exit.sourceUnavailable
+        }
+        if json {
+            func rect(_ r: PixelRect) -> JSONValue {
+                .object(["x": .int(r.x), "y": .int(r.y), "width": .int(r.width), "height": .int(r.height)])
+            }
+            let value: JSONValue = .object([
+                "display": .string(list.display),
+                "screen": .object(["width": .int(list.screen.width), "height": .int(list.screen.height)]),
+                "monitors": .array(list.monitors.map { m in
+                    .object(["index": .int(m.index), "name": .string(m.name), "primary": .bool(m.primary), "geometry": rect(m.rect)])
+                }),
+                "windows": .array(list.windows.map { w in
+                    .object(["id": .string("0x" + String(w.id, radix: 16)), "title": .string(w.title),
+                             "mapped": .bool(w.mapped), "geometry": rect(w.rect)])
+                }),
+            ])
+            print(value.jsonText)
+            return
+        }
+        print("display \(list.display): screen \(list.screen)")
+        print("monitors:")
+        if list.monitors.isEmpty { print("  (none reported by RandR)") }
+        for m in list.monitors {
+            print("  \(m.index)  \(m.name)  \(m.rect)\(m.primary ? "  primary" : "")")
+        }
+        print("windows:")
+        if list.windows.isEmpty { print("  (none with a title)") }
+        for w in list.windows {
+            print("  0x\(String(w.id, radix: 16))  \(w.rect)\(w.mapped ? "" : "  (not mapped)")  \(w.title)")
+        }
+    }
 }
 
 func printError(_ message: String) {

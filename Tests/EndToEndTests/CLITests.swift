@@ -32,7 +32,7 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         #expect(r.stderr.contains("--bitrate"))
     }
 
-    @Test(arguments: ["watch", "serve", "sources"])
+    @Test(arguments: ["watch", "serve"])
     func unbuiltSubcommandsSaySoPlainly(name: String) throws {
         let r = try runScreenshare([name])
         #expect(r.status == 69)

@@ -228,10 +228,14 @@ func luma(bgra: [UInt8], width: Int, height: Int, crop: (x: Int, y: Int, w: Int,
 
 func psnr(_ a: ArraySlice<UInt8>, _ b: [UInt8]) -> Double {
     precondition(a.count == b.count)
-    var sse = 0.0
-    for (x, y) in zip(a, b) { let d = Double(Int(x) - Int(y)); sse += d * d }
+    var sse = 0
+    a.withUnsafeBufferPointer { pa in
+        b.withUnsafeBufferPointer { pb in
+            for i in 0..<pb.count { let d = Int(pa[i]) - Int(pb[i]); sse += d * d }
+        }
+    }
     if sse == 0 { return 99 }
-    return 10 * log10(255.0 * 255.0 * Double(b.count) / sse)
+    return 10 * log10(255.0 * 255.0 * Double(b.count) / Double(sse))
 }
 
 /// An ffmpeg receiver reading our SDP; writes framemd5 lines and raw grey frames.
@@ -245,8 +249,8 @@ struct FFmpegReceiver {
         yuvPath = "\(dir)/frames.yuv"
         child = try Child(which("ffmpeg"), [
             "-nostdin", "-loglevel", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdpPath,
-            "-map", "0:v", "-f", "framemd5", "-y", md5Path,
-            "-map", "0:v", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", yuvPath,
+            "-map", "0:v", "-fps_mode", "passthrough", "-f", "framemd5", "-y", md5Path,
+            "-map", "0:v", "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", yuvPath,
         ], dir: dir, name: "ffmpeg")
     }
 
@@ -258,6 +262,13 @@ struct FFmpegReceiver {
               let wh = dims.split(separator: " ").last?.split(separator: "x"), wh.count == 2,
               let w = Int(wh[0]), let h = Int(wh[1]) else { return (frames, 0, 0) }
         return (frames, w, h)
+    }
+
+    /// The luma planes of every decoded frame.
+    func allFrames(width: Int, height: Int) throws -> [ArraySlice<UInt8>] {
+        let data = try [UInt8](Data(contentsOf: URL(fileURLWithPath: yuvPath)))
+        let size = width * height + 2 * ((width + 1) / 2) * ((height + 1) / 2)
+        return (0..<(data.count / size)).map { data[($0 * size)..<($0 * size + width * height)] }
     }
 
     /// The luma plane of the last decoded frame, as decoded: studio range, no conversion

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import X11TestSupport
 
 /// The whole sender, checked by independent decoders (ffmpeg, GStreamer) under the real Xvfb.
 @Suite(.serialized) struct VideoEndToEndTests {
@@ -149,5 +150,127 @@ import Testing
         #expect(sender.finish(within: 10, interrupt: false) == 130)
         let stopped = try stoppedEvent(sender.stdout)
         #expect(stopped["reason"] as? String == "requested")
+    }
+
+    @Test func windowIsFollowedAndNothingElseEverShows() throws {
+        let dir = try makeTempDir()
+        let slide = try renderSlide(width: 1920, height: 1080, title: "Window capture", dir: dir)
+        let first = crop(slide, width: 1920, x: 100, y: 100, w: 640, h: 360)
+        let second = crop(slide, width: 1920, x: 900, y: 500, w: 640, h: 360)
+        // The screen behind shows the whole slide; a window in front covers part of ours.
+        try paintRoot(slide, width: 1920, height: 1080, on: xvfb.name)
+        let shared = try TestWindow(displayName: xvfb.name, title: "Shared Slides", x: 200, y: 150, width: 640, height: 360)
+        shared.paint(first)
+        let cover = try TestWindow(displayName: xvfb.name, title: "Chat", x: 500, y: 300, width: 400, height: 300)
+        cover.paint(patternPixels(width: 400, height: 300, seed: 7))
+
+        let port = freeEvenPort()
+        let sdp = "\(dir)/w.sdp"
+        try writeSDP(port: port, fps: 15, to: sdp)
+        let ffmpeg = try FFmpegReceiver(sdpPath: sdp, dir: dir)
+        try waitUntilBound(port)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--window", "shared slides",
+            "--duration", "5", "--no-cursor", "--json",
+        ], dir: dir, name: "sender")
+        try waitForEvent("first_frame_sent", in: sender)
+        // The sender asked the window to repaint (Expose) when it redirected it; so does an app.
+        shared.paint(first)
+        usleep(1_200_000)
+        try shared.move(x: 1100, y: 650)
+        shared.paint(second)
+        usleep(1_500_000)
+        try shared.unmap()
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        ffmpeg.child.finish(within: 5)
+
+        let r = try ffmpeg.results()
+        #expect(r.width == 640 && r.height == 360, "got \(r.width)x\(r.height)")
+        let frames = try ffmpeg.allFrames(width: 640, height: 360)
+        let best1 = frames.map { psnr($0, luma(bgra: first, width: 640, height: 360)) }.max() ?? 0
+        let best2 = frames.map { psnr($0, luma(bgra: second, width: 640, height: 360)) }.max() ?? 0
+        #expect(best1 >= 38, "window before the move: best PSNR \(best1) dB")
+        #expect(best2 >= 38, "window after the move: best PSNR \(best2) dB")
+        // Every frame is the window (before or after the move) or flat (cleared background,
+        // placeholder): never what the screen shows there (the window in front, the desktop).
+        // A frame just after a full change may be coarse, so judge it by what it is closest to.
+        let y1 = luma(bgra: first, width: 640, height: 360), y2 = luma(bgra: second, width: 640, height: 360)
+        var screenAtFirst = crop(slide, width: 1920, x: 200, y: 150, w: 640, h: 360)
+        let coverPixels = patternPixels(width: 400, height: 300, seed: 7)
+        for row in 150..<360 {  // the cover (500,300 400x300) over the window's first place
+            let dst = row * 640 * 4 + 300 * 4, src = (row - 150) * 400 * 4
+            screenAtFirst[dst..<(dst + 340 * 4)] = coverPixels[src..<(src + 340 * 4)]
+        }
+        let leaks = [luma(bgra: screenAtFirst, width: 640, height: 360),
+                     luma(bgra: crop(slide, width: 1920, x: 1100, y: 650, w: 640, h: 360), width: 640, height: 360)]
+        // The sender's placeholder (BGRA 28 24 20) and the window's cleared background (black).
+        let placeholder = luma(bgra: [UInt8]((0..<(640 * 360)).flatMap { _ in [0x28, 0x24, 0x20, 0xff] as [UInt8] }), width: 640, height: 360)
+        let black = [UInt8](repeating: 16, count: 640 * 360)
+        for (i, f) in frames.enumerated() {
+            let flat = (f.max() ?? 0) - (f.min() ?? 0) <= 4
+            let legit = [y1, y2, placeholder, black].map { psnr(f, $0) }.max()!, leak = leaks.map { psnr(f, $0) }.max()!
+            #expect(flat || legit > leak + 3, "frame \(i) of \(frames.count) looks like the screen: \(legit) vs \(leak) dB")
+        }
+        // Hidden: a flat placeholder, not the screen behind.
+        let last = try #require(frames.last)
+        #expect((last.max() ?? 0) - (last.min() ?? 0) <= 4, "last frame is not a flat placeholder")
+        #expect(sender.stdout.contains("\"source_unavailable\""))
+    }
+
+    @Test func oneRandRMonitorIsSentAtItsOwnSize() throws {
+        let dir = try makeTempDir()
+        let slide = try renderSlide(width: 1920, height: 1080, title: "Monitor capture: the right-hand lower quarter", dir: dir)
+        try paintRoot(slide, width: 1920, height: 1080, on: xvfb.name)
+        #expect(try run(which("xrandr"), ["--display", xvfb.name, "--setmonitor", "lower-right", "960/254x540/143+960+540", "none"]) == 0)
+        let port = freeEvenPort()
+        let sdp = "\(dir)/m.sdp"
+        try writeSDP(port: port, fps: 15, to: sdp)
+        let ffmpeg = try FFmpegReceiver(sdpPath: sdp, dir: dir)
+        try waitUntilBound(port)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--monitor", "lower-right",
+            "--duration", "3", "--no-cursor", "--json",
+        ], dir: dir, name: "sender")
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        ffmpeg.child.finish(within: 5)
+        let r = try ffmpeg.results()
+        #expect(r.width == 960 && r.height == 540, "got \(r.width)x\(r.height)")
+        let p = psnr(try ffmpeg.lastFrame(width: 960, height: 540),
+                     luma(bgra: slide, width: 1920, height: 1080, crop: (960, 540, 960, 540)))
+        #expect(p >= 38, "monitor PSNR \(p) dB")
+    }
+
+    @Test func sourcesListsWindowsAndMonitorsAsJSON() throws {
+        let w = try TestWindow(displayName: xvfb.name, title: "Listed Window ✓", x: 30, y: 40, width: 300, height: 200)
+        let dir = try makeTempDir()
+        let child = try Child(screenshareBinary(), ["sources", "--display", xvfb.name, "--json"], dir: dir, name: "sources")
+        #expect(child.finish(within: 10) == 0, "\(child.stderr)")
+        let obj = try #require(try JSONSerialization.jsonObject(with: Data(child.stdout.utf8)) as? [String: Any])
+        let windows = try #require(obj["windows"] as? [[String: Any]])
+        let mine = try #require(windows.first { $0["id"] as? String == "0x" + String(w.id, radix: 16) })
+        #expect(mine["title"] as? String == "Listed Window ✓")
+        let g = try #require(mine["geometry"] as? [String: Int])
+        #expect(g == ["x": 30, "y": 40, "width": 300, "height": 200])
+        let monitors = try #require(obj["monitors"] as? [[String: Any]])
+        #expect(!monitors.isEmpty)
+    }
+}
+
+/// Copies a w×h BGRA rectangle out of a picture `width` pixels wide.
+func crop(_ bgra: [UInt8], width: Int, x: Int, y: Int, w: Int, h: Int) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: w * h * 4)
+    for row in 0..<h {
+        let src = ((y + row) * width + x) * 4
+        out[(row * w * 4)..<((row + 1) * w * 4)] = bgra[src..<(src + w * 4)]
+    }
+    return out
+}
+
+/// Waits (bounded) until the child printed an event of that name.
+func waitForEvent(_ name: String, in child: Child, seconds: Double = 20) throws {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !child.stdout.contains("\"event\":\"\(name)\"") {
+        guard Date() < deadline, child.isRunning else { throw TestFailure("no \(name) event: \(child.stdout) \(child.stderr)") }
+        usleep(20_000)
     }
 }

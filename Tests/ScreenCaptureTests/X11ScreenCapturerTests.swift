@@ -45,6 +45,15 @@ final class RootPainter {
     }
 }
 
+extension RootPainter {
+    /// Fills the rectangle with one colour (0xRRGGBB).
+    func fill(_ r: PixelRect, color: UInt32) {
+        XSetForeground(display, cx11_default_gc(display, cx11_default_screen(display)), UInt(color))
+        XFillRectangle(display, root, cx11_default_gc(display, cx11_default_screen(display)), Int32(r.x), Int32(r.y), UInt32(r.width), UInt32(r.height))
+        XSync(display, 0)
+    }
+}
+
 /// Pixel-exact comparison of a captured view against the pattern.
 func matchesPattern(_ view: BGRAImageView, origin: (Int, Int), seed: UInt32) -> Bool {
     for y in stride(from: 0, to: view.height, by: 7) {
