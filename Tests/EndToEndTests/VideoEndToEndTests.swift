@@ -274,3 +274,61 @@ func waitForEvent(_ name: String, in child: Child, seconds: Double = 20) throws 
         usleep(20_000)
     }
 }
+
+/// RTCP feedback reaches the sender: a PLI (RFC 4585 §6.3.1) sent back to the address the
+/// sender reports come from gives a new keyframe.
+@Suite struct KeyframeRequestTests {
+    @Test func pictureLossIndicationGivesAKeyframe() throws {
+        let xvfb = try PrivateXvfb()
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let rtcp = try LoopbackUDP(port: port + 1)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--duration", "3", "--json",
+        ], dir: dir, name: "sender")
+        // The first sender report tells where the sender's RTCP comes from, and its SSRC.
+        let (report, from) = try rtcp.receive(timeoutSeconds: 10)
+        #expect(report.count >= 28 && report[1] == 200, "first RTCP packet is an SR")
+        let mediaSSRC = Array(report[4..<8])
+        // PLI: V=2 FMT=1, PT=206, length 2; sender SSRC (ours), media SSRC (theirs).
+        rtcp.send([0x81, 206, 0x00, 0x02, 0x11, 0x22, 0x33, 0x44] + mediaSSRC, to: from)
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        let stopped = try stoppedEvent(sender.stdout)
+        #expect(stopped["keyframes_sent"] as? Int == 2, "keyframes: \(stopped["keyframes_sent"] ?? "none")")
+    }
+}
+
+/// A UDP socket on 127.0.0.1:port for tests that talk RTCP to the sender.
+final class LoopbackUDP {
+    let fd: Int32
+    init(port: UInt16) throws {
+        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { throw TestFailure("cannot bind UDP \(port)") }
+    }
+    deinit { close(fd) }
+
+    func receive(timeoutSeconds: Double) throws -> ([UInt8], sockaddr_in) {
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, Int32(timeoutSeconds * 1000)) == 1 else { throw TestFailure("nothing received within \(timeoutSeconds) s") }
+        var buf = [UInt8](repeating: 0, count: 2048)
+        var from = sockaddr_in()
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let n = withUnsafeMutablePointer(to: &from) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, &buf, buf.count, 0, $0, &len) }
+        }
+        guard n > 0 else { throw TestFailure("recvfrom failed") }
+        return (Array(buf[0..<n]), from)
+    }
+
+    func send(_ bytes: [UInt8], to addr: sockaddr_in) {
+        var a = addr
+        _ = withUnsafePointer(to: &a) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+    }
+}
