@@ -231,6 +231,10 @@ public final class Broadcaster: @unchecked Sendable {
             if now < nextAllowed { sleepNanos(nextAllowed - now); continue }
             let outcome = capturer.capture { view in
                 if view.size != sourceSize {
+                    if sourceSize.area > 0 {
+                        events.emit(BroadcastEvent("warning", ["kind": "source_resized",
+                            "message": .string("source is now \(view.size) (was \(sourceSize)); restarting the encoder with a keyframe")]))
+                    }
                     sourceSize = view.size
                     pool.resize(to: targetSize(for: view.size))
                 }

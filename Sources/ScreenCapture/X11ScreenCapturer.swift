@@ -88,8 +88,10 @@ public final class X11ScreenCapturer {
     private let display: OpaquePointer
     private let displayName: String
     private let root: Window
-    private let screenSize: PixelSize
-    private let target: Target
+    private var screenSize: PixelSize
+    private var target: Target
+    private let spec: CaptureSourceSpec
+    private var randrEventBase: Int32 = -1
     private let logger: Logger
     private let wantSharedMemory: Bool
     private var image: UnsafeMutablePointer<XImage>?
@@ -138,6 +140,7 @@ public final class X11ScreenCapturer {
                 useSharedMemory: Bool = true, logger: Logger) throws {
         self.logger = logger
         self.drawCursor = drawCursor
+        self.spec = source
         XInitThreads()
         let (d, shownName) = try openDisplay(name)
         display = d
@@ -218,6 +221,12 @@ public final class X11ScreenCapturer {
             damage = XDamageCreate(d, damageDrawable, Int32(XDamageReportNonEmpty))
         } else {
             logger.warning("XDamage unavailable: every frame is captured")
+        }
+        // Follow screen size and monitor changes (RandR) for screen and monitor sources.
+        var rrEvent: Int32 = 0, rrError: Int32 = 0
+        if case .rect = target, XRRQueryExtension(d, &rrEvent, &rrError) != 0 {
+            randrEventBase = rrEvent
+            XRRSelectInput(d, root, Int32(RRScreenChangeNotifyMask))
         }
         if drawCursor {
             var fixesErrorBase: Int32 = 0
@@ -348,6 +357,9 @@ public final class X11ScreenCapturer {
             let type = event.type
             if damage != 0, type == damageEventBase + XDamageNotify {
                 dirty = true
+            } else if randrEventBase >= 0, type == randrEventBase + RRScreenChangeNotify {
+                XRRUpdateConfiguration(&event)
+                screenChanged()
             } else if drawCursor, fixesEventBase >= 0, type == fixesEventBase + XFixesCursorNotify {
                 cursorStale = true
                 dirty = true
@@ -374,6 +386,32 @@ public final class X11ScreenCapturer {
                 }
             }
         }
+    }
+
+    /// The screen was resized or its monitors changed: re-resolve the rectangle. The next
+    /// frame has the new size (the pipeline restarts the encoder with a keyframe).
+    private func screenChanged() {
+        let screen = cx11_default_screen(display)
+        screenSize = PixelSize(width: Int(cx11_display_width(display, screen)), height: Int(cx11_display_height(display, screen)))
+        let whole = PixelRect(x: 0, y: 0, width: screenSize.width, height: screenSize.height)
+        switch spec {
+        case .screen:
+            target = .rect(whole)
+        case .monitor(let name):
+            if let m = try? X11Query.findMonitor(display, root: root, spec: name, displayName: displayName),
+               let r = m.rect.intersection(whole), !r.isEmpty {
+                target = .rect(r)
+            } else {
+                logger.warning("monitor \(name) is gone from \"\(displayName)\"; capturing its last area that is still on screen")
+                if case .rect(let old) = target, let r = old.intersection(whole), !r.isEmpty { target = .rect(r) } else { target = .rect(whole) }
+            }
+        case .region(let r):
+            if r.intersection(whole) != r { logger.warning("region \(r) is now partly outside the \(screenSize) screen") }
+            if let clipped = r.intersection(whole), !clipped.isEmpty { target = .rect(clipped) }
+        case .window:
+            break
+        }
+        dirty = true
     }
 
     private func freeWindowPixmap() {

@@ -249,7 +249,7 @@ struct FFmpegReceiver {
         yuvPath = "\(dir)/frames.yuv"
         child = try Child(which("ffmpeg"), [
             "-nostdin", "-loglevel", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdpPath,
-            "-map", "0:v", "-fps_mode", "passthrough", "-f", "framemd5", "-y", md5Path,
+            "-map", "0:v", "-fps_mode", "passthrough", "-autoscale", "0", "-f", "framemd5", "-y", md5Path,
             "-map", "0:v", "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", yuvPath,
         ], dir: dir, name: "ffmpeg")
     }

@@ -240,6 +240,29 @@ import X11TestSupport
         #expect(p >= 38, "monitor PSNR \(p) dB")
     }
 
+    @Test func aResizedScreenIsFollowedWithANewKeyframe() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let sdp = "\(dir)/s.sdp"
+        try writeSDP(port: port, fps: 15, to: sdp)
+        let ffmpeg = try FFmpegReceiver(sdpPath: sdp, dir: dir)
+        try waitUntilBound(port)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--duration", "3", "--json",
+        ], dir: dir, name: "sender")
+        try waitForEvent("first_frame_sent", in: sender)
+        // Xvfb resizes its framebuffer (xrandr reports a CRTC error, but the screen changes).
+        _ = try run(which("xrandr"), ["--display", xvfb.name, "--fb", "1280x720"])
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        ffmpeg.child.finish(within: 5)
+        let stopped = try stoppedEvent(sender.stdout)
+        #expect(stopped["width"] as? Int == 1280 && stopped["height"] as? Int == 720, "\(stopped)")
+        #expect(stopped["keyframes_sent"] as? Int == 2)
+        #expect(sender.stdout.contains("\"source_resized\""))
+        let md5 = try String(contentsOfFile: ffmpeg.md5Path, encoding: .utf8)
+        #expect(md5.contains("3110400") && md5.contains("1382400"), "ffmpeg decoded frames of both sizes")
+    }
+
     @Test func sourcesListsWindowsAndMonitorsAsJSON() throws {
         let w = try TestWindow(displayName: xvfb.name, title: "Listed Window ✓", x: 30, y: 40, width: 300, height: 200)
         let dir = try makeTempDir()
