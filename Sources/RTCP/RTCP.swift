@@ -99,7 +99,13 @@ public enum RTCPPacket: Sendable, Equatable {
         u8(0x80); u8(200); u16(6)
         u32(ssrc); u32(ntp.seconds); u32(ntp.fraction); u32(rtpTimestamp); u32(packetCount); u32(octetCount)
         // SDES with one chunk: SSRC, CNAME item, end item, padding.
-        let name = Array(cname.utf8.prefix(255))
+        // An SDES item holds at most 255 octets of UTF-8 (§6.5): cut before a character, not inside one.
+        var name = Array(cname.utf8)
+        if name.count > 255 {
+            var end = 255
+            while end > 0, name[end] & 0xC0 == 0x80 { end -= 1 }  // name[end] is a continuation byte
+            name.removeSubrange(end...)
+        }
         let chunk = 4 + 2 + name.count + 1
         let padded = (chunk + 3) & ~3
         u8(0x81); u8(202); u16(UInt16(padded / 4))

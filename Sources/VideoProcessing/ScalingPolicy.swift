@@ -51,7 +51,7 @@ public enum ScalingPolicy {
     /// The size to encode a `source` picture at.
     ///
     /// - A profile (720p/1080p/1440p) bounds the long side and the short side, whatever the
-    ///   orientation (a portrait 1080x1920 under 720p becomes 404x720).
+    ///   orientation (a portrait 1080x1920 under 720p becomes 720x1280).
     /// - A custom WxH is a literal box.
     /// - No maximum: the long side is clamped to 1920.
     /// - Never upscales; both sides are rounded down to even (minimum 2).

@@ -1,0 +1,235 @@
+import MediaCore
+import Testing
+import VideoProcessing
+@testable import VP8Codec
+
+/// A synthetic screen: a smooth background gradient, a white "document" with black text-like
+/// glyph strokes (sharp 1–2 px edges), and colour gradients in chroma. `shift` moves the text.
+func syntheticPicture(width: Int, height: Int, shift: Int = 0) -> VideoFrame {
+    let f = VideoFrame(width: width, height: height)
+    for row in 0..<height {
+        for col in 0..<width {
+            var y = 16 + (col * 180 / max(1, width - 1) + row * 39 / max(1, height - 1))
+            let inDoc = col >= width / 8 && col < width * 7 / 8 && row >= height / 8 && row < height * 7 / 8
+            if inDoc {
+                y = 235
+                // 8x12 glyph cells on 16-row text lines; strokes from a hash of the cell.
+                let tx = col - width / 8 + shift, ty = row - height / 8
+                let line = ty / 16, cy = ty % 16
+                if cy >= 2, cy < 14 {
+                    let cell = tx / 8, cx = tx % 8
+                    let h = UInt32(truncatingIfNeeded: (cell &* 2_654_435_761) ^ (line &* 40503))
+                    let vertical = (cx == 1 || cx == 2) && h & 1 != 0 || cx == 5 && h & 2 != 0
+                    let horizontal = cx < 7 && (cy == 2 && h & 4 != 0 || cy == 7 && h & 8 != 0 || cy == 13 && h & 16 != 0)
+                    if cell % 6 != 5, vertical || horizontal { y = 16 }  // every 6th cell a space
+                }
+            }
+            f.y[row * f.strideY + col] = UInt8(y)
+        }
+    }
+    for row in 0..<f.chromaHeight {
+        for col in 0..<f.chromaWidth {
+            f.u[row * f.strideUV + col] = UInt8(64 + col * 128 / max(1, f.chromaWidth))
+            f.v[row * f.strideUV + col] = UInt8(192 - row * 128 / max(1, f.chromaHeight))
+        }
+    }
+    return f
+}
+
+struct EncodedFrame {
+    var bytes: [UInt8]
+    var info: EncodedFrameInfo
+}
+
+/// Encodes one frame and copies out what libvpx produced (nothing when it drops the frame).
+func encode(_ encoder: VP8Encoder, _ frame: VideoFrame, index: Int) throws -> [EncodedFrame] {
+    var out: [EncodedFrame] = []
+    let step = Int64(90_000 / encoder.config.fps)
+    try encoder.encode(frame, pts: Int64(index) * step, duration: UInt(step)) { bytes, info in
+        out.append(EncodedFrame(bytes: Array(bytes), info: info))
+    }
+    return out
+}
+
+/// VP8 frame header (RFC 6386 §9.1): bit 0 of the frame tag is 0 for a key frame, which
+/// then carries the start code 9d 01 2a and 14-bit width and height (little endian).
+func bitstreamIsKeyframe(_ b: [UInt8]) -> Bool { b.count >= 10 && b[0] & 1 == 0 && b[3] == 0x9D && b[4] == 0x01 && b[5] == 0x2A }
+func bitstreamSize(_ b: [UInt8]) -> PixelSize {
+    PixelSize(width: (Int(b[6]) | Int(b[7]) << 8) & 0x3FFF, height: (Int(b[8]) | Int(b[9]) << 8) & 0x3FFF)
+}
+
+func config(_ w: Int, _ h: Int, content: ContentPreference = .motion, _ change: (inout VP8EncoderConfig) -> Void = { _ in }) -> VP8EncoderConfig {
+    var c = VP8EncoderConfig(size: PixelSize(width: w, height: h))
+    c.content = content
+    change(&c)
+    return c
+}
+
+@Suite struct VP8EncoderTests {
+    @Test func encodeDecodeReachesGoodQuality() throws {
+        let encoder = try VP8Encoder(config: config(640, 360, content: .detail))
+        let decoder = try VP8Decoder()
+        let picture = syntheticPicture(width: 640, height: 360)
+        let other = syntheticPicture(width: 640, height: 360, shift: 4)  // the same text, 4 px over
+        var psnrs: [Double] = []
+        var chroma: [Double] = []
+        var otherPSNR = 0.0
+        var decodedSizes: Set<PixelSize> = []
+        for i in 0..<8 {
+            for frame in try encode(encoder, picture, index: i) {
+                try frame.bytes.withUnsafeBytes { data in
+                    try decoder.decode(data) { pic in
+                        decodedSizes.insert(PixelSize(width: pic.width, height: pic.height))
+                        psnrs.append(PictureQuality.psnr(picture.y, strideA: picture.strideY, pic.y, strideB: pic.strideY,
+                                                         width: 640, height: 360))
+                        chroma.append(min(
+                            PictureQuality.psnr(picture.u, strideA: picture.strideUV, pic.u, strideB: pic.strideU, width: 320, height: 180),
+                            PictureQuality.psnr(picture.v, strideA: picture.strideUV, pic.v, strideB: pic.strideV, width: 320, height: 180)))
+                        otherPSNR = PictureQuality.psnr(other.y, strideA: other.strideY, pic.y, strideB: pic.strideY, width: 640, height: 360)
+                    }
+                }
+            }
+        }
+        #expect(decodedSizes == [PixelSize(width: 640, height: 360)])
+        #expect(psnrs.count >= 4, "frames decoded: \(psnrs.count)")
+        #expect((psnrs.last ?? 0) >= 35, "Y PSNR per frame: \(psnrs)")
+        #expect((chroma.last ?? 0) >= 35, "U/V PSNR per frame: \(chroma)")
+        // The measure tells pictures apart: the decoded frame is far from the shifted text.
+        #expect(otherPSNR < 25, "PSNR against a different picture: \(otherPSNR)")
+    }
+
+    @Test func movingTextStaysSharp() throws {
+        let encoder = try VP8Encoder(config: config(640, 360))
+        let decoder = try VP8Decoder()
+        var last = 0.0
+        for i in 0..<10 {
+            let picture = syntheticPicture(width: 640, height: 360, shift: i * 3)
+            for frame in try encode(encoder, picture, index: i) {
+                try frame.bytes.withUnsafeBytes { data in
+                    try decoder.decode(data) { pic in
+                        last = PictureQuality.psnr(picture.y, strideA: picture.strideY, pic.y, strideB: pic.strideY, width: 640, height: 360)
+                    }
+                }
+            }
+        }
+        #expect(last >= 30, "Y PSNR of the last scrolled frame: \(last)")
+    }
+
+    @Test func firstFrameIsAKeyframeAndRequestKeyframeForcesTheNext() throws {
+        let encoder = try VP8Encoder(config: config(320, 180))
+        var keys: [Bool] = []
+        for i in 0..<10 {
+            if i == 6 { encoder.requestKeyframe() }
+            let frames = try encode(encoder, syntheticPicture(width: 320, height: 180, shift: i), index: i)
+            #expect(frames.count == 1, "frame \(i): motion content never drops")
+            for f in frames {
+                #expect(f.info.byteCount == f.bytes.count)
+                #expect(f.info.isKeyframe == bitstreamIsKeyframe(f.bytes), "frame \(i): info and bitstream disagree")
+                if f.info.isKeyframe { #expect(bitstreamSize(f.bytes) == PixelSize(width: 320, height: 180)) }
+                keys.append(f.info.isKeyframe)
+            }
+        }
+        #expect(keys == [true, false, false, false, false, false, true, false, false, false])
+    }
+
+    @Test func noPeriodicKeyframesWithoutAnInterval() throws {
+        let encoder = try VP8Encoder(config: config(160, 96))
+        var keys: [Int] = []
+        for i in 0..<40 {
+            for f in try encode(encoder, syntheticPicture(width: 160, height: 96, shift: i), index: i) where f.info.isKeyframe {
+                keys.append(i)
+            }
+        }
+        #expect(keys == [0])
+    }
+
+    @Test func keyframeIntervalGivesPeriodicKeyframes() throws {
+        // 1 s at 5 fps: at most 5 frames apart.
+        let encoder = try VP8Encoder(config: config(160, 96) { $0.fps = 5; $0.keyframeIntervalSeconds = 1 })
+        var keys: [Int] = []
+        for i in 0..<21 {
+            for f in try encode(encoder, syntheticPicture(width: 160, height: 96, shift: i), index: i) where f.info.isKeyframe {
+                keys.append(i)
+            }
+        }
+        #expect(keys.first == 0)
+        #expect(keys.count >= 4, "keyframes at \(keys)")
+        #expect(zip(keys, keys.dropFirst()).allSatisfy { $1 - $0 <= 5 }, "keyframes at \(keys)")
+    }
+
+    @Test(arguments: [(2, 2), (63, 35), (641, 361)])
+    func oddAndTinySizesRoundTrip(_ w: Int, _ h: Int) throws {
+        let encoder = try VP8Encoder(config: config(w, h))
+        let decoder = try VP8Decoder()
+        let picture = syntheticPicture(width: w, height: h)
+        var sizes: [PixelSize] = []
+        for i in 0..<3 {
+            for f in try encode(encoder, picture, index: i) {
+                try f.bytes.withUnsafeBytes { try decoder.decode($0) { sizes.append(PixelSize(width: $0.width, height: $0.height)) } }
+            }
+        }
+        #expect(sizes == [PixelSize(width: w, height: h)] * 3)
+    }
+
+    @Test(arguments: [
+        (config(0, 0), "0x0"),
+        (config(0, 360), "0x360"),
+        (config(1, 1), "1x1"),
+        (config(16385, 100), "16385x100"),
+        (config(640, 360) { $0.fps = 0 }, "fps 0"),
+        (config(640, 360) { $0.fps = -5 }, "fps -5"),
+        (config(640, 360) { $0.fps = 121 }, "fps 121"),
+        (config(640, 360) { $0.targetBitrateKbps = 5 }, "bitrate 5"),
+    ])
+    func badConfigThrowsNamingTheValue(_ c: VP8EncoderConfig, _ named: String) {
+        let error = #expect(throws: VP8CodecError.self) { try VP8Encoder(config: c) }
+        #expect(error?.description.contains(named) == true, "\(error?.description ?? "no error")")
+    }
+
+    @Test func frameOfAnotherSizeThrowsAndTheEncoderKeepsWorking() throws {
+        let encoder = try VP8Encoder(config: config(320, 180))
+        let error = #expect(throws: VP8CodecError.self) { _ = try encode(encoder, VideoFrame(width: 322, height: 180), index: 0) }
+        #expect(error?.description.contains("322x180") == true)
+        #expect(error?.description.contains("320x180") == true)
+        // The refused frame did not consume the pending keyframe.
+        let frames = try encode(encoder, syntheticPicture(width: 320, height: 180), index: 1)
+        #expect(frames.map(\.info.isKeyframe) == [true])
+    }
+}
+
+@Suite struct VP8DecoderTests {
+    @Test func emptyInputThrows() throws {
+        let decoder = try VP8Decoder()
+        #expect(throws: VP8CodecError.self) { try decoder.decode(UnsafeRawBufferPointer(start: nil, count: 0)) { _ in } }
+    }
+
+    @Test func garbageThrowsWithoutCrashing() throws {
+        let decoder = try VP8Decoder()
+        var pictures = 0
+        // A key-frame tag with a wrong start code, then an inter frame before any key frame.
+        for bytes: [UInt8] in [[0x10, 0x02, 0x00, 0x00, 0x00, 0x00, 0x40, 0x01, 0xF0, 0x00],
+                               [0x00, 0x00, 0x00, 0x9D, 0x01, 0x2A, 0x00, 0x00, 0x00, 0x00],
+                               [0xFF, 0xFF, 0xFF]] {
+            #expect(throws: VP8CodecError.self, "\(bytes)") {
+                try bytes.withUnsafeBytes { try decoder.decode($0) { _ in pictures += 1 } }
+            }
+        }
+        #expect(pictures == 0)
+    }
+
+    @Test func truncatedKeyframeDoesNotCrash() throws {
+        let encoder = try VP8Encoder(config: config(320, 180))
+        let key = try encode(encoder, syntheticPicture(width: 320, height: 180), index: 0)[0].bytes
+        for cut in [1, 3, 10, 20, key.count / 2, key.count - 1] {
+            let decoder = try VP8Decoder()
+            // libvpx may refuse the frame or conceal the damage; either way no crash and the right size.
+            try? Array(key[0..<cut]).withUnsafeBytes {
+                try decoder.decode($0) { #expect($0.width == 320 && $0.height == 180) }
+            }
+        }
+    }
+}
+
+extension Array {
+    static func * (lhs: Array, rhs: Int) -> Array { Array((0..<rhs).map { _ in lhs }.joined()) }
+}
