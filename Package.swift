@@ -17,6 +17,7 @@ let package = Package(
                        providers: [.apt(["libx11-dev", "libxext-dev", "libxdamage-dev", "libxfixes-dev", "libxrandr-dev", "libxcomposite-dev"])]),
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
         .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
+        .systemLibrary(name: "CAV", pkgConfig: "libavformat libavcodec libavutil", providers: [.apt(["libavformat-dev"])]),
 
         // Pure Swift modules.
         .target(name: "MediaCore"),
@@ -29,6 +30,7 @@ let package = Package(
         ]),
         .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore"]),
         .target(name: "VP8Codec", dependencies: ["CVPX", "MediaCore"]),
+        .target(name: "Recording", dependencies: ["CAV", "MediaCore"]),
 
         // The pipeline and the CLI.
         .target(name: "Broadcast", dependencies: [
@@ -49,6 +51,7 @@ let package = Package(
         // Shared by the capture tests: real X windows to capture.
         .target(name: "X11TestSupport", dependencies: ["CX11"], path: "Tests/X11TestSupport"),
         .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "MediaCore", "CX11", "X11TestSupport"]),
+        .testTarget(name: "RecordingTests", dependencies: ["Recording", "VP8Codec", "MediaCore"]),
         .testTarget(name: "BroadcastTests", dependencies: ["Broadcast", "RTP", "MediaCore"]),
         .testTarget(name: "EndToEndTests", dependencies: ["RTP", "CX11", "X11TestSupport"]),
     ],
