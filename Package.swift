@@ -31,6 +31,7 @@ let package = Package(
         .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore"]),
         .target(name: "VP8Codec", dependencies: ["CVPX", "MediaCore"]),
         .target(name: "Recording", dependencies: ["CAV", "MediaCore"]),
+        .target(name: "VideoOutput", dependencies: ["CX11", "CYUV", "MediaCore"]),
 
         // The pipeline and the CLI.
         .target(name: "Broadcast", dependencies: [
@@ -51,6 +52,7 @@ let package = Package(
         // Shared by the capture tests: real X windows to capture.
         .target(name: "X11TestSupport", dependencies: ["CX11"], path: "Tests/X11TestSupport"),
         .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "MediaCore", "CX11", "X11TestSupport"]),
+        .testTarget(name: "VideoOutputTests", dependencies: ["VideoOutput", "MediaCore", "CX11", "X11TestSupport"]),
         .testTarget(name: "RecordingTests", dependencies: ["Recording", "VP8Codec", "MediaCore"]),
         .testTarget(name: "BroadcastTests", dependencies: ["Broadcast", "RTP", "MediaCore"]),
         .testTarget(name: "EndToEndTests", dependencies: ["RTP", "CX11", "X11TestSupport"]),

@@ -1,0 +1,82 @@
+import CX11
+import Foundation
+import MediaCore
+import Testing
+import X11TestSupport
+@testable import VideoOutput
+
+/// The viewer window on a private Xvfb, read back with XGetImage.
+@Suite struct X11VideoWindowTests {
+    /// An I420 picture: left half one grey, right half another.
+    final class Picture {
+        let w: Int, h: Int
+        var y: [UInt8], u: [UInt8], v: [UInt8]
+        init(width: Int, height: Int, left: UInt8, right: UInt8) {
+            w = width; h = height
+            y = (0..<(width * height)).map { ($0 % width) < width / 2 ? left : right }
+            u = [UInt8](repeating: 128, count: (width / 2) * (height / 2))
+            v = u
+        }
+        func view<R>(_ body: (I420View) -> R) -> R {
+            y.withUnsafeBufferPointer { yp in u.withUnsafeBufferPointer { up in v.withUnsafeBufferPointer { vp in
+                body(I420View(y: yp.baseAddress!, u: up.baseAddress!, v: vp.baseAddress!, strideY: w, strideU: w / 2, strideV: w / 2, width: w, height: h))
+            } } }
+        }
+    }
+
+    /// The green channel of window pixel (x, y).
+    func pixel(_ d: OpaquePointer, _ w: UInt, _ x: Int, _ y: Int) -> Int {
+        let img = XGetImage(d, Window(w), Int32(x), Int32(y), 1, 1, UInt.max, ZPixmap)!
+        defer { _ = cx11_destroy_image(img) }
+        let p = UnsafeRawPointer(img.pointee.data!).load(as: UInt32.self)
+        return Int((p >> 8) & 0xff)
+    }
+
+    @Test func showsThePictureAndLetterboxesWhenResized() throws {
+        let xvfb = try PrivateXvfb(width: 1280, height: 720)
+        let window = try X11VideoWindow(display: xvfb.name, title: "viewer", size: PixelSize(width: 320, height: 240))
+        let picture = Picture(width: 320, height: 240, left: 50, right: 200)
+        picture.view { window.show($0) }
+        window.sync()
+        let d = try #require(XOpenDisplay(xvfb.name))
+        defer { XCloseDisplay(d) }
+        // Studio-range Y 50 → (50-16)*255/219 ≈ 40; Y 200 → ≈ 214 (±3 for rounding).
+        #expect(abs(pixel(d, window.windowID, 40, 120) - 40) <= 3)
+        #expect(abs(pixel(d, window.windowID, 280, 120) - 214) <= 3)
+
+        // Twice as wide: the 4:3 picture is centred between black bars.
+        XResizeWindow(d, Window(window.windowID), 640, 240)
+        XSync(d, 0)
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            picture.view { window.show($0) }
+            window.sync()
+            if pixel(d, window.windowID, 10, 120) == 0 && abs(pixel(d, window.windowID, 200, 120) - 40) <= 3 { break }
+            usleep(10_000)
+        }
+        #expect(pixel(d, window.windowID, 10, 120) == 0, "left bar is black")
+        #expect(pixel(d, window.windowID, 630, 120) == 0, "right bar is black")
+        #expect(abs(pixel(d, window.windowID, 200, 120) - 40) <= 3)
+        #expect(abs(pixel(d, window.windowID, 440, 120) - 214) <= 3)
+        #expect(window.framesShown >= 2)
+    }
+
+    @Test(arguments: [
+        (PixelSize(width: 1920, height: 1080), PixelSize(width: 640, height: 480), PixelSize(width: 640, height: 360)),
+        (PixelSize(width: 640, height: 480), PixelSize(width: 1280, height: 480), PixelSize(width: 640, height: 480)),
+        (PixelSize(width: 1080, height: 1920), PixelSize(width: 1280, height: 720), PixelSize(width: 404, height: 720)),
+    ])
+    func fitsKeepingTheAspectRatio(picture: PixelSize, box: PixelSize, expected: PixelSize) {
+        #expect(X11VideoWindow.fitAspect(picture, into: box) == expected)
+    }
+
+    @Test func missingDisplayIsNamed() {
+        do {
+            _ = try X11VideoWindow(display: ":89", title: "x", size: PixelSize(width: 16, height: 16))
+            Issue.record("no error")
+        } catch {
+            #expect("\(error)".contains(":89"))
+            #expect("\(error)".contains("--headless"))
+        }
+    }
+}
