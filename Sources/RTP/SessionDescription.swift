@@ -34,3 +34,86 @@ public struct SessionDescription: Sendable, Equatable {
         return lines.joined(separator: "\r\n") + "\r\n"
     }
 }
+
+/// What a receiver needs from an SDP (RFC 8866): per media section the port, payload type,
+/// encoding and clock rate, and the RTCP port (RFC 3605 `a=rtcp`, else port + 1).
+public struct ReceiveDescription: Sendable, Equatable {
+    public struct Media: Sendable, Equatable {
+        public var kind: String
+        public var port: UInt16
+        public var payloadType: UInt8
+        public var encoding: String
+        public var clockRate: Int
+        public var channels: Int?
+        public var rtcpPort: UInt16
+    }
+    public var connectionAddress: String?
+    public var media: [Media]
+
+    public var video: Media? { media.first { $0.kind == "video" } }
+    public var audio: Media? { media.first { $0.kind == "audio" } }
+
+    /// Parses SDP text (CRLF or LF).
+    /// - Throws: `RTPParseError` naming the line that is wrong.
+    public static func parse(_ text: String) throws -> ReceiveDescription {
+        var result = ReceiveDescription(connectionAddress: nil, media: [])
+        var current: Media?
+        var rtpmaps: [UInt8: (String, Int, Int?)] = [:]
+        var explicitRTCP: UInt16?
+        func finish() {
+            guard var m = current else { return }
+            if let map = rtpmaps[m.payloadType] {
+                m.encoding = map.0
+                m.clockRate = map.1
+                m.channels = map.2
+            }
+            if let explicitRTCP { m.rtcpPort = explicitRTCP }
+            result.media.append(m)
+        }
+        for (number, raw) in text.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline).enumerated() {
+            // "\r\n" is one Character in Swift, and a newline.
+            let line = String(raw)
+            guard line.count >= 2, line[line.index(after: line.startIndex)] == "=" else {
+                if line.isEmpty { continue }
+                throw RTPParseError("SDP line \(number + 1) '\(line)' is not TYPE=VALUE")
+            }
+            let value = line.dropFirst(2)
+            switch line.first {
+            case "c":
+                // c=IN IP4 ADDRESS[/ttl]
+                let parts = value.split(separator: " ")
+                guard parts.count >= 3 else { throw RTPParseError("SDP line \(number + 1) '\(line)': expected c=IN IP4 ADDRESS") }
+                result.connectionAddress = String(parts[2].split(separator: "/").first ?? parts[2])
+            case "m":
+                finish()
+                rtpmaps = [:]
+                explicitRTCP = nil
+                let parts = value.split(separator: " ")
+                guard parts.count >= 4, let port = UInt16(parts[1].split(separator: "/")[0]), let pt = UInt8(parts[3]), pt < 128 else {
+                    throw RTPParseError("SDP line \(number + 1) '\(line)': expected m=KIND PORT RTP/AVP PAYLOADTYPE")
+                }
+                let (rtcp, overflow) = port.addingReportingOverflow(1)
+                current = Media(kind: String(parts[0]), port: port, payloadType: pt, encoding: "", clockRate: 0, channels: nil,
+                                rtcpPort: overflow ? port : rtcp)
+            case "a" where current != nil:
+                if value.hasPrefix("rtpmap:") {
+                    // a=rtpmap:PT NAME/CLOCK[/CHANNELS]
+                    let body = value.dropFirst(7).split(separator: " ", maxSplits: 1)
+                    guard body.count == 2, let pt = UInt8(body[0]) else { throw RTPParseError("SDP line \(number + 1) '\(line)': bad rtpmap") }
+                    let enc = body[1].split(separator: "/")
+                    guard enc.count >= 2, let clock = Int(enc[1]), clock > 0 else { throw RTPParseError("SDP line \(number + 1) '\(line)': bad rtpmap clock") }
+                    rtpmaps[pt] = (String(enc[0]), clock, enc.count > 2 ? Int(enc[2]) : nil)
+                } else if value.hasPrefix("rtcp:") {
+                    guard let port = UInt16(value.dropFirst(5).split(separator: " ")[0]) else {
+                        throw RTPParseError("SDP line \(number + 1) '\(line)': bad rtcp port")
+                    }
+                    explicitRTCP = port
+                }
+            default:
+                break
+            }
+        }
+        finish()
+        return result
+    }
+}
