@@ -67,7 +67,9 @@ public final class VP8Encoder {
         cfg.rc_end_usage = VPX_CBR
         cfg.rc_target_bitrate = UInt32(config.targetBitrateKbps)
         cfg.rc_min_quantizer = 2
-        cfg.rc_max_quantizer = 56
+        // motion keeps the frame rate, so it must be allowed the coarsest quantizer to hold
+        // the bit rate; detail keeps quality and drops frames instead.
+        cfg.rc_max_quantizer = config.content == .motion ? 63 : 56
         cfg.rc_undershoot_pct = 100
         cfg.rc_overshoot_pct = 15
         cfg.rc_buf_initial_sz = 500

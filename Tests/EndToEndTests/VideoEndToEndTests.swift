@@ -355,3 +355,31 @@ final class LoopbackUDP {
         }
     }
 }
+
+/// Rate control: `--content motion` keeps the frame rate and still holds the bit rate asked
+/// for on hard content (it may use the coarsest quantizer; detail drops frames instead).
+@Suite struct RateControlTests {
+    @Test func motionHoldsItsBitrateOnHardContent() throws {
+        let dir = try makeTempDir()
+        let path = "\(dir)/motion.nv12"
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30",
+                                          "-frames:v", "45", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", path]) == 0)
+        let port = freeEvenPort()
+        let sink = try LoopbackUDP(port: port)
+        _ = sink
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--input", path, "--input-format", "nv12", "--input-size", "1280x720",
+            "--fps", "30", "--bitrate", "1M", "--content", "motion", "--duration", "5", "--json",
+        ], dir: dir, name: "sender")
+        #expect(sender.finish(within: 60) == 0, "sender: \(sender.stderr)")
+        let rates: [Int] = sender.stdout.split(separator: "\n").compactMap { line in
+            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["event"] as? String == "stats" else { return nil }
+            return o["kbps"] as? Int
+        }
+        // Leave out the first second (the keyframe); a loaded machine only sends less.
+        let steady = Array(rates.dropFirst())
+        #expect(steady.count >= 2, "stats: \(rates)")
+        let mean = Double(steady.reduce(0, +)) / Double(max(steady.count, 1))
+        #expect(mean <= 1200, "motion at 1 Mbps sent \(mean) kbps on average (\(rates))")
+    }
+}
