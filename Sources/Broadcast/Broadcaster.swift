@@ -29,6 +29,8 @@ public struct BroadcastConfig: Sendable {
     public var content: ContentPreference = .detail
     public var sdpPath: String?
     public var durationSeconds: Double?
+    /// The control socket (`screenshare ctl`); nil: none.
+    public var controlSocketPath: String?
     public var cname: String
     public init(source: VideoSource, destination: Endpoint, cname: String) {
         self.source = source
@@ -39,7 +41,7 @@ public struct BroadcastConfig: Sendable {
 
 /// Why a broadcast ended.
 public enum StopReason: String, Sendable {
-    case duration, requested, endOfInput = "end_of_input", sourceGone = "source_gone", failed
+    case duration, requested, control = "ctl_stop", endOfInput = "end_of_input", sourceGone = "source_gone", failed
 }
 
 /// Counters the media threads publish once per frame; read by stats and RTCP.
@@ -80,6 +82,11 @@ public final class Broadcaster: @unchecked Sendable {
     private let counters = Mutex(SenderCounters())
     private let stopState = Mutex<(reason: StopReason, detail: String)?>(nil)
     private let done = DispatchGroup()
+    /// What `ctl` may change; `liveGeneration` counts changes so the media threads notice
+    /// them with one atomic load per frame.
+    private let live: Mutex<LiveSettings>
+    private let liveGeneration = Atomic<Int>(0)
+    private var control: ControlServer?
 
     public init(config: BroadcastConfig, events: EventSink, logger: Logger, clock: MediaClock = SystemClock()) throws {
         self.config = config
@@ -94,6 +101,76 @@ public final class Broadcaster: @unchecked Sendable {
         rtpBase = rng.next()
         startNanos = clock.nowNanos()
         pool = FramePool(size: PixelSize(width: 2, height: 2), capacity: 4)
+        live = Mutex(LiveSettings(config: config))
+    }
+
+    /// The current live settings.
+    public var settings: LiveSettings { live.withLock { $0 } }
+
+    /// Pauses (video holds the last picture, keep-alive only) or resumes.
+    public func setPaused(_ paused: Bool) {
+        let changed = live.withLock { s -> Bool in
+            defer { s.paused = paused }
+            return s.paused != paused
+        }
+        guard changed else { return }
+        liveGeneration.add(1, ordering: .sequentiallyConsistent)
+        mailbox.wake()
+        events.emit(BroadcastEvent(paused ? "paused" : "resumed"))
+    }
+
+    /// Applies `set` changes (all or nothing) and reports them in a settings_changed event.
+    /// - Throws: `SettingsError` naming the bad key or value; nothing changes then.
+    public func apply(_ changes: [(String, String)]) throws {
+        let (old, new) = try live.withLock { s -> (LiveSettings, LiveSettings) in
+            let old = s
+            s = try s.applying(changes)
+            return (old, s)
+        }
+        liveGeneration.add(1, ordering: .sequentiallyConsistent)
+        mailbox.wake()
+        var fields = new.fields
+        fields["changed"] = .array(new.changedKeys(from: old).map { .string($0) })
+        events.emit(BroadcastEvent("settings_changed", fields))
+    }
+
+    /// Answers one control request (see `ControlSocket`).
+    func handleControl(_ request: [String: Any]) -> [String: Any] {
+        switch request["cmd"] as? String {
+        case "pause":
+            setPaused(true)
+            return ["ok": true, "paused": true]
+        case "resume":
+            setPaused(false)
+            return ["ok": true, "paused": false]
+        case "stop":
+            stop(.control, detail: "ctl stop")
+            return ["ok": true]
+        case "status":
+            return ["ok": true, "settings": JSONValue.object(settings.fields).foundationValue,
+                    "stats": JSONValue.object(statusFields()).foundationValue]
+        case "set":
+            guard let pairs = request["set"] as? [[String]], pairs.allSatisfy({ $0.count == 2 }) else {
+                return ["ok": false, "error": "set: expected \"set\": [[KEY, VALUE], ...]"]
+            }
+            do {
+                try apply(pairs.map { ($0[0], $0[1]) })
+                return ["ok": true, "settings": JSONValue.object(settings.fields).foundationValue]
+            } catch {
+                return ["ok": false, "error": "\(error)"]
+            }
+        case let other:
+            return ["ok": false, "error": "unknown command \(other.map { "'\($0)'" } ?? "(none)"); use pause, resume, stop, status or set"]
+        }
+    }
+
+    private func statusFields() -> [String: JSONValue] {
+        let c = counters.withLock { $0 }
+        return [
+            "frames_sent": .int(c.framesSent), "keyframes_sent": .int(c.keyframesSent), "bytes_sent": .int(c.bytesSent),
+            "width": .int(c.outputSize.width), "height": .int(c.outputSize.height), "ssrc": .int(Int(ssrc)),
+            "uptime_s": .double(Double(clock.nowNanos() &- startNanos) / 1e9), "destination": .string(config.destination.description),
+        ]
     }
 
     /// Asks the broadcast to stop (from a signal handler thread or a timer).
@@ -115,9 +192,19 @@ public final class Broadcaster: @unchecked Sendable {
         if let sdpPath = config.sdpPath { try writeSDP(to: sdpPath) }
         // The source is opened on the capture thread's behalf here, so errors surface at once.
         let producer = try makeProducer()
+        if let path = config.controlSocketPath {
+            do {
+                control = try ControlServer(path: path) { [weak self] request in
+                    self?.handleControl(request) ?? ["ok": false, "error": "stopping"]
+                }
+            } catch {
+                events.emit(BroadcastEvent("warning", ["kind": "control_unavailable", "message": .string("\(error); `screenshare ctl` cannot reach this broadcast")]))
+            }
+        }
         events.emit(BroadcastEvent("started", [
             "destination": .string(config.destination.description), "ssrc": .int(Int(ssrc)),
             "fps": .int(config.fps), "bitrate_kbps": .int(config.bitrate.kbps), "content": .string(config.content.rawValue),
+            "control_socket": control.map { .string($0.path) } ?? .null,
         ]))
         spawn("screenshare-capture") { producer() }
         spawn("screenshare-encode") { [self] in encodeLoop() }
@@ -143,6 +230,7 @@ public final class Broadcaster: @unchecked Sendable {
         }
         mailbox.close()
         done.wait()
+        control?.close()
         sendRTCP(bye: true)
         let c = counters.withLock { $0 }
         let (reason, detail) = stopState.withLock { $0 } ?? (.requested, "")
@@ -212,7 +300,7 @@ public final class Broadcaster: @unchecked Sendable {
     }
 
     private func targetSize(for source: PixelSize) -> PixelSize {
-        ScalingPolicy.outputSize(source: source, max: config.maxResolution)
+        ScalingPolicy.outputSize(source: source, max: settings.maxResolution)
     }
 
     private func publish(_ frame: VideoFrame) {
@@ -220,18 +308,48 @@ public final class Broadcaster: @unchecked Sendable {
         if let replaced = mailbox.put(frame) { pool.recycle(replaced) }
     }
 
-    private func x11Loop(_ capturer: X11ScreenCapturer) {
+    private func x11Loop(_ initial: X11ScreenCapturer) {
+        var capturer = initial
         let converter = FrameConverter()
-        let period = UInt64(1e9 / Double(max(config.fps, 1)))
+        var current = settings
+        var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
+        var period = UInt64(1e9 / Double(max(current.fps, 1)))
         var nextAllowed = clock.nowNanos()
         var sourceSize = PixelSize(width: 0, height: 0)
         var unavailable: String?
+        var force = false
         while isRunning {
+            let g = liveGeneration.load(ordering: .sequentiallyConsistent)
+            if g != generation {
+                generation = g
+                let next = settings
+                if next.source != current.source, case .x11(let display, let spec, let cursor) = next.source {
+                    do {
+                        capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: cursor, logger: logger)
+                        force = true
+                    } catch {
+                        events.emit(BroadcastEvent("error", ["kind": "source_switch_failed", "message": .string("\(error); keeping the previous source")]))
+                        live.withLock { $0.source = current.source }
+                    }
+                }
+                if next.maxResolution != current.maxResolution {
+                    sourceSize = PixelSize(width: 0, height: 0)  // re-apply the scaling policy
+                    force = true
+                }
+                if current.paused && !next.paused { force = true }
+                period = UInt64(1e9 / Double(max(next.fps, 1)))
+                current = settings
+            }
+            if current.paused {
+                // Video holds the last picture: the encoder repeats it at the keep-alive rate.
+                sleepNanos(50_000_000)
+                continue
+            }
             let now = clock.nowNanos()
             if now < nextAllowed { sleepNanos(nextAllowed - now); continue }
-            let outcome = capturer.capture { view in
+            let outcome = capturer.capture(force: force) { view in
                 if view.size != sourceSize {
-                    if sourceSize.area > 0 {
+                    if sourceSize.area > 0 && !force {
                         events.emit(BroadcastEvent("warning", ["kind": "source_resized",
                             "message": .string("source is now \(view.size) (was \(sourceSize)); restarting the encoder with a keyframe")]))
                     }
@@ -243,6 +361,7 @@ public final class Broadcaster: @unchecked Sendable {
                 frame.timestampNanos = now
                 publish(frame)
             }
+            force = false
             switch outcome {
             case .captured:
                 nextAllowed = now + period
@@ -259,7 +378,7 @@ public final class Broadcaster: @unchecked Sendable {
                 }
             case .unchanged:
                 // Damage-triggered: wake as soon as the screen changes (no frame-tick wait).
-                _ = capturer.waitForChange(timeoutNanos: 200_000_000)
+                _ = capturer.waitForChange(timeoutNanos: 100_000_000)
             case .temporaryError(let message):
                 logger.warning("capture: \(message)")
                 nextAllowed = now + period
@@ -278,7 +397,10 @@ public final class Broadcaster: @unchecked Sendable {
         while isRunning {
             let now = clock.nowNanos()
             if now < next { sleepNanos(next - now); continue }
-            next += period
+            // A live source: when the machine fell behind, skip ahead instead of bursting
+            // the frames it missed (a burst would overshoot the bit rate and the receiver).
+            next = now - next > period ? now + period : next + period
+            if settings.paused { continue }
             switch reader.readNext() {
             case .frame(let changed):
                 guard changed else { continue }
@@ -320,8 +442,29 @@ public final class Broadcaster: @unchecked Sendable {
         var lastTimestamp: UInt32?
         var firstSent = false
         var lastSendWarning: UInt64 = 0
+        var current = settings
+        var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
 
         while true {
+            let g = liveGeneration.load(ordering: .sequentiallyConsistent)
+            if g != generation {
+                generation = g
+                let next = settings
+                policy.framePeriodNanos = UInt64(1e9 / Double(max(next.fps, 1)))
+                policy.keepAlivePeriodNanos = next.minFps > 0 ? UInt64(1e9 / next.minFps) : UInt64.max
+                if next.keyframeIntervalSeconds != current.keyframeIntervalSeconds
+                    || (next.fps != current.fps && next.keyframeIntervalSeconds != nil) {
+                    encoder = nil  // re-created with the new settings; starts with a keyframe
+                } else if next.bitrate != current.bitrate || next.content != current.content || next.fps != current.fps {
+                    do {
+                        try encoder?.reconfigure(targetBitrateKbps: next.bitrate.kbps, content: next.content)
+                    } catch {
+                        events.emit(BroadcastEvent("warning", ["kind": "encoder_reconfigure", "message": .string("\(error); re-creating it")]))
+                        encoder = nil
+                    }
+                }
+                current = next
+            }
             let repeatAt = policy.nextRepeatNanos
             let deadline: Date
             if let repeatAt {
@@ -356,7 +499,7 @@ public final class Broadcaster: @unchecked Sendable {
             // (Re)create the encoder for the frame's size.
             if encoder == nil || encoder!.config.size != frame.size {
                 do {
-                    encoder = try VP8Encoder(config: encoderConfig(size: frame.size))
+                    encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current))
                     counters.withLock { $0.outputSize = frame.size }
                 } catch {
                     events.emit(BroadcastEvent("error", ["kind": "encode_failure", "message": .string("\(error)")]))
@@ -371,7 +514,7 @@ public final class Broadcaster: @unchecked Sendable {
             let started = clock.nowNanos()
             var produced = false, key = false, packets: UInt32 = 0, octets = 0, errors = 0
             do {
-                try encoder!.encode(frame, pts: pts, duration: UInt(90_000 / max(config.fps, 1))) { data, info in
+                try encoder!.encode(frame, pts: pts, duration: UInt(90_000 / max(current.fps, 1))) { data, info in
                     produced = true
                     key = key || info.isKeyframe
                     packets += UInt32(packetizer.packetize(frame: data, rtpTimestamp: ts, into: packetBuffer) { packet in
@@ -418,13 +561,13 @@ public final class Broadcaster: @unchecked Sendable {
         if let lastFrame { pool.recycle(lastFrame) }
     }
 
-    private func encoderConfig(size: PixelSize) -> VP8EncoderConfig {
+    private func encoderConfig(size: PixelSize, _ s: LiveSettings) -> VP8EncoderConfig {
         var c = VP8EncoderConfig(size: size)
-        c.fps = config.fps
-        c.targetBitrateKbps = config.bitrate.kbps
-        c.minBitrateKbps = config.minBitrate?.kbps
-        c.keyframeIntervalSeconds = config.keyframeIntervalSeconds
-        c.content = config.content
+        c.fps = s.fps
+        c.targetBitrateKbps = s.bitrate.kbps
+        c.minBitrateKbps = s.minBitrate?.kbps
+        c.keyframeIntervalSeconds = s.keyframeIntervalSeconds
+        c.content = s.content
         c.threads = size.area >= 1280 * 720 ? 2 : 1
         return c
     }

@@ -499,7 +499,7 @@ public final class X11ScreenCapturer {
         if placeholder == nil || placeholderSize != size {
             placeholder?.deallocate()
             let p = UnsafeMutableRawPointer.allocate(byteCount: size.area * 4, alignment: 64)
-            p.initializeMemory(as: UInt32.self, repeating: 0xFF20_2428, count: size.area)
+            p.initializeMemory(as: UInt32.self, repeating: 0xFF26_2626, count: size.area)
             placeholder = p
             placeholderSize = size
         }

@@ -46,7 +46,8 @@ public struct EncodedFrameInfo: Sendable, Equatable {
 ///
 /// Owns one `vpx_codec_ctx_t`; output bytes are valid only inside `encode`'s body.
 public final class VP8Encoder {
-    public let config: VP8EncoderConfig
+    public private(set) var config: VP8EncoderConfig
+    private var cfg = vpx_codec_enc_cfg_t()
     private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
     private var image = vpx_image_t()
     private var forceKeyframe = true
@@ -55,7 +56,6 @@ public final class VP8Encoder {
     public init(config: VP8EncoderConfig) throws {
         try config.validate()
         self.config = config
-        var cfg = vpx_codec_enc_cfg_t()
         guard cvpx_enc_config_default(&cfg) == VPX_CODEC_OK else { throw VP8CodecError("vpx_codec_enc_config_default failed") }
         cfg.g_w = UInt32(config.size.width)
         cfg.g_h = UInt32(config.size.height)
@@ -96,7 +96,7 @@ public final class VP8Encoder {
         let controls: [(Int32, Int32)] = [
             (Int32(VP8E_SET_CPUUSED.rawValue), Int32(config.cpuUsed)),
             (Int32(VP8E_SET_SCREEN_CONTENT_MODE.rawValue), 1),
-            (Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), 100),
+            (Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), 1),
             (Int32(VP8E_SET_NOISE_SENSITIVITY.rawValue), 0),
             (Int32(VP8E_SET_TOKEN_PARTITIONS.rawValue), 0),
             (Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), 900),
@@ -112,6 +112,23 @@ public final class VP8Encoder {
     deinit {
         vpx_codec_destroy(ctx)
         ctx.deallocate()
+    }
+
+    /// Changes the target bit rate and content preference of the running encoder (no new
+    /// keyframe; libvpx applies them from the next frame).
+    /// - Throws: `VP8CodecError` with libvpx's message.
+    public func reconfigure(targetBitrateKbps: Int, content: ContentPreference) throws {
+        guard targetBitrateKbps >= 10 else { throw VP8CodecError("encoder bitrate \(targetBitrateKbps) kbps is too low (at least 10)") }
+        var next = cfg
+        next.rc_target_bitrate = UInt32(targetBitrateKbps)
+        next.rc_dropframe_thresh = content == .detail ? 30 : 0
+        next.rc_max_quantizer = content == .motion ? 63 : 56
+        guard vpx_codec_enc_config_set(ctx, &next) == VPX_CODEC_OK else {
+            throw VP8CodecError("VP8 encoder reconfiguration failed: \(String(cString: vpx_codec_error(ctx)))")
+        }
+        cfg = next
+        config.targetBitrateKbps = targetBitrateKbps
+        config.content = content
     }
 
     /// The next encoded frame will be a keyframe.

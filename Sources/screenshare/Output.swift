@@ -34,6 +34,14 @@ struct HumanSink: EventSink {
         case "started": text = "sending to \(v("destination")) (ssrc \(v("ssrc")), \(v("fps")) fps max, \(v("bitrate_kbps")) kbps)"
         case "first_frame_sent": text = "first frame sent: \(v("width"))x\(v("height"))"
         case "stats": text = "\(v("width"))x\(v("height")) \(v("fps")) fps \(v("kbps")) kbps, encode p50 \(v("encode_ms_p50")) ms"
+        case "paused": text = "paused: the last picture is held (keep-alive only)"
+        case "resumed": text = "resumed"
+        case "settings_changed":
+            let changed: String
+            if case .array(let keys)? = f["changed"] {
+                changed = keys.compactMap { if case .string(let k) = $0 { return "\(k)=\(v(k))" } else { return nil } }.joined(separator: " ")
+            } else { changed = "" }
+            text = "settings changed: \(changed)"
         case "stopped": text = "stopped (\(v("reason"))): \(v("frames_sent")) frames, \(v("bytes_sent")) bytes"
         default: text = "\(event.name): \(v("kind")) \(v("message"))"
         }
@@ -46,7 +54,7 @@ final class SignalWatcher {
     private let sources: [DispatchSourceSignal]
     init(_ handler: @escaping @Sendable (Int32) -> Void) {
         var list: [DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM] {
+        for sig in [SIGINT, SIGTERM, SIGUSR1, SIGUSR2] {
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             s.setEventHandler { handler(sig) }

@@ -27,7 +27,7 @@ struct Screenshare: ParsableCommand {
         commandName: "screenshare",
         abstract: "Share an X11 screen, window or region as VP8 over RTP.",
         version: "0.1.0-dev",
-        subcommands: [Start.self, Watch.self, Serve.self, Sources.self]
+        subcommands: [Start.self, Watch.self, Serve.self, Sources.self, Ctl.self]
     )
 }
 
@@ -113,6 +113,9 @@ struct Start: ParsableCommand {
     @Option(help: "Content preference: detail (keep resolution; slides) or motion (keep frame rate).")
     var content: String = "detail"
 
+    @Option(help: ArgumentHelp("Control socket for `screenshare ctl` (default: $XDG_RUNTIME_DIR/screenshare/pid-PID.sock, or /tmp/screenshare-UID/…).", valueName: "path"))
+    var controlSocket: String?
+
     @Flag(help: "Print events as JSON lines on stdout.")
     var json = false
 
@@ -171,6 +174,7 @@ struct Start: ParsableCommand {
         config.content = ContentPreference(rawValue: content)!
         config.sdpPath = sdp
         config.durationSeconds = duration
+        config.controlSocketPath = controlSocket ?? ControlSocket.path(label: room ?? "pid-\(getpid())")
 
         var logger = Logger(label: "screenshare")
         logger.logLevel = quiet ? .error : .info
@@ -182,7 +186,13 @@ struct Start: ParsableCommand {
             printError("screenshare: \(error)")
             throw Exit.network
         }
-        let signals = SignalWatcher { signal in broadcaster.stop(.requested, detail: "signal \(signal)") }
+        let signals = SignalWatcher { signal in
+            switch signal {
+            case SIGUSR1: broadcaster.setPaused(true)
+            case SIGUSR2: broadcaster.setPaused(false)
+            default: broadcaster.stop(.requested, detail: "signal \(signal)")
+            }
+        }
         let result: (reason: StopReason, detail: String, summary: [String: JSONValue])
         do {
             result = try broadcaster.run()
@@ -195,7 +205,7 @@ struct Start: ParsableCommand {
         }
         _ = signals
         switch result.reason {
-        case .duration, .endOfInput: return
+        case .duration, .endOfInput, .control: return
         case .requested: throw Exit.interrupted
         case .sourceGone:
             printError("screenshare: source gone: \(result.detail)")
@@ -286,5 +296,95 @@ func printError(_ message: String) {
 struct StandardError: TextOutputStream {
     mutating func write(_ string: String) {
         FileHandleStderr.write(string)
+    }
+}
+
+struct Ctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Control a running `screenshare start`: pause, resume, stop, status, set.",
+        discussion: """
+            With neither --room nor --socket, talks to the only broadcaster this user runs.
+            `set` takes KEY=VALUE pairs, applied together without restarting the stream:
+              fps=1-60  min-fps=N  bitrate=2M  min-bitrate=300k  max-resolution=720p|1080p|1440p|WxH|none
+              content=detail|motion  keyframe-interval=SECONDS|none
+              source=screen|region:WxH+X+Y|monitor:NAME|window:ID|TITLE
+            Examples:
+              screenshare ctl pause
+              screenshare ctl set bitrate=1M fps=30 content=motion
+              screenshare ctl set source=window:Slides
+              screenshare ctl status --json
+            """)
+
+    @Option(help: "The room of the broadcaster to control.")
+    var room: String?
+
+    @Option(help: ArgumentHelp("The control socket of the broadcaster.", valueName: "path"))
+    var socket: String?
+
+    @Flag(help: "Print the answer as JSON.")
+    var json = false
+
+    @Argument(help: "pause, resume, stop, status or set.")
+    var command: String
+
+    @Argument(help: "KEY=VALUE pairs for set.")
+    var settings: [String] = []
+
+    func validate() throws {
+        guard ["pause", "resume", "stop", "status", "set"].contains(command) else {
+            throw ValidationError("'\(command)' is not a ctl command: use pause, resume, stop, status or set")
+        }
+        if command == "set" && settings.isEmpty { throw ValidationError("set needs KEY=VALUE pairs, e.g. set bitrate=1M") }
+        if command != "set" && !settings.isEmpty { throw ValidationError("\(command) takes no KEY=VALUE pairs") }
+        for pair in settings where !pair.contains("=") { throw ValidationError("'\(pair)' is not KEY=VALUE") }
+        if room != nil && socket != nil { throw ValidationError("--room and --socket cannot be used together") }
+    }
+
+    func run() throws {
+        let path: String
+        do {
+            if let socket { path = socket }
+            else if let room { path = ControlSocket.path(label: room) }
+            else {
+                let dir = ControlSocket.directory()
+                let entries = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+                path = try ControlSocket.pickOnly(in: dir, entries: entries)
+            }
+        } catch {
+            printError("screenshare ctl: \(error)")
+            throw Exit.sourceUnavailable
+        }
+        var request: [String: Any] = ["cmd": command]
+        if command == "set" {
+            request["set"] = settings.map { pair -> [String] in
+                let i = pair.firstIndex(of: "=")!
+                return [String(pair[..<i]), String(pair[pair.index(after: i)...])]
+            }
+        }
+        let response: [String: Any]
+        do {
+            response = try ControlSocket.request(request, socketPath: path)
+        } catch {
+            printError("screenshare ctl: \(error)")
+            throw Exit.sourceUnavailable
+        }
+        guard response["ok"] as? Bool == true else {
+            printError("screenshare ctl: \(response["error"] as? String ?? "the broadcaster refused")")
+            throw Exit.usage
+        }
+        if json || command == "status" {
+            if json {
+                let data = try JSONSerialization.data(withJSONObject: response, options: [.sortedKeys])
+                print(String(decoding: data, as: UTF8.self))
+            } else {
+                for section in ["settings", "stats"] {
+                    guard let dict = response[section] as? [String: Any] else { continue }
+                    print("\(section):")
+                    for key in dict.keys.sorted() { print("  \(key): \(dict[key] is NSNull ? "-" : "\(dict[key]!)")") }
+                }
+            }
+        } else {
+            print("screenshare ctl: \(command): ok")
+        }
     }
 }

@@ -145,6 +145,18 @@ struct FFmpegReceiver {
         return (0..<(data.count / size)).map { data[($0 * size)..<($0 * size + width * height)] }
     }
 
+    /// How coloured each decoded frame is: the mean of |U − 128| + |V − 128|.
+    func chromaPerFrame(width: Int, height: Int) throws -> [Double] {
+        let data = try [UInt8](Data(contentsOf: URL(fileURLWithPath: yuvPath)))
+        let luma = width * height, chroma = ((width + 1) / 2) * ((height + 1) / 2)
+        let size = luma + 2 * chroma
+        return (0..<(data.count / size)).map { f in
+            var sum = 0
+            for i in (f * size + luma)..<(f * size + size) { sum += abs(Int(data[i]) - 128) }
+            return Double(sum) / Double(chroma)
+        }
+    }
+
     /// The luma plane of the last decoded frame, as decoded: studio range, no conversion
     /// (ffmpeg's `gray` output would stretch it to full range).
     func lastFrame(width: Int, height: Int) throws -> ArraySlice<UInt8> {

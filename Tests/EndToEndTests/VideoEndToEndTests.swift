@@ -157,12 +157,14 @@ import X11TestSupport
         let slide = try renderSlide(width: 1920, height: 1080, title: "Window capture", dir: dir)
         let first = crop(slide, width: 1920, x: 100, y: 100, w: 640, h: 360)
         let second = crop(slide, width: 1920, x: 900, y: 500, w: 640, h: 360)
-        // The screen behind shows the whole slide; a window in front covers part of ours.
-        try paintRoot(slide, width: 1920, height: 1080, on: xvfb.name)
+        // The desktop behind is green and a window in front, covering part of ours, is red; our
+        // window shows a grey slide. Any leak would colour the frames.
+        try paintRoot([UInt8](repeating: 0, count: 1920 * 1080 * 4).enumerated().map { $0.offset % 4 == 1 || $0.offset % 4 == 3 ? 255 : 0 },
+                      width: 1920, height: 1080, on: xvfb.name)
         let shared = try TestWindow(displayName: xvfb.name, title: "Shared Slides", x: 200, y: 150, width: 640, height: 360)
         shared.paint(first)
         let cover = try TestWindow(displayName: xvfb.name, title: "Chat", x: 500, y: 300, width: 400, height: 300)
-        cover.paint(patternPixels(width: 400, height: 300, seed: 7))
+        cover.paint((0..<(400 * 300)).flatMap { _ in [0, 0, 255, 255] as [UInt8] })
 
         let port = freeEvenPort()
         let sdp = "\(dir)/w.sdp"
@@ -191,25 +193,9 @@ import X11TestSupport
         let best2 = frames.map { psnr($0, luma(bgra: second, width: 640, height: 360)) }.max() ?? 0
         #expect(best1 >= 38, "window before the move: best PSNR \(best1) dB")
         #expect(best2 >= 38, "window after the move: best PSNR \(best2) dB")
-        // Every frame is the window (before or after the move) or flat (cleared background,
-        // placeholder): never what the screen shows there (the window in front, the desktop).
-        // A frame just after a full change may be coarse, so judge it by what it is closest to.
-        let y1 = luma(bgra: first, width: 640, height: 360), y2 = luma(bgra: second, width: 640, height: 360)
-        var screenAtFirst = crop(slide, width: 1920, x: 200, y: 150, w: 640, h: 360)
-        let coverPixels = patternPixels(width: 400, height: 300, seed: 7)
-        for row in 150..<360 {  // the cover (500,300 400x300) over the window's first place
-            let dst = row * 640 * 4 + 300 * 4, src = (row - 150) * 400 * 4
-            screenAtFirst[dst..<(dst + 340 * 4)] = coverPixels[src..<(src + 340 * 4)]
-        }
-        let leaks = [luma(bgra: screenAtFirst, width: 640, height: 360),
-                     luma(bgra: crop(slide, width: 1920, x: 1100, y: 650, w: 640, h: 360), width: 640, height: 360)]
-        // The sender's placeholder (BGRA 28 24 20) and the window's cleared background (black).
-        let placeholder = luma(bgra: [UInt8]((0..<(640 * 360)).flatMap { _ in [0x28, 0x24, 0x20, 0xff] as [UInt8] }), width: 640, height: 360)
-        let black = [UInt8](repeating: 16, count: 640 * 360)
-        for (i, f) in frames.enumerated() {
-            let flat = (f.max() ?? 0) - (f.min() ?? 0) <= 4
-            let legit = [y1, y2, placeholder, black].map { psnr(f, $0) }.max()!, leak = leaks.map { psnr(f, $0) }.max()!
-            #expect(flat || legit > leak + 3, "frame \(i) of \(frames.count) looks like the screen: \(legit) vs \(leak) dB")
+        // Never the window in front (red) nor the desktop (green): every frame stays grey.
+        for (i, c) in try ffmpeg.chromaPerFrame(width: 640, height: 360).enumerated() {
+            #expect(c < 6, "frame \(i) is coloured (\(c)): something else than the window shows")
         }
         // Hidden: a flat placeholder, not the screen behind.
         let last = try #require(frames.last)
@@ -376,10 +362,12 @@ final class LoopbackUDP {
             guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["event"] as? String == "stats" else { return nil }
             return o["kbps"] as? Int
         }
-        // Leave out the first second (the keyframe); a loaded machine only sends less.
-        let steady = Array(rates.dropFirst())
-        #expect(steady.count >= 2, "stats: \(rates)")
-        let mean = Double(steady.reduce(0, +)) / Double(max(steady.count, 1))
-        #expect(mean <= 1200, "motion at 1 Mbps sent \(mean) kbps on average (\(rates))")
+        // Over the whole run, keyframe included: within 25 % of the target (it was 43 % over
+        // when the quantizer was capped at 56).
+        let stopped = try stoppedEvent(sender.stdout)
+        let bytes = try #require(stopped["bytes_sent"] as? Int)
+        let seconds = try #require(stopped["duration_s"] as? Double)
+        let mean = Double(bytes) * 8 / seconds / 1000
+        #expect(mean <= 1250, "motion at 1 Mbps sent \(mean) kbps on average (per second: \(rates))")
     }
 }

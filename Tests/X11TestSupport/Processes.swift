@@ -12,7 +12,8 @@ public final class Child {
     public let stderrPath: String
     private var status: Int32?
 
-    public init(_ executable: String, _ arguments: [String], dir: String, name: String) throws {
+    /// - Parameter environment: variables to set (or override) for the child.
+    public init(_ executable: String, _ arguments: [String], dir: String, name: String, environment: [String: String] = [:]) throws {
         stdoutPath = "\(dir)/\(name).out"
         stderrPath = "\(dir)/\(name).err"
         var actions = posix_spawn_file_actions_t()
@@ -34,7 +35,11 @@ public final class Child {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var child: pid_t = 0
-        let rc = posix_spawn(&child, executable, &actions, &attr, argv, environ)
+        var env = ProcessInfo.processInfo.environment
+        for (k, v) in environment { env[k] = v }
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        let rc = posix_spawn(&child, executable, &actions, &attr, argv, envp)
         guard rc == 0 else { throw TestFailure("cannot start \(executable): \(String(cString: strerror(rc)))") }
         pid = child
     }

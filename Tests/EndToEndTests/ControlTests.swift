@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+/// `screenshare ctl` against a running `start`: pause/resume, live settings, status, stop.
+@Suite struct ControlTests {
+    func ctl(_ args: [String], dir: String, env: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
+        let c = try Child(screenshareBinary(), ["ctl"] + args, dir: dir, name: "ctl-\(UUID().uuidString.prefix(6))", environment: env)
+        let status = c.finish(within: 10)
+        return (status, c.stdout, c.stderr)
+    }
+
+    func status(_ socket: String, dir: String) throws -> [String: Any] {
+        let r = try ctl(["--socket", socket, "--json", "status"], dir: dir)
+        #expect(r.status == 0, "\(r.err)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any])
+    }
+
+    @Test func pauseHoldsThePictureAndSettingsChangeLive() throws {
+        let xvfb = try PrivateXvfb()
+        let dir = try makeTempDir()
+        let a = try renderSlide(width: 1920, height: 1080, title: "Before the pause", dir: dir)
+        let b = try renderSlide(width: 1920, height: 1080, title: "Painted while paused — shown after resume", dir: dir)
+        try paintRoot(a, width: 1920, height: 1080, on: xvfb.name)
+        let port = freeEvenPort()
+        let sdp = "\(dir)/c.sdp"
+        try writeSDP(port: port, fps: 15, to: sdp)
+        let ffmpeg = try FFmpegReceiver(sdpPath: sdp, dir: dir)
+        try waitUntilBound(port)
+        let socket = "\(dir)/ctl.sock"
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--control-socket", socket, "--no-cursor", "--json",
+        ], dir: dir, name: "sender")
+        try waitForEvent("first_frame_sent", in: sender)
+        usleep(1_800_000)  // past the refinement after the first picture
+
+        #expect(try ctl(["--socket", socket, "pause"], dir: dir).status == 0)
+        let before = try #require((try status(socket, dir: dir)["stats"] as? [String: Any])?["frames_sent"] as? Int)
+        try paintRoot(b, width: 1920, height: 1080, on: xvfb.name)
+        usleep(1_500_000)
+        let during = try #require((try status(socket, dir: dir)["stats"] as? [String: Any])?["frames_sent"] as? Int)
+        // Paused: only keep-alive repeats (1 fps), not the ~22 frames a new slide would bring.
+        #expect(during - before <= 3, "frames sent while paused: \(during - before)")
+        #expect((try status(socket, dir: dir)["settings"] as? [String: Any])?["paused"] as? Bool == true)
+
+        #expect(try ctl(["--socket", socket, "resume"], dir: dir).status == 0)
+        let set = try ctl(["--socket", socket, "set", "max-resolution=720p", "bitrate=1M"], dir: dir)
+        #expect(set.status == 0, "\(set.err)")
+        let bad = try ctl(["--socket", socket, "set", "volume=11"], dir: dir)
+        #expect(bad.status == 64)
+        #expect(bad.err.contains("volume"), "\(bad.err)")
+        usleep(1_500_000)
+        let settings = try #require(try status(socket, dir: dir)["settings"] as? [String: Any])
+        #expect(settings["max_resolution"] as? String == "720p")
+        #expect(settings["bitrate_kbps"] as? Int == 1000)
+        #expect(settings["paused"] as? Bool == false)
+
+        #expect(try ctl(["--socket", socket, "stop"], dir: dir).status == 0)
+        #expect(sender.finish(within: 15) == 0, "sender: \(sender.stderr)")
+        ffmpeg.child.finish(within: 5)
+        #expect(!FileManager.default.fileExists(atPath: socket), "the socket is removed at exit")
+
+        // Events in order; the stream ends at 1280x720 showing the slide painted during the pause.
+        let names = sender.stdout.split(separator: "\n").compactMap { line -> String? in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["event"] as? String
+        }.filter { ["paused", "resumed", "settings_changed", "stopped"].contains($0) }
+        #expect(names == ["paused", "resumed", "settings_changed", "stopped"], "\(names)")
+        let stopped = try stoppedEvent(sender.stdout)
+        #expect(stopped["width"] as? Int == 1280 && stopped["height"] as? Int == 720)
+        #expect(stopped["reason"] as? String == "ctl_stop")
+        let last = try ffmpeg.lastFrame(width: 1920, height: 1080)
+        let pa = psnr(last, luma(bgra: a, width: 1920, height: 1080)), pb = psnr(last, luma(bgra: b, width: 1920, height: 1080))
+        #expect(pb > pa + 3, "last frame: \(pb) dB to the new slide, \(pa) dB to the old")
+    }
+
+    @Test func ctlFindsTheOnlyBroadcasterOrSaysThereIsNone() throws {
+        let xvfb = try PrivateXvfb()
+        let dir = try makeTempDir()
+        let runtime = try makeTempDir()
+        let env = ["XDG_RUNTIME_DIR": runtime]
+        let none = try ctl(["status"], dir: dir, env: env)
+        #expect(none.status == 69)
+        #expect(none.err.contains("no screenshare broadcaster is running"))
+        let port = freeEvenPort()
+        let sender = try Child(screenshareBinary(), ["start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--json"],
+                               dir: dir, name: "sender", environment: env)
+        try waitForEvent("started", in: sender)
+        let r = try ctl(["status"], dir: dir, env: env)
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.out.contains("frames_sent"))
+        kill(sender.pid, SIGUSR1)
+        try waitForEvent("paused", in: sender)
+        kill(sender.pid, SIGUSR2)
+        try waitForEvent("resumed", in: sender)
+        #expect(sender.finish(within: 0) == 130)
+    }
+
+    @Test func switchingTheSourceLive() throws {
+        let xvfb = try PrivateXvfb()
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let sink = try LoopbackUDP(port: port)
+        _ = sink
+        let socket = "\(dir)/ctl.sock"
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--control-socket", socket, "--json",
+        ], dir: dir, name: "sender")
+        try waitForEvent("first_frame_sent", in: sender)
+        // A window that does not exist: refused by the capture thread, the screen goes on.
+        #expect(try ctl(["--socket", socket, "set", "source=window:no such window"], dir: dir).status == 0)
+        try waitForEvent("error", in: sender)
+        #expect(sender.stdout.contains("source_switch_failed"))
+        #expect(try ctl(["--socket", socket, "set", "source=region:640x480+100+100"], dir: dir).status == 0)
+        let deadline = Date().addingTimeInterval(10)
+        var size = 0
+        while Date() < deadline, size != 640 {
+            let r = try ctl(["--socket", socket, "--json", "status"], dir: dir)
+            let obj = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any]
+            size = ((obj?["stats"] as? [String: Any])?["width"] as? Int) ?? 0
+            usleep(100_000)
+        }
+        #expect(size == 640, "the stream switched to the 640x480 region")
+        let settings = try #require(try status(socket, dir: dir)["settings"] as? [String: Any])
+        #expect(settings["source"] as? String == "region:640x480+100+100")
+        #expect(sender.finish(within: 0) == 130)
+    }
+}
