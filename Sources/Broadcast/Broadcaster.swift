@@ -59,6 +59,9 @@ struct SenderCounters: Sendable {
     var lastRTPTimestamp: UInt32 = 0
     var outputSize = PixelSize(width: 0, height: 0)
     var encodeMillis: [Double] = []
+    var captureMillis: [Double] = []
+    var convertMillis: [Double] = []
+    var sendMillis: [Double] = []
 }
 
 /// The video sender: capture thread → latest-frame mailbox → encode thread → RTP over UDP,
@@ -222,6 +225,9 @@ public final class Broadcaster: @unchecked Sendable {
                 let now = counters.withLock { c -> SenderCounters in
                     let copy = c
                     c.encodeMillis.removeAll(keepingCapacity: true)
+                    c.captureMillis.removeAll(keepingCapacity: true)
+                    c.convertMillis.removeAll(keepingCapacity: true)
+                    c.sendMillis.removeAll(keepingCapacity: true)
                     return copy
                 }
                 emitStats(now, since: last)
@@ -257,13 +263,18 @@ public final class Broadcaster: @unchecked Sendable {
     }
 
     private func emitStats(_ c: SenderCounters, since p: SenderCounters) {
-        let sorted = c.encodeMillis.sorted()
-        func pct(_ q: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))] }
+        func pct(_ values: [Double], _ q: Double) -> Double {
+            let sorted = values.sorted()
+            return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]
+        }
         events.emit(BroadcastEvent("stats", [
             "fps": .int(c.framesSent - p.framesSent),
             "kbps": .int((c.bytesSent - p.bytesSent) * 8 / 1000),
             "frames_sent": .int(c.framesSent), "keyframes_sent": .int(c.keyframesSent),
-            "encode_ms_p50": .double(pct(0.5)), "encode_ms_p95": .double(pct(0.95)),
+            "encode_ms_p50": .double(pct(c.encodeMillis, 0.5)), "encode_ms_p95": .double(pct(c.encodeMillis, 0.95)),
+            "capture_ms_p50": .double(pct(c.captureMillis, 0.5)), "capture_ms_p95": .double(pct(c.captureMillis, 0.95)),
+            "convert_ms_p50": .double(pct(c.convertMillis, 0.5)), "convert_ms_p95": .double(pct(c.convertMillis, 0.95)),
+            "send_ms_p50": .double(pct(c.sendMillis, 0.5)), "send_ms_p95": .double(pct(c.sendMillis, 0.95)),
             "width": .int(c.outputSize.width), "height": .int(c.outputSize.height),
             "send_errors": .int(c.sendErrors),
         ]))
@@ -303,8 +314,12 @@ public final class Broadcaster: @unchecked Sendable {
         ScalingPolicy.outputSize(source: source, max: settings.maxResolution)
     }
 
-    private func publish(_ frame: VideoFrame) {
-        counters.withLock { $0.framesCaptured += 1 }
+    private func publish(_ frame: VideoFrame, captureMillis: Double? = nil, convertMillis: Double? = nil) {
+        counters.withLock { c in
+            c.framesCaptured += 1
+            if let captureMillis, c.captureMillis.count < 512 { c.captureMillis.append(captureMillis) }
+            if let convertMillis, c.convertMillis.count < 512 { c.convertMillis.append(convertMillis) }
+        }
         if let replaced = mailbox.put(frame) { pool.recycle(replaced) }
     }
 
@@ -347,7 +362,9 @@ public final class Broadcaster: @unchecked Sendable {
             }
             let now = clock.nowNanos()
             if now < nextAllowed { sleepNanos(nextAllowed - now); continue }
+            let grabStart = clock.nowNanos()
             let outcome = capturer.capture(force: force) { view in
+                let grabbed = clock.nowNanos()
                 if view.size != sourceSize {
                     if sourceSize.area > 0 && !force {
                         events.emit(BroadcastEvent("warning", ["kind": "source_resized",
@@ -359,7 +376,8 @@ public final class Broadcaster: @unchecked Sendable {
                 let frame = pool.take()
                 converter.convert(bgra: view, into: frame)
                 frame.timestampNanos = now
-                publish(frame)
+                publish(frame, captureMillis: Double(grabbed &- grabStart) / 1e6,
+                        convertMillis: Double(clock.nowNanos() &- grabbed) / 1e6)
             }
             force = false
             switch outcome {
@@ -513,14 +531,17 @@ public final class Broadcaster: @unchecked Sendable {
             let pts = Int64(ts &- rtpBase)
             let started = clock.nowNanos()
             var produced = false, key = false, packets: UInt32 = 0, octets = 0, errors = 0
+            var sendNanos: UInt64 = 0
             do {
                 try encoder!.encode(frame, pts: pts, duration: UInt(90_000 / max(current.fps, 1))) { data, info in
                     produced = true
                     key = key || info.isKeyframe
+                    let sendStart = clock.nowNanos()
                     packets += UInt32(packetizer.packetize(frame: data, rtpTimestamp: ts, into: packetBuffer) { packet in
                         octets += packet.count
                         if rtpSocket.send(packet) != 0 { errors += 1 }
                     })
+                    sendNanos &+= clock.nowNanos() &- sendStart
                 }
             } catch {
                 events.emit(BroadcastEvent("error", ["kind": "encode_failure", "message": .string("\(error)")]))
@@ -528,13 +549,14 @@ public final class Broadcaster: @unchecked Sendable {
                 encoder = nil  // re-created on the next frame, which will be a keyframe
                 continue
             }
-            let ms = Double(clock.nowNanos() &- started) / 1e6
-            if isNew { policy.newPictureEncoded(at: now) } else { policy.repeatEncoded(at: now) }
+            let ms = Double(clock.nowNanos() &- started &- sendNanos) / 1e6
+            if isNew { policy.newPictureEncoded(at: now) } else { policy.repeatEncoded(at: now, bytes: produced ? octets : 0) }
             if key { throttle.keyframeSent(at: now) }
             counters.withLock { c in
                 c.framesEncoded += 1
                 if !isNew { c.repeatsEncoded += 1 }
                 if c.encodeMillis.count < 512 { c.encodeMillis.append(ms) }
+                if produced && c.sendMillis.count < 512 { c.sendMillis.append(Double(sendNanos) / 1e6) }
                 if produced {
                     c.framesSent += 1
                     if key { c.keyframesSent += 1 }

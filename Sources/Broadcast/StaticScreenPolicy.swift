@@ -14,6 +14,12 @@ public struct StaticScreenPolicy: Sendable, Equatable {
     public private(set) var lastChangeNanos: UInt64?
     /// When the last frame (new or repeated) went to the encoder.
     public private(set) var lastEncodeNanos: UInt64?
+    /// A repeat that encodes to fewer bytes than this changed nothing visible.
+    public var convergedBytes = 256
+    /// Refinement ends early after this many converged repeats in a row.
+    public var convergedRepeats = 2
+    private var tinyRepeats = 0
+    private var converged = false
 
     /// - Parameters:
     ///   - fps: the maximum frame rate.
@@ -29,17 +35,24 @@ public struct StaticScreenPolicy: Sendable, Equatable {
     public mutating func newPictureEncoded(at now: UInt64) {
         lastChangeNanos = now
         lastEncodeNanos = now
+        tinyRepeats = 0
+        converged = false
     }
 
-    /// The last picture was encoded again at `now`.
-    public mutating func repeatEncoded(at now: UInt64) {
+    /// The last picture was encoded again at `now`, into `bytes` (nil: not known). Once the
+    /// repeats are tiny the picture is as sharp as it gets: refinement ends early.
+    public mutating func repeatEncoded(at now: UInt64, bytes: Int? = nil) {
         lastEncodeNanos = now
+        if let bytes {
+            tinyRepeats = bytes < convergedBytes ? tinyRepeats + 1 : 0
+            if tinyRepeats >= convergedRepeats { converged = true }
+        }
     }
 
     /// When the last picture should be encoded again if nothing new arrives; nil before the first.
     public var nextRepeatNanos: UInt64? {
         guard let change = lastChangeNanos, let encoded = lastEncodeNanos else { return nil }
-        let refining = encoded &- change < refineNanos
+        let refining = !converged && encoded &- change < refineNanos
         let period = refining ? framePeriodNanos : keepAlivePeriodNanos
         if period == UInt64.max { return nil }
         return encoded &+ period
@@ -47,7 +60,7 @@ public struct StaticScreenPolicy: Sendable, Equatable {
 
     /// Whether the encoder is still refining (encoding a still picture at full rate) at `now`.
     public func isRefining(at now: UInt64) -> Bool {
-        guard let change = lastChangeNanos else { return false }
+        guard let change = lastChangeNanos, !converged else { return false }
         return now &- change < refineNanos
     }
 }

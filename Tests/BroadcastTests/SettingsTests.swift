@@ -76,6 +76,21 @@ import Testing
         #expect(!p.isRefining(at: 2000 * ms))
     }
 
+    @Test func refinementEndsEarlyOnceRepeatsAreTiny() {
+        var p = StaticScreenPolicy(fps: 10, minFps: 1, refineSeconds: 1.5)
+        p.newPictureEncoded(at: 0)
+        p.repeatEncoded(at: 100 * ms, bytes: 9000)   // still sharpening
+        #expect(p.nextRepeatNanos == 200 * ms)
+        p.repeatEncoded(at: 200 * ms, bytes: 100)    // one tiny repeat is not enough
+        #expect(p.nextRepeatNanos == 300 * ms)
+        p.repeatEncoded(at: 300 * ms, bytes: 40)     // two in a row: converged
+        #expect(!p.isRefining(at: 300 * ms))
+        #expect(p.nextRepeatNanos == 1300 * ms)      // keep-alive from now on
+        p.newPictureEncoded(at: 2000 * ms)           // a change refines again
+        #expect(p.isRefining(at: 2100 * ms))
+        #expect(p.nextRepeatNanos == 2100 * ms)
+    }
+
     @Test func aNewPictureRestartsRefining() {
         var p = StaticScreenPolicy(fps: 10, minFps: 1, refineSeconds: 1)
         p.newPictureEncoded(at: 0)
