@@ -1,6 +1,7 @@
 import Broadcast
 import Dispatch
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,11 +15,21 @@ struct JSONLineSink: EventSink {
     }
 }
 
-/// Human-readable lines on stderr.
-struct HumanSink: EventSink {
-    let quiet: Bool
-    func emit(_ event: BroadcastEvent) {
-        if quiet && event.name != "error" { return }
+/// Human-readable output on stderr: on a terminal, one live status line rewritten every
+/// second (resolution, fps, kbps, encode time) with events printed above it; otherwise plain
+/// log lines, with a stats line every 10 s.
+final class HumanSink: EventSink, @unchecked Sendable {
+    // `state` is guarded by its Mutex; the rest is immutable.
+    private let quiet: Bool
+    private let live: Bool
+    private let state = Mutex<(status: String, statsSeen: Int)>(("", 0))
+
+    init(quiet: Bool, terminal: Bool = isatty(2) != 0) {
+        self.quiet = quiet
+        self.live = terminal
+    }
+
+    static func text(_ event: BroadcastEvent) -> String {
         let f = event.fields
         func v(_ k: String) -> String {
             switch f[k] {
@@ -29,23 +40,45 @@ struct HumanSink: EventSink {
             default: return "-"
             }
         }
-        let text: String
         switch event.name {
-        case "started": text = "sending to \(v("destination")) (ssrc \(v("ssrc")), \(v("fps")) fps max, \(v("bitrate_kbps")) kbps)"
-        case "first_frame_sent": text = "first frame sent: \(v("width"))x\(v("height"))"
-        case "stats": text = "\(v("width"))x\(v("height")) \(v("fps")) fps \(v("kbps")) kbps, encode p50 \(v("encode_ms_p50")) ms"
-        case "paused": text = "paused: the last picture is held (keep-alive only)"
-        case "resumed": text = "resumed"
+        case "started": return "sending to \(v("destination")) (ssrc \(v("ssrc")), \(v("fps")) fps max, \(v("bitrate_kbps")) kbps); control: \(v("control_socket"))"
+        case "first_frame_sent": return "first frame sent: \(v("width"))x\(v("height")) after \(v("latency_ms")) ms"
+        case "stats": return "\(v("width"))x\(v("height"))  \(v("fps")) fps  \(v("kbps")) kbps  encode \(v("encode_ms_p50"))/\(v("encode_ms_p95")) ms p50/p95"
+        case "paused": return "paused: the last picture is held (keep-alive only)"
+        case "resumed": return "resumed"
         case "settings_changed":
-            let changed: String
+            var changed = ""
             if case .array(let keys)? = f["changed"] {
                 changed = keys.compactMap { if case .string(let k) = $0 { return "\(k)=\(v(k))" } else { return nil } }.joined(separator: " ")
-            } else { changed = "" }
-            text = "settings changed: \(changed)"
-        case "stopped": text = "stopped (\(v("reason"))): \(v("frames_sent")) frames, \(v("bytes_sent")) bytes"
-        default: text = "\(event.name): \(v("kind")) \(v("message"))"
+            }
+            return "settings changed: \(changed)"
+        case "stopped": return "stopped (\(v("reason"))): \(v("frames_sent")) frames, \(v("bytes_sent")) bytes in \(v("duration_s")) s"
+        default: return "\(event.name): \(v("kind")) \(v("message"))"
         }
-        FileHandleStderr.write("screenshare: \(text)\n")
+    }
+
+    func emit(_ event: BroadcastEvent) {
+        if quiet && event.name != "error" { return }
+        let text = Self.text(event)
+        state.withLock { st in
+            if event.name == "stats" {
+                st.statsSeen += 1
+                if live {
+                    st.status = text
+                    FileHandleStderr.write("\r\u{1B}[K" + text)
+                } else if st.statsSeen % 10 == 1 {
+                    FileHandleStderr.write("screenshare: \(text)\n")
+                }
+                return
+            }
+            if live && !st.status.isEmpty {
+                // Print above the status line, then redraw it.
+                FileHandleStderr.write("\r\u{1B}[Kscreenshare: \(text)\n" + (event.name == "stopped" ? "" : st.status))
+                if event.name == "stopped" { st.status = "" }
+            } else {
+                FileHandleStderr.write("screenshare: \(text)\n")
+            }
+        }
     }
 }
 

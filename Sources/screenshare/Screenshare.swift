@@ -122,7 +122,13 @@ struct Start: ParsableCommand {
     @Flag(help: "Print nothing but errors.")
     var quiet = false
 
+    @Option(help: ArgumentHelp("Log detail on stderr: debug, info, warning or error.", valueName: "level"))
+    var logLevel: String = "info"
+
     func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil, ["debug", "info", "warning", "error", "trace", "notice", "critical"].contains(logLevel) else {
+            throw ValidationError("--log-level '\(logLevel)': use debug, info, warning or error")
+        }
         if room != nil, to == nil { throw ValidationError("--room: rooms are not built yet; send to a receiver with --to HOST:PORT") }
         guard let to else { throw ValidationError("missing --to HOST:PORT") }
         do { _ = try Endpoint.parse(to) } catch { throw ValidationError("--to: \(error)") }
@@ -177,7 +183,7 @@ struct Start: ParsableCommand {
         config.controlSocketPath = controlSocket ?? ControlSocket.path(label: room ?? "pid-\(getpid())")
 
         var logger = Logger(label: "screenshare")
-        logger.logLevel = quiet ? .error : .info
+        logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
         let sink: EventSink = json ? JSONLineSink() : HumanSink(quiet: quiet)
         let broadcaster: Broadcaster
         do {
