@@ -462,6 +462,8 @@ public final class Broadcaster: @unchecked Sendable {
         var lastSendWarning: UInt64 = 0
         var current = settings
         var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
+        var bucket = RateBucket()
+        var deferredNew = false  // detail mode: a new picture waits for the bit budget
 
         while true {
             let g = liveGeneration.load(ordering: .sequentiallyConsistent)
@@ -484,12 +486,18 @@ public final class Broadcaster: @unchecked Sendable {
                 current = next
             }
             let repeatAt = policy.nextRepeatNanos
-            let deadline: Date
+            var deadline: Date
             if let repeatAt {
                 let now = clock.nowNanos()
                 deadline = Date().addingTimeInterval(repeatAt > now ? Double(repeatAt - now) / 1e9 : 0)
             } else {
                 deadline = Date().addingTimeInterval(1)
+            }
+            let budget = Double(current.bitrate.bitsPerSecond)  // one second's worth
+            if deferredNew {
+                bucket.drain(at: clock.nowNanos(), bitsPerSecond: current.bitrate.bitsPerSecond)
+                let wait = bucket.nanosUntil(atMost: budget, bitsPerSecond: current.bitrate.bitsPerSecond)
+                deadline = min(deadline, Date().addingTimeInterval(Double(wait) / 1e9))
             }
             let incoming = mailbox.take(until: deadline)
             if !isRunning { if let incoming { pool.recycle(incoming) }; break }
@@ -503,11 +511,24 @@ public final class Broadcaster: @unchecked Sendable {
                 isNew = true
             } else if let last = lastFrame {
                 let wantKey = keyframeRequested.load(ordering: .relaxed) || throttle.pendingDue(at: now)
-                guard wantKey || (repeatAt.map { now >= $0 } ?? false) else { continue }
-                frame = last
+                if deferredNew {
+                    frame = last
+                    isNew = true
+                } else {
+                    guard wantKey || (repeatAt.map { now >= $0 } ?? false) else { continue }
+                    frame = last
+                }
             } else {
                 continue
             }
+            bucket.drain(at: now, bitsPerSecond: current.bitrate.bitsPerSecond)
+            if isNew && current.content == .detail && encoder != nil && !keyframeRequested.load(ordering: .relaxed)
+                && bucket.levelBits > budget {
+                // Over budget: keep the picture for later (a newer one may replace it).
+                deferredNew = true
+                continue
+            }
+            deferredNew = false
             // Keyframe requests (PLI/FIR), at most one per 300 ms.
             if keyframeRequested.exchange(false, ordering: .relaxed) {
                 if throttle.request(at: now) { encoder?.requestKeyframe() }
@@ -550,6 +571,7 @@ public final class Broadcaster: @unchecked Sendable {
                 continue
             }
             let ms = Double(clock.nowNanos() &- started &- sendNanos) / 1e6
+            bucket.add(bits: octets * 8)
             if isNew { policy.newPictureEncoded(at: now) } else { policy.repeatEncoded(at: now, bytes: produced ? octets : 0) }
             if key { throttle.keyframeSent(at: now) }
             counters.withLock { c in

@@ -75,8 +75,10 @@ public final class VP8Encoder {
         cfg.rc_buf_initial_sz = 500
         cfg.rc_buf_optimal_sz = 600
         cfg.rc_buf_sz = 1000
-        // detail: let rate control drop frames to keep quality; motion: never drop.
-        cfg.rc_dropframe_thresh = config.content == .detail ? 30 : 0
+        // libvpx's own frame dropper is off: on screen content it drops most frames of a
+        // scrolling page far below the bit rate (each dropped frame costs a whole encode).
+        // `detail` lowers the frame rate itself instead (RateBucket, in the pipeline).
+        cfg.rc_dropframe_thresh = 0
         cfg.rc_resize_allowed = 0
         if let interval = config.keyframeIntervalSeconds, interval > 0 {
             cfg.kf_mode = VPX_KF_AUTO
@@ -121,7 +123,6 @@ public final class VP8Encoder {
         guard targetBitrateKbps >= 10 else { throw VP8CodecError("encoder bitrate \(targetBitrateKbps) kbps is too low (at least 10)") }
         var next = cfg
         next.rc_target_bitrate = UInt32(targetBitrateKbps)
-        next.rc_dropframe_thresh = content == .detail ? 30 : 0
         next.rc_max_quantizer = content == .motion ? 63 : 56
         guard vpx_codec_enc_config_set(ctx, &next) == VPX_CODEC_OK else {
             throw VP8CodecError("VP8 encoder reconfiguration failed: \(String(cString: vpx_codec_error(ctx)))")

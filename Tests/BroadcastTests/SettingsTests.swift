@@ -91,6 +91,20 @@ import Testing
         #expect(p.nextRepeatNanos == 2100 * ms)
     }
 
+    @Test func rateBucketDrainsAtTheBitRate() {
+        var b = RateBucket()
+        b.drain(at: 0, bitsPerSecond: 1_000_000)
+        b.add(bits: 1_500_000)
+        #expect(b.nanosUntil(atMost: 1_000_000, bitsPerSecond: 1_000_000) == 500 * ms)
+        b.drain(at: 250 * ms, bitsPerSecond: 1_000_000)
+        #expect(b.levelBits == 1_250_000)
+        b.drain(at: 100 * ms, bitsPerSecond: 1_000_000)  // time going backwards changes nothing
+        #expect(b.levelBits == 1_250_000)
+        b.drain(at: 5000 * ms, bitsPerSecond: 1_000_000)
+        #expect(b.levelBits == 0)
+        #expect(b.nanosUntil(atMost: 1_000_000, bitsPerSecond: 1_000_000) == 0)
+    }
+
     @Test func aNewPictureRestartsRefining() {
         var p = StaticScreenPolicy(fps: 10, minFps: 1, refineSeconds: 1)
         p.newPictureEncoded(at: 0)

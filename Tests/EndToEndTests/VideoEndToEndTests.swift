@@ -345,6 +345,27 @@ final class LoopbackUDP {
 /// Rate control: `--content motion` keeps the frame rate and still holds the bit rate asked
 /// for on hard content (it may use the coarsest quantizer; detail drops frames instead).
 @Suite struct RateControlTests {
+    /// `detail` under no pressure sends every picture: hard content at a generous bit rate
+    /// must not lose frames (libvpx's own dropper used to drop most of them).
+    @Test func detailSendsEveryPictureWhenTheBudgetAllows() throws {
+        let dir = try makeTempDir()
+        let path = "\(dir)/hard.nv12"
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=15",
+                                          "-frames:v", "30", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", path]) == 0)
+        let port = freeEvenPort()
+        let sink = try LoopbackUDP(port: port)
+        _ = sink
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--input", path, "--input-format", "nv12", "--input-size", "1280x720",
+            "--fps", "15", "--bitrate", "4M", "--content", "detail", "--duration", "4", "--json",
+        ], dir: dir, name: "sender")
+        #expect(sender.finish(within: 60) == 0, "sender: \(sender.stderr)")
+        let stopped = try stoppedEvent(sender.stdout)
+        let captured = try #require(stopped["frames_captured"] as? Int)
+        let sent = try #require(stopped["frames_sent"] as? Int)
+        #expect(Double(sent) >= 0.8 * Double(captured), "sent \(sent) of \(captured) pictures")
+    }
+
     @Test func motionHoldsItsBitrateOnHardContent() throws {
         let dir = try makeTempDir()
         let path = "\(dir)/motion.nv12"
