@@ -14,8 +14,10 @@ public struct StaticScreenPolicy: Sendable, Equatable {
     public private(set) var lastChangeNanos: UInt64?
     /// When the last frame (new or repeated) went to the encoder.
     public private(set) var lastEncodeNanos: UInt64?
-    /// A repeat that encodes to fewer bytes than this changed nothing visible.
-    public var convergedBytes = 256
+    /// A repeat that encodes to fewer bytes than this changed nothing visible: at least
+    /// `minConvergedBytes`, or 1/40 of the new picture's frame.
+    public private(set) var convergedBytes = 256
+    public var minConvergedBytes = 256
     /// Refinement ends early after this many converged repeats in a row.
     public var convergedRepeats = 2
     private var tinyRepeats = 0
@@ -32,7 +34,8 @@ public struct StaticScreenPolicy: Sendable, Equatable {
     }
 
     /// A new picture was encoded at `now`.
-    public mutating func newPictureEncoded(at now: UInt64) {
+    public mutating func newPictureEncoded(at now: UInt64, bytes: Int? = nil) {
+        convergedBytes = max(minConvergedBytes, (bytes ?? 0) / 40)
         lastChangeNanos = now
         lastEncodeNanos = now
         tinyRepeats = 0

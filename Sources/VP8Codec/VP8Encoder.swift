@@ -51,6 +51,7 @@ public final class VP8Encoder {
     private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
     private var image = vpx_image_t()
     private var forceKeyframe = true
+    private var staticThreshold: Int32 = 1
 
     /// - Throws: `VP8CodecError` naming the bad setting or carrying libvpx's message.
     public init(config: VP8EncoderConfig) throws {
@@ -130,6 +131,14 @@ public final class VP8Encoder {
         cfg = next
         config.targetBitrateKbps = targetBitrateKbps
         config.content = content
+    }
+
+    /// Sets VP8E_SET_STATIC_THRESHOLD: macroblocks that changed less than this are skipped.
+    /// 1 lets every change refine a still picture; a high value makes a keep-alive repeat of
+    /// an unchanged picture cheap (nothing to search).
+    public func setStaticThreshold(_ value: Int32) {
+        guard value != staticThreshold else { return }
+        if cvpx_control_int(ctx, Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), value) == VPX_CODEC_OK { staticThreshold = value }
     }
 
     /// The next encoded frame will be a keyframe.

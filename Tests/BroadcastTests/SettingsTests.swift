@@ -89,6 +89,11 @@ import Testing
         p.newPictureEncoded(at: 2000 * ms)           // a change refines again
         #expect(p.isRefining(at: 2100 * ms))
         #expect(p.nextRepeatNanos == 2100 * ms)
+        // A big new picture (80 kB): repeats under 2 kB are converged.
+        p.newPictureEncoded(at: 3000 * ms, bytes: 80_000)
+        p.repeatEncoded(at: 3100 * ms, bytes: 1900)
+        p.repeatEncoded(at: 3200 * ms, bytes: 1800)
+        #expect(!p.isRefining(at: 3200 * ms))
     }
 
     @Test func rateBucketDrainsAtTheBitRate() {
