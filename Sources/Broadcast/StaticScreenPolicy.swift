@@ -1,7 +1,7 @@
 /// Decides when the encoder re-encodes the last picture although nothing new arrived.
 ///
 /// Screen content is mostly still. After a change the encoder keeps encoding the same picture at
-/// the full frame rate for `refineNanos`, so the rate control spends bits on the residual and text
+/// half the frame rate for up to `refineNanos`, so the rate control spends bits on the residual and text
 /// gets sharp; after that, the picture is repeated only at the keep-alive rate (`--min-fps`), so
 /// late joiners and recorders still see progress while an idle slide costs almost nothing.
 /// Pure: time is passed in.
@@ -56,7 +56,9 @@ public struct StaticScreenPolicy: Sendable, Equatable {
     public var nextRepeatNanos: UInt64? {
         guard let change = lastChangeNanos, let encoded = lastEncodeNanos else { return nil }
         let refining = !converged && encoded &- change < refineNanos
-        let period = refining ? framePeriodNanos : keepAlivePeriodNanos
+        // Refine at half the frame rate: a repeat due exactly when the next captured picture
+        // is due would race it, and moving content would be encoded twice per frame.
+        let period = refining ? 2 * framePeriodNanos : keepAlivePeriodNanos
         if period == UInt64.max { return nil }
         return encoded &+ period
     }

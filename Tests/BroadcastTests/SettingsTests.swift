@@ -59,7 +59,7 @@ import Testing
     @Test func refinesAtFullRateThenDropsToKeepAlive() {
         var p = StaticScreenPolicy(fps: 10, minFps: 1, refineSeconds: 1)
         p.newPictureEncoded(at: 0)
-        // During the refine second: every 100 ms.
+        // During the refine second: every other frame period.
         var t: UInt64 = 0
         var repeats = 0
         while let next = p.nextRepeatNanos, next < 1000 * ms {
@@ -67,7 +67,7 @@ import Testing
             p.repeatEncoded(at: t)
             repeats += 1
         }
-        #expect(repeats == 9)
+        #expect(repeats == 4)  // every 200 ms: half the frame rate
         // Past the refine window: keep-alive at 1 fps.
         p.repeatEncoded(at: 1000 * ms)
         #expect(p.nextRepeatNanos == 2000 * ms)
@@ -80,15 +80,15 @@ import Testing
         var p = StaticScreenPolicy(fps: 10, minFps: 1, refineSeconds: 1.5)
         p.newPictureEncoded(at: 0)
         p.repeatEncoded(at: 100 * ms, bytes: 9000)   // still sharpening
-        #expect(p.nextRepeatNanos == 200 * ms)
-        p.repeatEncoded(at: 200 * ms, bytes: 100)    // one tiny repeat is not enough
         #expect(p.nextRepeatNanos == 300 * ms)
+        p.repeatEncoded(at: 200 * ms, bytes: 100)    // one tiny repeat is not enough
+        #expect(p.nextRepeatNanos == 400 * ms)
         p.repeatEncoded(at: 300 * ms, bytes: 40)     // two in a row: converged
         #expect(!p.isRefining(at: 300 * ms))
         #expect(p.nextRepeatNanos == 1300 * ms)      // keep-alive from now on
         p.newPictureEncoded(at: 2000 * ms)           // a change refines again
         #expect(p.isRefining(at: 2100 * ms))
-        #expect(p.nextRepeatNanos == 2100 * ms)
+        #expect(p.nextRepeatNanos == 2200 * ms)
         // A big new picture (80 kB): repeats under 2 kB are converged.
         p.newPictureEncoded(at: 3000 * ms, bytes: 80_000)
         p.repeatEncoded(at: 3100 * ms, bytes: 1900)
@@ -116,7 +116,7 @@ import Testing
         p.repeatEncoded(at: 5000 * ms)
         #expect(p.nextRepeatNanos == 6000 * ms)
         p.newPictureEncoded(at: 5500 * ms)
-        #expect(p.nextRepeatNanos == 5600 * ms)
+        #expect(p.nextRepeatNanos == 5700 * ms)
         #expect(p.isRefining(at: 5600 * ms))
     }
 
