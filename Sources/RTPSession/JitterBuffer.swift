@@ -79,8 +79,9 @@ public struct JitterBuffer: Sendable {
     }
 
     private func nanos(_ ticks: Int64) -> Int64 {
-        // Exact for any plausible span: ticks fit in 2^40 (≈ 139 days at 90 kHz).
-        ticks * 1_000_000_000 / Int64(configuration.clockRate)
+        // Split so that ticks × 10⁹ cannot overflow (it would after 28 hours at 90 kHz).
+        let rate = Int64(configuration.clockRate)
+        return ticks / rate * 1_000_000_000 + ticks % rate * 1_000_000_000 / rate
     }
 
     /// Adds a complete frame that arrived at `now` (ns), copying its data.

@@ -63,6 +63,23 @@ import Testing
         #expect(jb.nextWakeup == 1210 * ms)
     }
 
+    @Test func runsForDaysWithoutOverflow() {
+        var jb = JitterBuffer()
+        let day: UInt64 = 86_400_000_000_000
+        var ts: UInt32 = 0
+        var now: UInt64 = 0
+        var released = 0
+        for _ in 0..<(3 * 86_400 / 5) {  // a frame every 5 s for three days: 2.3 × 10¹⁰ ticks, 5 wraps
+            insert(&jb, ts: ts, at: now)
+            if pop(&jb, at: now + 10 * ms) != nil { released += 1 }
+            ts &+= 90_000 * 5
+            now += 5_000_000_000
+        }
+        #expect(released == 3 * 86_400 / 5)
+        #expect(now == 3 * day)
+        #expect(jb.resyncs == 0)
+    }
+
     @Test func driftIsFollowedSlowly() {
         var jb = JitterBuffer()
         // The sender's clock runs 500 ppm slow relative to ours: frames arrive later and later.
