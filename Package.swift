@@ -23,6 +23,7 @@ let package = Package(
         .target(name: "MediaCore"),
         .target(name: "RTP"),
         .target(name: "RTCP", dependencies: ["RTP"]),
+        .target(name: "RTPSession", dependencies: ["RTP", "RTCP"]),
 
         // Modules wrapping C libraries.
         .target(name: "ScreenCapture", dependencies: [
@@ -47,6 +48,7 @@ let package = Package(
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
         .testTarget(name: "RTCPTests", dependencies: ["RTCP", "RTP"]),
+        .testTarget(name: "RTPSessionTests", dependencies: ["RTPSession", "RTCP", "RTP"]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoProcessing", "MediaCore"]),
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "VideoProcessing", "MediaCore"]),
         // Shared by the capture tests: real X windows to capture.

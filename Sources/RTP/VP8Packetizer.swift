@@ -70,31 +70,10 @@ public struct VP8Packetizer: Sendable {
         return count
     }
 
-    /// Parses an RFC 7741 §4.2 payload descriptor.
+    /// Parses an RFC 7741 §4.2 payload descriptor (the fields a depacketizer needs; see
+    /// ``VP8PayloadDescriptor`` for all of them).
     public static func parseDescriptor(_ p: UnsafeRawBufferPointer) throws -> (start: Bool, partitionID: UInt8, pictureID: UInt16?, headerLength: Int) {
-        guard p.count >= 1 else { throw RTPParseError("VP8 payload empty") }
-        let b0 = p[0]
-        var i = 1
-        var picture: UInt16?
-        if b0 & 0x80 != 0 {
-            guard p.count > i else { throw RTPParseError("VP8 descriptor truncated after X") }
-            let x = p[i]
-            i += 1
-            if x & 0x80 != 0 {  // I
-                guard p.count > i else { throw RTPParseError("VP8 descriptor truncated at PictureID") }
-                if p[i] & 0x80 != 0 {
-                    guard p.count > i + 1 else { throw RTPParseError("VP8 descriptor truncated in 15-bit PictureID") }
-                    picture = UInt16(p[i] & 0x7F) << 8 | UInt16(p[i + 1])
-                    i += 2
-                } else {
-                    picture = UInt16(p[i] & 0x7F)
-                    i += 1
-                }
-            }
-            if x & 0x40 != 0 { i += 1 }  // L: TL0PICIDX
-            if x & 0x30 != 0 { i += 1 }  // T or K: TID/Y/KEYIDX
-        }
-        guard i <= p.count else { throw RTPParseError("VP8 descriptor longer than the payload") }
-        return (b0 & 0x10 != 0, b0 & 0x07, picture, i)
+        let d = try VP8PayloadDescriptor.parse(p)
+        return (d.start, d.partitionID, d.pictureID, d.size)
     }
 }

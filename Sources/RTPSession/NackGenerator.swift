@@ -1,0 +1,185 @@
+/// Receiver side of generic NACK (RFC 4585 §6.2.1): which lost packets to ask for, and when.
+///
+/// A hole in the sequence becomes a candidate once it is unlikely to be mere reordering
+/// (``Configuration/reorderPackets`` newer packets arrived, or ``Configuration/reorderDelay``
+/// passed). It is asked for again at most once per max(RTT, ``Configuration/minRetryInterval``),
+/// at most ``Configuration/maxRetries`` times; holes older than ``Configuration/maxAge`` or
+/// ``Configuration/maxPacketAge`` packets, and the oldest beyond ``Configuration/maxListSize``,
+/// are given up: the caller then asks for a keyframe (PLI) and tells the frame assembler.
+/// Give-ups are always oldest first, so "given up through N" covers every older hole.
+///
+/// Time is in nanoseconds of a monotonic clock; memory is one preallocated list.
+public struct NackGenerator: Sendable {
+    public struct Configuration: Sendable {
+        public var reorderPackets: Int64 = 2
+        public var reorderDelay: UInt64 = 5_000_000
+        public var minRetryInterval: UInt64 = 20_000_000
+        public var maxRetries = 10
+        public var maxAge: UInt64 = 1_000_000_000
+        public var maxPacketAge: Int64 = 1000
+        public var maxListSize = 500
+        public init() {}
+    }
+
+    struct Entry: Sendable {
+        var sequence: Int64
+        var detectedAt: UInt64
+        var lastSentAt: UInt64?
+        var retries: Int
+    }
+
+    public let configuration: Configuration
+    private var list: [Entry]
+    private var unwrapper = SequenceUnwrapper()
+    private var newest: Int64?
+    private var suspect: Int64?
+    private var lostThrough: Int64?
+
+    /// Sequence numbers put in NACKs (each retry counts).
+    public private(set) var requested = 0
+    /// NACKed packets that arrived afterwards.
+    public private(set) var recovered = 0
+    /// Missing packets given up (too old, too many retries, list full, huge gap).
+    public private(set) var givenUp = 0
+
+    public init(configuration: Configuration = Configuration()) {
+        precondition(configuration.maxListSize > 0 && configuration.maxPacketAge > 0)
+        self.configuration = configuration
+        list = []
+        list.reserveCapacity(configuration.maxListSize)
+    }
+
+    /// Missing packets currently tracked.
+    public var missingCount: Int { list.count }
+
+    /// Records a packet's arrival (a retransmission too).
+    /// - Returns: true if it filled a hole this generator had asked for.
+    @discardableResult
+    public mutating func onPacket(sequenceNumber seq: UInt16, now: UInt64) -> Bool {
+        let e = unwrapper.extended(seq)
+        guard let top = newest else {
+            newest = unwrapper.unwrap(seq)
+            return false
+        }
+        if e > top {
+            suspect = nil
+            _ = unwrapper.unwrap(seq)
+            addMissing(from: top + 1, to: e, now: now)
+            newest = e
+            // Holes now too many packets behind the newest.
+            if let first = list.first, first.sequence < e - configuration.maxPacketAge {
+                let cut = list.firstIndex { $0.sequence >= e - configuration.maxPacketAge } ?? list.count
+                giveUp(count: cut, through: list[cut - 1].sequence)
+            }
+            return false
+        }
+        if e < top - configuration.maxPacketAge {
+            // Far behind everything tracked: a stale packet, or the sender restarted its
+            // sequence. Two in a row mean a restart.
+            if suspect == e - 1 {
+                if !list.isEmpty { giveUp(count: list.count, through: list[list.count - 1].sequence) }
+                unwrapper.reset()
+                newest = unwrapper.unwrap(seq)
+                suspect = nil
+            } else {
+                suspect = e
+            }
+            return false
+        }
+        guard let i = index(of: e) else { return false }
+        let asked = list[i].retries > 0
+        list.remove(at: i)
+        if asked { recovered += 1 }
+        return asked
+    }
+
+    private mutating func addMissing(from first: Int64, to end: Int64, now: UInt64) {
+        guard end > first else { return }
+        // Only the newest holes that could still be asked for are kept.
+        let keep = min(Int64(configuration.maxListSize), configuration.maxPacketAge)
+        let start = max(first, end - keep)
+        if start > first {
+            givenUp += Int(start - first)
+            lostThrough = max(lostThrough ?? .min, start - 1)
+        }
+        let room = configuration.maxListSize - list.count
+        let adding = Int(end - start)
+        if adding > room {
+            let drop = min(list.count, adding - room)
+            if drop > 0 { giveUp(count: drop, through: list[drop - 1].sequence) }
+        }
+        var s = start
+        while s < end {
+            list.append(Entry(sequence: s, detectedAt: now, lastSentAt: nil, retries: 0))
+            s += 1
+        }
+    }
+
+    private func index(of e: Int64) -> Int? {
+        var lo = 0, hi = list.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if list[mid].sequence < e { lo = mid + 1 } else { hi = mid }
+        }
+        return lo < list.count && list[lo].sequence == e ? lo : nil
+    }
+
+    private mutating func giveUp(count: Int, through: Int64) {
+        givenUp += count
+        lostThrough = max(lostThrough ?? .min, through)
+        list.removeFirst(count)
+    }
+
+    /// Appends to `nacks` the sequence numbers to ask for at `now`, oldest first, and gives up
+    /// on holes past their limits (see ``takeLoss()``).
+    /// - Parameters:
+    ///   - rtt: current round-trip time estimate (ns); 0 if unknown.
+    ///   - nacks: the caller's reusable array (not cleared here).
+    public mutating func poll(now: UInt64, rtt: UInt64, into nacks: inout [UInt16]) {
+        guard let top = newest else { return }
+        let interval = max(rtt, configuration.minRetryInterval)
+        // Give up first (oldest first, so a prefix of the list).
+        var cut = 0
+        for (i, entry) in list.enumerated() {
+            let tooOld = now >= entry.detectedAt &+ configuration.maxAge
+            let exhausted = entry.retries >= configuration.maxRetries && now >= (entry.lastSentAt ?? 0) &+ interval
+            if tooOld || exhausted { cut = i + 1 }
+        }
+        if cut > 0 { giveUp(count: cut, through: list[cut - 1].sequence) }
+        for i in list.indices {
+            let entry = list[i]
+            let settled = top - entry.sequence >= configuration.reorderPackets
+                || now >= entry.detectedAt &+ configuration.reorderDelay
+            guard settled, entry.retries < configuration.maxRetries else { continue }
+            if let last = entry.lastSentAt, now < last &+ interval { continue }
+            list[i].lastSentAt = now
+            list[i].retries += 1
+            requested += 1
+            nacks.append(UInt16(truncatingIfNeeded: entry.sequence))
+        }
+    }
+
+    /// When ``poll(now:rtt:into:)`` next has something to do, or nil with no holes.
+    public func nextWakeup(rtt: UInt64) -> UInt64? {
+        let interval = max(rtt, configuration.minRetryInterval)
+        var earliest: UInt64?
+        for entry in list {
+            var t = entry.detectedAt &+ configuration.maxAge
+            if entry.retries < configuration.maxRetries {
+                t = min(t, entry.lastSentAt.map { $0 &+ interval } ?? entry.detectedAt &+ configuration.reorderDelay)
+            } else if let last = entry.lastSentAt {
+                t = min(t, last &+ interval)
+            }
+            earliest = min(earliest ?? t, t)
+        }
+        return earliest
+    }
+
+    /// The newest sequence number given up since the last call (every older hole is given up
+    /// too), or nil. A non-nil answer means frames were lost: send a PLI and pass it to
+    /// ``VP8FrameAssembler/markLost(through:)``.
+    public mutating func takeLoss() -> UInt16? {
+        defer { lostThrough = nil }
+        return lostThrough.map { UInt16(truncatingIfNeeded: $0) }
+    }
+}

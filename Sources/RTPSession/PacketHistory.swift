@@ -1,0 +1,98 @@
+/// Sender side of NACK: the last packets sent, to retransmit on request (RFC 4585 §6.2.1),
+/// after libwebrtc's `RtpPacketHistory`.
+///
+/// A ring of `capacity` slots (a power of two dividing 65536, so slot = sequence number mod
+/// capacity stays right across the wrap), each `maxPacketSize` bytes, allocated once: storing a
+/// packet copies its bytes and allocates nothing. A packet is resent at most once per RTT.
+public struct PacketHistory: Sendable {
+    /// What ``retransmit(sequenceNumber:now:rtt:_:)`` did.
+    public enum Outcome: Sendable, Equatable {
+        /// The packet was passed to the closure.
+        case sent
+        /// Already resent less than one RTT ago.
+        case tooSoon
+        /// Never stored, overwritten by newer packets, or older than the age limit.
+        case unavailable
+    }
+
+    struct Slot: Sendable {
+        var sequenceNumber: UInt16 = 0
+        var length = 0
+        var sentAt: UInt64 = 0
+        var resentAt: UInt64?
+        var retransmissions = 0
+        var used = false
+    }
+
+    public let capacity: Int
+    public let maxPacketSize: Int
+    /// Packets older than this (ns) are not resent; 0 keeps them until overwritten.
+    public let maxAge: UInt64
+    private var slots: [Slot]
+    private var storage: [UInt8]
+
+    /// Retransmissions made.
+    public private(set) var retransmitted = 0
+    /// Requests refused by the RTT gate.
+    public private(set) var throttled = 0
+    /// Requests for packets no longer (or never) here.
+    public private(set) var missed = 0
+
+    /// - Parameters:
+    ///   - capacity: packets kept; a power of two from 1 to 32768 (e.g. 512 ≈ 0.6 s at 6 Mbit/s).
+    ///   - maxPacketSize: the largest RTP packet stored (header + payload).
+    ///   - maxAge: ns after sending beyond which a packet is not resent (0: no limit).
+    public init(capacity: Int = 512, maxPacketSize: Int = 1500, maxAge: UInt64 = 1_000_000_000) {
+        precondition(capacity > 0 && capacity <= 32768 && capacity & (capacity - 1) == 0,
+                     "capacity must be a power of two up to 32768")
+        self.capacity = capacity
+        self.maxPacketSize = maxPacketSize
+        self.maxAge = maxAge
+        slots = Array(repeating: Slot(), count: capacity)
+        storage = Array(repeating: 0, count: capacity * maxPacketSize)
+    }
+
+    /// Stores a copy of an RTP packet sent at `now` (ns); its sequence number is read from the
+    /// header. Packets that are too short or longer than `maxPacketSize` are not stored.
+    /// - Returns: whether it was stored.
+    @discardableResult
+    public mutating func store(_ packet: UnsafeRawBufferPointer, now: UInt64) -> Bool {
+        guard packet.count >= 12, packet.count <= maxPacketSize else { return false }
+        let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
+        let i = Int(seq) & (capacity - 1)
+        slots[i] = Slot(sequenceNumber: seq, length: packet.count, sentAt: now, resentAt: nil, retransmissions: 0, used: true)
+        let base = i * maxPacketSize
+        storage.withUnsafeMutableBytes {
+            UnsafeMutableRawBufferPointer(rebasing: $0[base..<(base + packet.count)]).copyMemory(from: packet)
+        }
+        return true
+    }
+
+    /// Whether the packet is here and young enough to resend.
+    public func contains(sequenceNumber seq: UInt16, now: UInt64) -> Bool {
+        let slot = slots[Int(seq) & (capacity - 1)]
+        return slot.used && slot.sequenceNumber == seq && (maxAge == 0 || now <= slot.sentAt &+ maxAge)
+    }
+
+    /// Resends packet `seq` for a NACK received at `now`: calls `send` with its bytes (valid
+    /// during the call) unless it is unavailable or was already resent within `rtt` ns.
+    @discardableResult
+    public mutating func retransmit(sequenceNumber seq: UInt16, now: UInt64, rtt: UInt64,
+                                    _ send: (UnsafeRawBufferPointer) -> Void) -> Outcome {
+        guard contains(sequenceNumber: seq, now: now) else {
+            missed += 1
+            return .unavailable
+        }
+        let i = Int(seq) & (capacity - 1)
+        if let last = slots[i].resentAt, now < last &+ rtt {
+            throttled += 1
+            return .tooSoon
+        }
+        slots[i].resentAt = now
+        slots[i].retransmissions += 1
+        retransmitted += 1
+        let base = i * maxPacketSize, length = slots[i].length
+        storage.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[base..<(base + length)])) }
+        return .sent
+    }
+}

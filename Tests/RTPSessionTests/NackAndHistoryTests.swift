@@ -1,0 +1,167 @@
+import Testing
+@testable import RTPSession
+
+@Suite struct NackGeneratorTests {
+    func poll(_ g: inout NackGenerator, at now: UInt64, rtt: UInt64 = 0) -> [UInt16] {
+        var out: [UInt16] = []
+        g.poll(now: now, rtt: rtt, into: &out)
+        return out
+    }
+
+    @Test func waitsForTwoLaterPacketsOrAFewMilliseconds() {
+        var g = NackGenerator()
+        g.onPacket(sequenceNumber: 10, now: 0)
+        g.onPacket(sequenceNumber: 12, now: 0)
+        #expect(poll(&g, at: 1 * ms).isEmpty)  // 11 may only be reordered
+        g.onPacket(sequenceNumber: 13, now: 1 * ms)
+        #expect(poll(&g, at: 1 * ms) == [11])  // two packets after it: lost
+        var h = NackGenerator()
+        h.onPacket(sequenceNumber: 10, now: 0)
+        h.onPacket(sequenceNumber: 12, now: 0)
+        #expect(h.nextWakeup(rtt: 0) == 5 * ms)
+        #expect(poll(&h, at: 5 * ms) == [11])  // or after the reorder delay
+    }
+
+    @Test func reorderedPacketIsNeverNacked() {
+        var g = NackGenerator()
+        for s: UInt16 in [1, 3, 2, 4, 5, 6] { g.onPacket(sequenceNumber: s, now: 0) }
+        #expect(poll(&g, at: 100 * ms).isEmpty)
+        #expect(g.missingCount == 0)
+    }
+
+    @Test func retriesOncePerRTTThenGivesUp() {
+        var g = NackGenerator()
+        g.onPacket(sequenceNumber: 0xFFFE, now: 0)
+        for s: UInt16 in [1, 2, 3] { g.onPacket(sequenceNumber: s, now: 0) }  // 0xFFFF and 0 lost, across the wrap
+        #expect(poll(&g, at: 0, rtt: 50 * ms) == [0xFFFF, 0])
+        #expect(poll(&g, at: 49 * ms, rtt: 50 * ms).isEmpty)
+        #expect(poll(&g, at: 50 * ms, rtt: 50 * ms) == [0xFFFF, 0])
+        // Minimum spacing 20 ms even with a tiny RTT.
+        #expect(poll(&g, at: 60 * ms, rtt: 1 * ms).isEmpty)
+        #expect(poll(&g, at: 70 * ms, rtt: 1 * ms) == [0xFFFF, 0])
+        var t: UInt64 = 70 * ms
+        var sent = 3
+        while sent < 10 { t += 20 * ms; sent += poll(&g, at: t).isEmpty ? 0 : 1 }
+        #expect(g.takeLoss() == nil)
+        #expect(poll(&g, at: t + 20 * ms).isEmpty)  // 10 retries used: given up
+        #expect(g.takeLoss() == 0)
+        #expect(g.takeLoss() == nil)
+        #expect(g.givenUp == 2 && g.requested == 20)
+    }
+
+    @Test func recoveredPacketsLeaveTheList() {
+        var g = NackGenerator()
+        for s: UInt16 in [1, 5, 6, 7] { g.onPacket(sequenceNumber: s, now: 0) }
+        #expect(poll(&g, at: 0) == [2, 3, 4])
+        let filled = g.onPacket(sequenceNumber: 3, now: 1 * ms)
+        let again = g.onPacket(sequenceNumber: 3, now: 1 * ms)
+        #expect(filled && !again)
+        #expect(poll(&g, at: 30 * ms) == [2, 4])
+        #expect(g.recovered == 1)
+    }
+
+    @Test func givesUpOnOldHoles() {
+        var g = NackGenerator()
+        g.onPacket(sequenceNumber: 1, now: 0)
+        g.onPacket(sequenceNumber: 3, now: 0)
+        g.onPacket(sequenceNumber: 4, now: 0)
+        #expect(poll(&g, at: 999 * ms, rtt: 2000 * ms) == [2])
+        #expect(poll(&g, at: 1000 * ms).isEmpty)
+        #expect(g.takeLoss() == 2)
+        // Too many packets behind.
+        var h = NackGenerator()
+        h.onPacket(sequenceNumber: 0, now: 0)
+        h.onPacket(sequenceNumber: 2, now: 0)
+        h.onPacket(sequenceNumber: 1002, now: 0)
+        #expect(h.takeLoss() == 501)  // 1 and 3…501: only the newest 500 holes are kept
+        #expect(h.missingCount == 500)
+    }
+
+    @Test func hugeGapKeepsTheListBounded() {
+        var g = NackGenerator()
+        g.onPacket(sequenceNumber: 0, now: 0)
+        g.onPacket(sequenceNumber: 30_000, now: 0)
+        #expect(g.missingCount == 500)
+        let loss = g.takeLoss()
+        #expect(loss == 29_499)  // 1…29 499 dropped: only the newest 500 holes are kept
+        #expect(poll(&g, at: 10 * ms).count == 500)
+        #expect(g.nextWakeup(rtt: 0) == 30 * ms)
+    }
+
+    @Test func senderRestartIsFollowed() {
+        var g = NackGenerator()
+        for s: UInt16 in [40_000, 40_002, 40_003] { g.onPacket(sequenceNumber: s, now: 0) }
+        // 20 000 behind: a stale packet once, a restart when the next follows it.
+        g.onPacket(sequenceNumber: 20_000, now: 0)
+        #expect(g.missingCount == 1)
+        g.onPacket(sequenceNumber: 20_001, now: 0)
+        #expect(g.missingCount == 0)
+        #expect(g.takeLoss() == 40_001)
+        g.onPacket(sequenceNumber: 20_003, now: 0)
+        #expect(poll(&g, at: 10 * ms) == [20_002])
+    }
+
+    @Test func randomStreamsStayBounded() {
+        var rng = SplitMix64(seed: 4585)
+        var g = NackGenerator()
+        var seq: UInt16 = 0
+        var nacks: [UInt16] = []
+        nacks.reserveCapacity(600)
+        for i in 0..<100_000 {
+            let now = UInt64(i) * ms
+            switch Int.random(in: 0..<20, using: &rng) {
+            case 0: seq &+= UInt16.random(in: 0...UInt16.max, using: &rng)
+            case 1...3: seq &+= UInt16.random(in: 2...20, using: &rng)
+            case 4: seq &-= UInt16.random(in: 1...30, using: &rng)
+            default: seq &+= 1
+            }
+            g.onPacket(sequenceNumber: seq, now: now)
+            if i % 5 == 0 {
+                nacks.removeAll(keepingCapacity: true)
+                g.poll(now: now, rtt: UInt64.random(in: 0...300, using: &rng) * ms, into: &nacks)
+                #expect(nacks.count <= 500)
+                _ = g.takeLoss()
+            }
+            #expect(g.missingCount <= 500)
+        }
+    }
+}
+
+@Suite struct PacketHistoryTests {
+    func packet(_ seq: UInt16, fill: UInt8, size: Int = 100) -> [UInt8] {
+        var p = [UInt8](repeating: fill, count: size)
+        p[0] = 0x80
+        p[1] = 96
+        p[2] = UInt8(seq >> 8)
+        p[3] = UInt8(seq & 0xFF)
+        return p
+    }
+
+    func resend(_ h: inout PacketHistory, _ seq: UInt16, at now: UInt64, rtt: UInt64 = 100 * ms) -> (PacketHistory.Outcome, [UInt8]?) {
+        var bytes: [UInt8]?
+        let outcome = h.retransmit(sequenceNumber: seq, now: now, rtt: rtt) { bytes = Array($0) }
+        return (outcome, bytes)
+    }
+
+    @Test func returnsTheStoredBytesOncePerRTT() {
+        var h = PacketHistory(capacity: 8)
+        let p = packet(7, fill: 0xAB, size: 1212)
+        p.withUnsafeBytes { _ = h.store($0, now: 0) }
+        #expect(resend(&h, 7, at: 10 * ms) == (.sent, p))
+        #expect(resend(&h, 7, at: 60 * ms).0 == .tooSoon)
+        #expect(resend(&h, 7, at: 110 * ms) == (.sent, p))
+        #expect(h.retransmitted == 2 && h.throttled == 1)
+    }
+
+    @Test func unknownOverwrittenAndTooOldAreUnavailable() {
+        var h = PacketHistory(capacity: 4, maxPacketSize: 200, maxAge: 500 * ms)
+        for s: UInt16 in [0xFFFE, 0xFFFF, 0, 1, 2] { packet(s, fill: UInt8(truncatingIfNeeded: s)).withUnsafeBytes { _ = h.store($0, now: 0) } }
+        #expect(resend(&h, 0xFFFE, at: 0).0 == .unavailable)  // overwritten by 2
+        #expect(resend(&h, 3, at: 0).0 == .unavailable)
+        #expect(resend(&h, 0xFFFF, at: 0).1 == packet(0xFFFF, fill: 0xFF))
+        #expect(resend(&h, 2, at: 501 * ms).0 == .unavailable)
+        let stored = packet(9, fill: 0, size: 201).withUnsafeBytes { h.store($0, now: 0) }
+        #expect(!stored)
+        #expect(!h.contains(sequenceNumber: 9, now: 0))
+    }
+}
