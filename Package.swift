@@ -36,7 +36,8 @@ let package = Package(
 
         // The pipeline and the CLI.
         .target(name: "Broadcast", dependencies: [
-            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP",
+            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession",
+            "Recording", "VideoOutput",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "screenshare", dependencies: [

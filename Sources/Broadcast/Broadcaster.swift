@@ -3,6 +3,7 @@ import Logging
 import MediaCore
 import RTCP
 import RTP
+import RTPSession
 import ScreenCapture
 import Synchronization
 import VP8Codec
@@ -56,6 +57,12 @@ struct SenderCounters: Sendable {
     var bytesSent = 0
     var sendErrors = 0
     var encodeErrors = 0
+    var retransmitted = 0
+    var nacksReceived = 0
+    var rttMillis: Double?
+    var fractionLost: Double?
+    var cumulativeLost: Int?
+    var receiverReports = 0
     var lastRTPTimestamp: UInt32 = 0
     var outputSize = PixelSize(width: 0, height: 0)
     var encodeMillis: [Double] = []
@@ -90,6 +97,9 @@ public final class Broadcaster: @unchecked Sendable {
     private let live: Mutex<LiveSettings>
     private let liveGeneration = Atomic<Int>(0)
     private var control: ControlServer?
+    /// Sent RTP packets, for NACKs (written by the encode thread, read by the RTCP thread).
+    private let history = Mutex(PacketHistory(capacity: 1024, maxPacketSize: 1500))
+    private let rttNanos = Atomic<UInt64>(100_000_000)
 
     public init(config: BroadcastConfig, events: EventSink, logger: Logger, clock: MediaClock = SystemClock()) throws {
         self.config = config
@@ -245,6 +255,9 @@ public final class Broadcaster: @unchecked Sendable {
             "frames_encoded": .int(c.framesEncoded), "frames_sent": .int(c.framesSent),
             "keyframes_sent": .int(c.keyframesSent), "packets_sent": .int(Int(c.packetsSent)),
             "bytes_sent": .int(c.bytesSent), "send_errors": .int(c.sendErrors), "encode_errors": .int(c.encodeErrors),
+            "nacks_received": .int(c.nacksReceived), "retransmitted": .int(c.retransmitted),
+            "receiver_reports": .int(c.receiverReports), "rtt_ms": c.rttMillis.map { .double($0) } ?? .null,
+            "packets_lost": c.cumulativeLost.map { .int($0) } ?? .null,
             "width": .int(c.outputSize.width), "height": .int(c.outputSize.height),
             "duration_s": .double(Double(clock.nowNanos() &- startNanos) / 1e9),
         ]
@@ -277,6 +290,8 @@ public final class Broadcaster: @unchecked Sendable {
             "send_ms_p50": .double(pct(c.sendMillis, 0.5)), "send_ms_p95": .double(pct(c.sendMillis, 0.95)),
             "width": .int(c.outputSize.width), "height": .int(c.outputSize.height),
             "send_errors": .int(c.sendErrors),
+            "rtt_ms": c.rttMillis.map { .double($0) } ?? .null, "loss": c.fractionLost.map { .double($0) } ?? .null,
+            "retransmitted": .int(c.retransmitted),
         ]))
     }
 
@@ -563,6 +578,7 @@ public final class Broadcaster: @unchecked Sendable {
                     packets += UInt32(packetizer.packetize(frame: data, rtpTimestamp: ts, into: packetBuffer) { packet in
                         octets += packet.count
                         if rtpSocket.send(packet) != 0 { errors += 1 }
+                        history.withLock { _ = $0.store(packet, now: sendStart) }
                     })
                     sendNanos &+= clock.nowNanos() &- sendStart
                 }
@@ -626,24 +642,52 @@ public final class Broadcaster: @unchecked Sendable {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
         defer { buffer.deallocate() }
         var nextReport = clock.nowNanos()
+        var reported = false
         while isRunning {
             let now = clock.nowNanos()
-            if now >= nextReport {
+            // The first report goes out with the first frame: receivers learn where to send
+            // feedback (NACK, PLI) before they need it.
+            let first = !reported && counters.withLock { $0.framesSent > 0 }
+            if now >= nextReport || first {
                 sendRTCP(bye: false)
+                reported = reported || first
                 nextReport = now + 1_000_000_000
             }
-            let n = rtcpSocket.receive(into: buffer, timeoutMillis: 100)
+            let n = rtcpSocket.receive(into: buffer, timeoutMillis: reported ? 100 : 10)
             if n > 0 { handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
         }
     }
 
     private func handleRTCP(_ bytes: UnsafeRawBufferPointer) {
         guard let packets = try? RTCPPacket.parseCompound(bytes) else { return }
+        let now = clock.nowNanos()
         for packet in packets {
             switch packet {
             case .pli, .fir:
                 keyframeRequested.store(true, ordering: .relaxed)
                 mailbox.wake()
+            case .nack(let nack) where nack.mediaSSRC == ssrc:
+                // Resend from the history, each packet at most once per RTT (plain resend:
+                // receivers without RTX take the same sequence number again).
+                let rtt = rttNanos.load(ordering: .relaxed)
+                var resent = 0
+                history.withLock { h in
+                    nack.forEachSequenceNumber { seq in
+                        if h.retransmit(sequenceNumber: seq, now: now, rtt: rtt, { rtpSocket.send($0) }) == .sent { resent += 1 }
+                    }
+                }
+                counters.withLock { $0.nacksReceived += 1; $0.retransmitted += resent }
+            case .receiverReport(let rr):
+                for block in rr.reports where block.ssrc == ssrc {
+                    let rtt = block.roundTripNanos(arrival: NTPTimestamp(unixNanos: clock.wallNanos()))
+                    if let rtt { rttNanos.store(max(rtt, 1_000_000), ordering: .relaxed) }
+                    counters.withLock { c in
+                        c.receiverReports += 1
+                        if let rtt { c.rttMillis = Double(rtt) / 1e6 }
+                        c.fractionLost = Double(block.fractionLost) / 256
+                        c.cumulativeLost = Int(block.cumulativeLost)
+                    }
+                }
             default:
                 break
             }

@@ -119,3 +119,58 @@ public final class UDPSocket: @unchecked Sendable {
         return n < 0 ? -Int(errno) : n
     }
 }
+
+/// A UDP socket bound to a local port (IPv4 any address) that receives from anyone and
+/// replies to a learned address: the viewer's RTP and RTCP ports.
+public final class UDPListener: @unchecked Sendable {
+    // `fd` is immutable after init.
+    public let fd: Int32
+    public let port: UInt16
+
+    /// - Throws: `NetworkError` naming the port when it cannot be bound (in use?).
+    public init(port: UInt16) throws {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw NetworkError.errno("socket()") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var rcvbuf: Int32 = 4 << 20
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = INADDR_ANY
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else {
+            let e = NetworkError.errno("cannot listen on UDP port \(port) (in use by another receiver?)")
+            close(fd)
+            throw e
+        }
+        self.fd = fd
+        self.port = port
+    }
+
+    deinit { close(fd) }
+
+    /// Reads one waiting datagram without blocking: its size (0 when none), and its source.
+    public func receive(into buffer: UnsafeMutableRawBufferPointer, from source: inout sockaddr_in) -> Int {
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let n = withUnsafeMutablePointer(to: &source) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT), $0, &len) }
+        }
+        return max(n, 0)
+    }
+
+    /// Sends one datagram to `destination`.
+    @discardableResult
+    public func send(_ bytes: UnsafeRawBufferPointer, to destination: sockaddr_in) -> Bool {
+        var d = destination
+        let n = withUnsafePointer(to: &d) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        return n == bytes.count
+    }
+}

@@ -43,6 +43,8 @@ final class HumanSink: EventSink, @unchecked Sendable {
         switch event.name {
         case "started": return "sending to \(v("destination")) (ssrc \(v("ssrc")), \(v("fps")) fps max, \(v("bitrate_kbps")) kbps); control: \(v("control_socket"))"
         case "first_frame_sent": return "first frame sent: \(v("width"))x\(v("height")) after \(v("latency_ms")) ms"
+        case "stats" where f["frames_decoded"] != nil:
+            return "\(v("width"))x\(v("height"))  \(v("fps")) fps  \(v("kbps")) kbps  lost \(v("packets_lost"))  jitter \(v("jitter_ms")) ms  freezes \(v("freeze_count"))"
         case "stats": return "\(v("width"))x\(v("height"))  \(v("fps")) fps  \(v("kbps")) kbps  encode \(v("encode_ms_p50"))/\(v("encode_ms_p95")) ms p50/p95"
         case "paused": return "paused: the last picture is held (keep-alive only)"
         case "resumed": return "resumed"
@@ -52,6 +54,9 @@ final class HumanSink: EventSink, @unchecked Sendable {
                 changed = keys.compactMap { if case .string(let k) = $0 { return "\(k)=\(v(k))" } else { return nil } }.joined(separator: " ")
             }
             return "settings changed: \(changed)"
+        case "first_frame": return "first frame: \(v("width"))x\(v("height")) after \(v("time_to_first_frame_ms")) ms"
+        case "stopped" where f["frames_decoded"] != nil:
+            return "stopped (\(v("reason"))): \(v("frames_decoded")) frames decoded, \(v("packets_lost")) packets lost, \(v("freeze_count")) freezes"
         case "stopped": return "stopped (\(v("reason"))): \(v("frames_sent")) frames, \(v("bytes_sent")) bytes in \(v("duration_s")) s"
         default: return "\(event.name): \(v("kind")) \(v("message"))"
         }

@@ -3,6 +3,7 @@ import Broadcast
 import Foundation
 import Logging
 import MediaCore
+import RTP
 import ScreenCapture
 import VP8Codec
 import VideoProcessing
@@ -230,9 +231,91 @@ struct Start: ParsableCommand {
     }
 }
 
-struct Watch: NotBuiltYet {
-    static let configuration = CommandConfiguration(abstract: "Receive, decode and show a stream (not built yet).")
-    static let what = "the viewer"
+struct Watch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Receive, decode and show (or record) a stream described by an SDP file.",
+        discussion: """
+            Sends RTCP back to the sender (receiver reports, NACK for lost packets, PLI when a
+            picture cannot be repaired), so the sender's recovery works without a room.
+            Examples:
+              screenshare watch --sdp stream.sdp
+              screenshare watch --sdp stream.sdp --headless --record talk.webm --duration 60 --json
+            """)
+
+    @Option(help: ArgumentHelp("The SDP `screenshare start --sdp` wrote.", valueName: "file"))
+    var sdp: String?
+
+    @Option(help: "Room name (rooms are not built yet; use --sdp).")
+    var room: String?
+
+    @Flag(help: "No window: decode, record and report only.")
+    var headless = false
+
+    @Option(help: ArgumentHelp("X display for the window (default: $DISPLAY).", valueName: ":N"))
+    var display: String?
+
+    @Option(help: ArgumentHelp("Write what arrived to a WebM file (VP8 as received, not re-encoded).", valueName: "file"))
+    var record: String?
+
+    @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
+    var duration: Double?
+
+    @Flag(help: "Print events as JSON lines on stdout.")
+    var json = false
+
+    @Flag(help: "Print nothing but errors.")
+    var quiet = false
+
+    func validate() throws {
+        if room != nil && sdp == nil { throw ValidationError("--room: rooms are not built yet; receive a plain stream with --sdp FILE") }
+        guard sdp != nil else { throw ValidationError("missing --sdp FILE (written by `screenshare start --sdp FILE`)") }
+        if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
+        if let record, !(record.hasSuffix(".webm") || record.hasSuffix(".mkv")) {
+            throw ValidationError("--record '\(record)': the file name must end in .webm (or .mkv)")
+        }
+    }
+
+    func run() throws {
+        let text: String
+        do { text = try String(contentsOfFile: sdp!, encoding: .utf8) } catch {
+            printError("screenshare: --sdp '\(sdp!)': cannot read it: \(error.localizedDescription)")
+            throw Exit.noInput
+        }
+        let description: ReceiveDescription
+        do { description = try ReceiveDescription.parse(text) } catch {
+            printError("screenshare: --sdp '\(sdp!)': \(error)")
+            throw Exit.noInput
+        }
+        var config = ViewerConfig(description: description, cname: Start.cname())
+        config.window = !headless
+        config.display = display
+        config.recordPath = record
+        config.durationSeconds = duration
+        var logger = Logger(label: "screenshare")
+        logger.logLevel = quiet ? .error : .info
+        let sink: EventSink = json ? JSONLineSink() : HumanSink(quiet: quiet)
+        let viewer: Viewer
+        do {
+            viewer = try Viewer(config: config, events: sink, logger: logger)
+        } catch let error as NetworkError {
+            printError("screenshare: \(error)")
+            throw Exit.network
+        } catch let error as SettingsError {
+            printError("screenshare: --sdp '\(sdp!)': \(error)")
+            throw Exit.noInput
+        } catch {
+            printError("screenshare: \(error)")
+            throw Exit.sourceUnavailable
+        }
+        let signals = SignalWatcher { _ in viewer.stop(.requested) }
+        let result = viewer.run()
+        _ = signals
+        switch result.reason {
+        case .duration, .windowClosed: return
+        case .requested: throw Exit.interrupted
+        case .failed: throw Exit.failure
+        }
+    }
 }
 
 struct Serve: NotBuiltYet {

@@ -1,0 +1,373 @@
+import Foundation
+import Logging
+import MediaCore
+import RTCP
+import RTP
+import RTPSession
+import Recording
+import Synchronization
+import VP8Codec
+import VideoOutput
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Everything `screenshare watch --sdp` needs.
+public struct ViewerConfig: Sendable {
+    public var description: ReceiveDescription
+    /// Show the pictures in an X11 window; false: headless.
+    public var window = true
+    public var display: String?
+    public var recordPath: String?
+    public var durationSeconds: Double?
+    public var cname: String
+    public init(description: ReceiveDescription, cname: String) {
+        self.description = description
+        self.cname = cname
+    }
+}
+
+/// Why the viewer ended.
+public enum ViewerStopReason: String, Sendable {
+    case duration, requested, windowClosed = "window_closed", failed
+}
+
+/// The plain-RTP viewer: receives the VP8 stream an SDP describes, sends RTCP back to the
+/// sender (receiver reports, generic NACK for lost packets, PLI when a frame cannot be
+/// repaired), reassembles and decodes the frames through an adaptive jitter buffer, shows them
+/// (X11 window) and/or records them (WebM), and reports statistics as events.
+///
+/// One thread runs everything (`run()`): a poll loop on the RTP and RTCP sockets whose
+/// timeout is the next timer (playout, NACK retry, report). Pure state machines from
+/// RTPSession do the protocol work; time is the injected clock.
+public final class Viewer: @unchecked Sendable {
+    // Everything but `running`/`stopReason` is touched by the run() thread only.
+    public let config: ViewerConfig
+    private let events: EventSink
+    private let logger: Logger
+    private let clock: MediaClock
+    private let running = Atomic<Bool>(true)
+    private let stopReason = Mutex<ViewerStopReason?>(nil)
+    private let media: ReceiveDescription.Media
+    private let rtp: UDPListener
+    private let rtcp: UDPListener
+    private let ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)
+    private let startNanos: UInt64
+
+    private var window: X11VideoWindow?
+    private var recorder: WebMRecorder?
+    private let decoder: VP8Decoder
+    private var senderSSRC: UInt32?
+    private var lastPacketNanos: UInt64 = 0
+    private var rtpSource = sockaddr_in()
+    private var rtcpPeer: sockaddr_in?
+    private var receive: ReceiveStatistics?
+    private var nack = NackGenerator()
+    private var assembler = VP8FrameAssembler()
+    private var jitter = JitterBuffer()
+    private var stats: ReceiverStats
+    private var nackList: [UInt16] = []
+    private var lastPLI: UInt64 = 0
+    private var nextReport: UInt64 = 0
+    private var recordOrigin: Int64?
+    private var recordUnwrapper = TimestampUnwrapper()
+    private var pictureSize = PixelSize(width: 0, height: 0)
+    private var decodeErrors = 0
+    private var firstFrameReported = false
+    private var packetBuffer = [UInt8](repeating: 0, count: 2048)
+    private var rtcpBuffer = [UInt8](repeating: 0, count: 1500)
+
+    /// - Throws: `NetworkError` when a port cannot be bound, `VideoOutputError` when the window
+    ///   cannot be opened, `RecordingError`, or `SettingsError` when the SDP has no VP8 video.
+    public init(config: ViewerConfig, events: EventSink, logger: Logger, clock: MediaClock = SystemClock()) throws {
+        self.config = config
+        self.events = events
+        self.logger = logger
+        self.clock = clock
+        guard let video = config.description.video else { throw SettingsError("the SDP has no m=video section") }
+        guard video.encoding.uppercased() == "VP8" else {
+            throw SettingsError("the SDP's video is \(video.encoding.isEmpty ? "of unknown encoding" : video.encoding); only VP8 is supported")
+        }
+        media = video
+        rtp = try UDPListener(port: video.port)
+        rtcp = try UDPListener(port: video.rtcpPort)
+        decoder = try VP8Decoder()
+        startNanos = clock.nowNanos()
+        stats = ReceiverStats(clockRate: UInt32(max(video.clockRate, 1)), startedAt: startNanos)
+        nackList.reserveCapacity(512)
+        if config.window {
+            window = try X11VideoWindow(display: config.display, title: "screenshare watch — udp/\(video.port)",
+                                        size: PixelSize(width: 1280, height: 720))
+        }
+    }
+
+    /// Asks the viewer to stop (from a signal handler or a timer).
+    public func stop(_ reason: ViewerStopReason = .requested) {
+        stopReason.withLock { if $0 == nil { $0 = reason } }
+        running.store(false, ordering: .relaxed)
+    }
+
+    private var isRunning: Bool { running.load(ordering: .relaxed) }
+
+    /// Runs until stopped; returns why, and the summary (also sent as the `stopped` event).
+    public func run() -> (reason: ViewerStopReason, summary: [String: JSONValue]) {
+        events.emit(BroadcastEvent("started", [
+            "rtp_port": .int(Int(media.port)), "rtcp_port": .int(Int(media.rtcpPort)),
+            "payload_type": .int(Int(media.payloadType)), "window": .bool(window != nil),
+            "record": config.recordPath.map { .string($0) } ?? .null,
+        ]))
+        let deadline = config.durationSeconds.map { startNanos + UInt64($0 * 1e9) }
+        var nextStats = startNanos + 1_000_000_000
+        var previous = snapshot()
+        nextReport = startNanos + 1_000_000_000
+        while isRunning {
+            let now = clock.nowNanos()
+            if let deadline, now >= deadline { stop(.duration); break }
+            var wake = min(nextStats, nextReport, now + 50_000_000)
+            if let d = deadline { wake = min(wake, d) }
+            if let j = jitter.nextWakeup { wake = min(wake, j) }
+            if let n = nack.nextWakeup(rtt: 0) { wake = min(wake, n) }
+            var fds = [pollfd(fd: rtp.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: rtcp.fd, events: Int16(POLLIN), revents: 0)]
+            let ms = wake > now ? Int32(min((wake - now + 999_999) / 1_000_000, 50)) : 0
+            _ = poll(&fds, 2, ms)
+            if fds[0].revents & Int16(POLLIN) != 0 { drainRTP() }
+            if fds[1].revents & Int16(POLLIN) != 0 { drainRTCP() }
+            let t = clock.nowNanos()
+            timers(now: t)
+            if let w = window, !w.handleEvents() { stop(.windowClosed) }
+            if t >= nextStats {
+                nextStats += 1_000_000_000
+                let current = snapshot()
+                emitStats(current, since: previous)
+                previous = current
+            }
+        }
+        sendReport(bye: true)
+        try? recorder?.finish()
+        let summary = summaryFields()
+        events.emit(BroadcastEvent("stopped", summary))
+        return (stopReason.withLock { $0 } ?? .requested, summary)
+    }
+
+    // MARK: - RTP
+
+    private func drainRTP() {
+        var source = sockaddr_in()
+        while true {
+            let n = packetBuffer.withUnsafeMutableBytes { rtp.receive(into: $0, from: &source) }
+            guard n > 0 else { return }
+            packetBuffer.withUnsafeBytes { handleRTP(UnsafeRawBufferPointer(rebasing: $0[0..<n]), source: source) }
+        }
+    }
+
+    private func handleRTP(_ bytes: UnsafeRawBufferPointer, source: sockaddr_in) {
+        guard let (header, offset, length) = try? RTPHeader.parse(bytes), header.payloadType == media.payloadType else {
+            receiveRejected += 1
+            return
+        }
+        let now = clock.nowNanos()
+        if senderSSRC != header.ssrc {
+            // A new sender (or the same one restarted): follow it after a silence or a BYE.
+            if senderSSRC != nil, now - lastPacketNanos < 2_000_000_000 { receiveRejected += 1; return }
+            if senderSSRC != nil { events.emit(BroadcastEvent("sender_changed", ["ssrc": .int(Int(header.ssrc))])) }
+            senderSSRC = header.ssrc
+            receive = ReceiveStatistics(ssrc: header.ssrc)
+            nack = NackGenerator()
+            assembler = VP8FrameAssembler()
+            jitter = JitterBuffer()
+            recordUnwrapper = TimestampUnwrapper()
+        }
+        lastPacketNanos = now
+        rtpSource = source
+        receive?.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: length)
+        nack.onPacket(sequenceNumber: header.sequenceNumber, now: now)
+        let payload = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
+        assembler.insert(header: header, payload: payload, now: now) { frame in
+            stats.frameArrived(rtpTimestamp: frame.rtpTimestamp)
+            jitter.insert(frame, now: now)
+        }
+    }
+
+    private var receiveRejected = 0
+
+    // MARK: - Timers: NACK, PLI, playout, reports
+
+    private func timers(now: UInt64) {
+        nackList.removeAll(keepingCapacity: true)
+        nack.poll(now: now, rtt: 0, into: &nackList)
+        if !nackList.isEmpty, let sender = senderSSRC {
+            let n = rtcpBuffer.withUnsafeMutableBytes {
+                RTCPPacket.buildNACK(senderSSRC: ssrc, mediaSSRC: sender, sequenceNumbers: nackList, into: $0)
+            }
+            sendRTCP(n)
+            stats.nackSent(count: nackList.count)
+        }
+        if let lost = nack.takeLoss() {
+            assembler.markLost(through: lost, now: now) { frame in
+                stats.frameArrived(rtpTimestamp: frame.rtpTimestamp)
+                jitter.insert(frame, now: now)
+            }
+        }
+        if assembler.needsKeyframe, senderSSRC != nil, now - lastPLI >= 300_000_000 {
+            requestKeyframe(now: now)
+        }
+        while jitter.pop(now: now, { frame in decodeAndShow(frame, now: now) }) {}
+        if now >= nextReport {
+            sendReport(bye: false)
+            nextReport = now + 1_000_000_000
+        }
+    }
+
+    private func requestKeyframe(now: UInt64) {
+        guard let sender = senderSSRC else { return }
+        lastPLI = now
+        let n = rtcpBuffer.withUnsafeMutableBytes { RTCPPacket.buildPLI(senderSSRC: ssrc, mediaSSRC: sender, into: $0) }
+        sendRTCP(n)
+        stats.pliSent()
+    }
+
+    private func decodeAndShow(_ frame: BufferedFrame, now: UInt64) {
+        var shown = false
+        do {
+            try decoder.decode(frame.data) { picture in
+                shown = true
+                let size = PixelSize(width: picture.width, height: picture.height)
+                if size != pictureSize {
+                    if pictureSize.area > 0 {
+                        events.emit(BroadcastEvent("resolution_changed", ["width": .int(size.width), "height": .int(size.height)]))
+                    }
+                    pictureSize = size
+                }
+                window?.show(I420View(y: picture.y, u: picture.u, v: picture.v, strideY: picture.strideY, strideU: picture.strideU,
+                                      strideV: picture.strideV, width: picture.width, height: picture.height))
+            }
+        } catch {
+            decodeErrors += 1
+            stats.frameDropped()
+            requestKeyframe(now: now)
+            return
+        }
+        guard shown else { return }
+        stats.frameDecoded(isKeyframe: frame.isKeyframe)
+        stats.frameRendered(rtpTimestamp: frame.rtpTimestamp, now: now)
+        record(frame)
+        if !firstFrameReported {
+            firstFrameReported = true
+            events.emit(BroadcastEvent("first_frame", [
+                "width": .int(pictureSize.width), "height": .int(pictureSize.height),
+                "time_to_first_frame_ms": .double(Double(now - startNanos) / 1e6),
+            ]))
+        }
+    }
+
+    private func record(_ frame: BufferedFrame) {
+        guard let path = config.recordPath else { return }
+        if recorder == nil {
+            guard frame.isKeyframe else { return }  // a file starts with a keyframe
+            do {
+                recorder = try WebMRecorder(path: path, video: pictureSize, audio: false)
+            } catch {
+                events.emit(BroadcastEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
+                return
+            }
+        }
+        let ticks = recordUnwrapper.unwrap(frame.rtpTimestamp)
+        if recordOrigin == nil { recordOrigin = ticks }
+        let nanos = UInt64(max(0, ticks - recordOrigin!)) * 1_000_000_000 / UInt64(max(media.clockRate, 1))
+        do {
+            try recorder?.writeVideo(frame.data, keyframe: frame.isKeyframe, timestampNanos: nanos)
+        } catch {
+            events.emit(BroadcastEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
+            recorder = nil
+        }
+    }
+
+    // MARK: - RTCP
+
+    private func drainRTCP() {
+        var source = sockaddr_in()
+        while true {
+            let n = rtcpBuffer.withUnsafeMutableBytes { rtcp.receive(into: $0, from: &source) }
+            guard n > 0 else { return }
+            rtcpPeer = source  // the sender's RTCP address: reports and feedback go there
+            let packets = rtcpBuffer.withUnsafeBytes { try? RTCPPacket.parseCompound(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            guard let packets else { receiveRejected += 1; continue }
+            let now = clock.nowNanos()
+            for p in packets {
+                switch p {
+                case .senderReport(let sr) where sr.ssrc == senderSSRC:
+                    receive?.onSenderReport(sr, arrival: now)
+                case .goodbye(let bye) where senderSSRC.map({ bye.sources.contains($0) }) ?? false:
+                    events.emit(BroadcastEvent("sender_left", ["ssrc": .int(Int(senderSSRC!))]))
+                    lastPacketNanos = 0  // a new sender may take over at once
+                default:
+                    break
+                }
+            }
+        }
+    }
+
+    /// Where RTCP goes: the sender's RTCP address once seen, else its RTP address's port + 1.
+    private var rtcpDestination: sockaddr_in? {
+        if let rtcpPeer { return rtcpPeer }
+        guard senderSSRC != nil else { return nil }
+        var d = rtpSource
+        d.sin_port = (UInt16(bigEndian: d.sin_port) &+ 1).bigEndian
+        return d
+    }
+
+    private func sendRTCP(_ count: Int) {
+        guard count > 0, let destination = rtcpDestination else { return }
+        rtcpBuffer.withUnsafeBytes { _ = rtcp.send(UnsafeRawBufferPointer(rebasing: $0[0..<count]), to: destination) }
+    }
+
+    private func sendReport(bye: Bool) {
+        guard var r = receive else { return }
+        let block = r.makeReport(now: clock.nowNanos())
+        receive = r
+        let n = rtcpBuffer.withUnsafeMutableBytes {
+            RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [block], cname: config.cname, bye: bye, into: $0)
+        }
+        sendRTCP(n)
+    }
+
+    // MARK: - Stats
+
+    private struct Snapshot {
+        var decoded = 0, bytes: Int64 = 0, lost: Int64 = 0, received: Int64 = 0
+    }
+
+    private func snapshot() -> Snapshot {
+        if let r = receive { stats.update(from: r) }
+        return Snapshot(decoded: stats.framesDecoded, bytes: stats.bytesReceived, lost: stats.packetsLost, received: stats.packetsReceived)
+    }
+
+    private func emitStats(_ c: Snapshot, since p: Snapshot) {
+        events.emit(BroadcastEvent("stats", [
+            "fps": .int(c.decoded - p.decoded), "kbps": .int(Int((c.bytes - p.bytes) * 8 / 1000)),
+            "width": .int(pictureSize.width), "height": .int(pictureSize.height),
+            "packets_received": .int(Int(c.received)), "packets_lost": .int(Int(c.lost)),
+            "jitter_ms": .double((receive?.jitterSeconds ?? 0) * 1000), "buffer_ms": .double(Double(jitter.targetDelay) / 1e6),
+            "frames_decoded": .int(stats.framesDecoded), "freeze_count": .int(stats.freezeCount),
+            "nack_count": .int(stats.nackCount), "pli_count": .int(stats.pliCount),
+        ]))
+    }
+
+    private func summaryFields() -> [String: JSONValue] {
+        _ = snapshot()
+        return [
+            "reason": .string((stopReason.withLock { $0 } ?? .requested).rawValue),
+            "frames_decoded": .int(stats.framesDecoded), "keyframes_decoded": .int(stats.keyFramesDecoded),
+            "frames_dropped": .int(stats.framesDropped), "frames_received": .int(stats.framesReceived),
+            "freeze_count": .int(stats.freezeCount), "total_freezes_duration_s": .double(stats.totalFreezesDuration),
+            "packets_received": .int(Int(stats.packetsReceived)), "packets_lost": .int(Int(stats.packetsLost)),
+            "jitter_ms": .double((receive?.jitterSeconds ?? 0) * 1000),
+            "nack_count": .int(stats.nackCount), "pli_count": .int(stats.pliCount),
+            "packets_rejected": .int(receiveRejected), "decode_errors": .int(decodeErrors),
+            "time_to_first_frame_ms": stats.firstFrameTime.map { .double(Double($0) / 1e6) } ?? .null,
+            "width": .int(pictureSize.width), "height": .int(pictureSize.height),
+            "recorded_frames": .int(recorder?.videoFramesWritten ?? 0),
+            "duration_s": .double(Double(clock.nowNanos() - startNanos) / 1e9),
+        ]
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+/// `screenshare watch` against `screenshare start`, directly and through a lossy proxy.
+@Suite struct ViewerTests {
+    func events(_ text: String, named name: String) -> [[String: Any]] {
+        text.split(separator: "\n").compactMap { line in
+            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["event"] as? String == name else { return nil }
+            return o
+        }
+    }
+
+    @Test func watchShowsDecodesAndRecordsEveryFrame() throws {
+        let xvfb = try PrivateXvfb()
+        let screen = try PrivateXvfb(width: 1280, height: 720)  // the viewer's, not the one shared
+        let dir = try makeTempDir()
+        let slide = try renderSlide(width: 1920, height: 1080, title: "Watched and recorded", dir: dir)
+        try paintRoot(slide, width: 1920, height: 1080, on: xvfb.name)
+        let port = freeEvenPort()
+        let sdp = "\(dir)/v.sdp"
+        try writeSDP(port: port, fps: 15, to: sdp)
+        let viewer = try Child(screenshareBinary(), [
+            "watch", "--sdp", sdp, "--display", screen.name, "--record", "\(dir)/got.webm", "--duration", "6", "--json",
+        ], dir: dir, name: "viewer")
+        try waitUntilBound(port)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--duration", "4", "--no-cursor", "--json",
+        ], dir: dir, name: "sender")
+        // The viewer's window is on the display while it plays.
+        try waitForEvent("first_frame", in: viewer)
+        let listing = try Child(screenshareBinary(), ["sources", "--display", screen.name], dir: dir, name: "sources")
+        #expect(listing.finish(within: 10) == 0)
+        #expect(listing.stdout.contains("screenshare watch"), "\(listing.stdout)")
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        #expect(viewer.finish(within: 30) == 0, "viewer: \(viewer.stderr)")
+
+        let sent = try #require(try stoppedEvent(sender.stdout)["frames_sent"] as? Int)
+        let summary = try stoppedEvent(viewer.stdout)
+        #expect(summary["frames_decoded"] as? Int == sent, "\(summary)")
+        #expect(summary["packets_lost"] as? Int == 0)
+        #expect(summary["freeze_count"] as? Int == 0)
+        #expect((summary["time_to_first_frame_ms"] as? Double).map { $0 > 0 } == true)
+        // The sender heard our receiver reports (RTT measured).
+        #expect((try stoppedEvent(sender.stdout)["receiver_reports"] as? Int ?? 0) >= 2)
+
+        // The recording: every decoded frame, VP8 at 1920x1080, and the slide at full quality.
+        let recorded = try #require(summary["recorded_frames"] as? Int)
+        #expect(recorded == sent)
+        let yuv = "\(dir)/got.yuv"
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-i", "\(dir)/got.webm", "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", yuv]) == 0)
+        let data = try [UInt8](Data(contentsOf: URL(fileURLWithPath: yuv)))
+        let size = 1920 * 1080 * 3 / 2
+        #expect(data.count / size == recorded, "frames in the file")
+        let lastY = data[(data.count / size - 1) * size..<((data.count / size - 1) * size + 1920 * 1080)]
+        let p = psnr(lastY, luma(bgra: slide, width: 1920, height: 1080))
+        #expect(p >= 40, "recorded slide PSNR \(p) dB")
+    }
+
+    @Test func lostPacketsAreRepairedByNACK() throws {
+        let dir = try makeTempDir()
+        let path = "\(dir)/motion.nv12"
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=15",
+                                          "-frames:v", "30", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", path]) == 0)
+        let viewerPort = freeEvenPort()
+        var proxyPort = freeEvenPort()
+        while proxyPort == viewerPort { proxyPort = freeEvenPort() }
+        let sdp = "\(dir)/v.sdp"
+        try writeSDP(port: viewerPort, fps: 15, to: sdp)
+        let viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--duration", "7", "--json"],
+                               dir: dir, name: "viewer")
+        try waitUntilBound(viewerPort)
+        let proxy = try Child(which("python3"), [scriptPath("lossy-proxy"), "--listen", "\(proxyPort)", "--to", "127.0.0.1:\(viewerPort)",
+                                                 "--loss", "0.05", "--seed", "7"], dir: dir, name: "proxy")
+        try waitUntilBound(proxyPort)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(proxyPort)", "--input", path, "--input-format", "nv12", "--input-size", "1280x720",
+            "--fps", "15", "--bitrate", "1M", "--content", "motion", "--duration", "5", "--json",
+        ], dir: dir, name: "sender")
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        #expect(viewer.finish(within: 30) == 0, "viewer: \(viewer.stderr)")
+        proxy.finish(within: 0)
+
+        let sent = try stoppedEvent(sender.stdout)
+        let got = try stoppedEvent(viewer.stdout)
+        let dropped = try #require(events(proxy.stdout, named: "stopped").first?["dropped"] as? Int)
+        let framesSent = try #require(sent["frames_sent"] as? Int)
+        let decoded = try #require(got["frames_decoded"] as? Int)
+        #expect(dropped >= 10, "the proxy dropped \(dropped) packets")
+        #expect((got["nack_count"] as? Int ?? 0) > 0, "\(got)")
+        #expect((sent["retransmitted"] as? Int ?? 0) > 0, "\(sent)")
+        // Repaired: nearly every frame decoded, and far fewer packets lost than were dropped.
+        #expect(Double(decoded) >= 0.9 * Double(framesSent), "decoded \(decoded) of \(framesSent)")
+        #expect((got["packets_lost"] as? Int ?? .max) * 2 <= dropped, "\(got)")
+    }
+}
+
+/// A script in the repository's Scripts folder.
+func scriptPath(_ name: String) -> String {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Scripts/\(name)").path
+}
