@@ -32,7 +32,7 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         #expect(r.stderr.contains("--bitrate"))
     }
 
-    @Test(arguments: ["watch", "serve"])
+    @Test(arguments: ["serve"])
     func unbuiltSubcommandsSaySoPlainly(name: String) throws {
         let r = try runScreenshare([name])
         #expect(r.status == 69)
@@ -43,5 +43,17 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         let r = try runScreenshare(["--help"])
         #expect(r.status == 0)
         for name in ["start", "watch", "serve", "sources"] { #expect(r.stdout.contains(name)) }
+    }
+
+    @Test func watchNamesWhatIsMissingOrWrong() throws {
+        let missing = try runScreenshare(["watch"])
+        #expect(missing.status == 64)
+        #expect(missing.stderr.contains("--sdp"))
+        let badRecord = try runScreenshare(["watch", "--sdp", "x.sdp", "--record", "out.mp4"])
+        #expect(badRecord.status == 64)
+        #expect(badRecord.stderr.contains("out.mp4"))
+        let noFile = try runScreenshare(["watch", "--sdp", "/nonexistent/x.sdp", "--headless"])
+        #expect(noFile.status == 66)
+        #expect(noFile.stderr.contains("/nonexistent/x.sdp"))
     }
 }
