@@ -45,7 +45,10 @@ final class HumanSink: EventSink, @unchecked Sendable {
         case "first_frame_sent": return "first frame sent: \(v("width"))x\(v("height")) after \(v("latency_ms")) ms"
         case "stats" where f["frames_decoded"] != nil:
             return "\(v("width"))x\(v("height"))  \(v("fps")) fps  \(v("kbps")) kbps  lost \(v("packets_lost"))  jitter \(v("jitter_ms")) ms  freezes \(v("freeze_count"))"
-        case "stats": return "\(v("width"))x\(v("height"))  \(v("fps")) fps  \(v("kbps")) kbps  encode \(v("encode_ms_p50"))/\(v("encode_ms_p95")) ms p50/p95"
+        case "stats":
+            let loss: String
+            if case .double(let l)? = f["loss"] { loss = String(format: "%.1f%%", l * 100) } else { loss = "-" }
+            return "\(v("width"))x\(v("height"))  \(v("fps")) fps  \(v("kbps")) kbps  encode \(v("encode_ms_p50"))/\(v("encode_ms_p95")) ms  rtt \(v("rtt_ms")) ms  loss \(loss)"
         case "paused": return "paused: the last picture is held (keep-alive only)"
         case "resumed": return "resumed"
         case "settings_changed":
