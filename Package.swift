@@ -17,6 +17,10 @@ let package = Package(
                        providers: [.apt(["libx11-dev", "libxext-dev", "libxdamage-dev", "libxfixes-dev", "libxrandr-dev", "libxcomposite-dev"])]),
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
         .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
+        // libpulse.pc's Cflags (-D_REENTRANT -pthread) are flags SwiftPM refuses with a warning;
+        // its headers are in /usr/include and the module map links "pulse", so no pkg-config.
+        .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
+        .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
 
         // Pure Swift modules.
         .target(name: "MediaCore"),
@@ -29,14 +33,16 @@ let package = Package(
         ]),
         .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore"]),
         .target(name: "VP8Codec", dependencies: ["CVPX", "MediaCore"]),
+        .target(name: "OpusCodec", dependencies: ["COpus"]),
+        .target(name: "AudioIO", dependencies: ["CPulse", .product(name: "Logging", package: "swift-log")]),
 
         // The pipeline and the CLI.
         .target(name: "Broadcast", dependencies: [
-            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP",
+            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "AudioIO", "OpusCodec",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "screenshare", dependencies: [
-            "Broadcast", "ScreenCapture", "VideoProcessing", "MediaCore", "RTP",
+            "Broadcast", "ScreenCapture", "VideoProcessing", "MediaCore", "RTP", "AudioIO",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -49,8 +55,10 @@ let package = Package(
         // Shared by the capture tests: real X windows to capture.
         .target(name: "X11TestSupport", dependencies: ["CX11"], path: "Tests/X11TestSupport"),
         .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "MediaCore", "CX11", "X11TestSupport"]),
+        .testTarget(name: "AudioIOTests", dependencies: ["AudioIO"]),
+        .testTarget(name: "OpusCodecTests", dependencies: ["OpusCodec"]),
         .testTarget(name: "BroadcastTests", dependencies: ["Broadcast", "RTP", "MediaCore"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "CX11", "X11TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "CX11", "X11TestSupport", "OpusCodec"]),
     ],
     swiftLanguageModes: [.v6]
 )
