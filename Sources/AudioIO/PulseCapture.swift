@@ -272,10 +272,24 @@ public final class PulseCapture: @unchecked Sendable {
             openStream(slot: MixerSlot.firstProgram, device: sink.map { "\($0).monitor" } ?? "@DEFAULT_MONITOR@", monitorOf: nil,
                        what: "output \(sink ?? "(default sink)")")
         case .application:
+            openAnchor(device: "@DEFAULT_MONITOR@")
             let mask = pa_subscription_mask_t(rawValue: PA_SUBSCRIPTION_MASK_SINK_INPUT.rawValue | PA_SUBSCRIPTION_MASK_SINK.rawValue)
             if let op = pa_context_subscribe(ctx, mask, nil, nil) { pa_operation_unref(op) }
             reconcile()
         }
+    }
+
+    /// Keeps a sink rendering in small blocks: a low-latency record stream on its monitor whose
+    /// samples are thrown away (they hold every application's sound).
+    ///
+    /// A sink renders as far ahead as its clients allow; players such as pacat or mpv ask for
+    /// up to 2 s. A sink-input monitor stream opened then gets a 2 s burst and nothing more until
+    /// that block is played out. With this anchor in place from the start, the sink already runs
+    /// at a 10 ms latency when the application (re)starts, so its sound is tapped within tens of
+    /// milliseconds.
+    private func openAnchor(device: String) {
+        guard !streams.contains(where: { $0.slot == RecordStream.discard && $0.device == device }) else { return }
+        openStream(slot: RecordStream.discard, device: device, monitorOf: nil, what: "latency anchor on \(device)")
     }
 
     /// Opens a record stream into a mixer slot: 48 kHz stereo float (PulseAudio resamples and
@@ -289,9 +303,9 @@ public final class PulseCapture: @unchecked Sendable {
             onEvent(.streamFailed(what: what, reason: lastError()))
             return
         }
-        let record = RecordStream(stream: s, slot: slot, sinkInput: sinkInput, what: what, owner: self)
+        let record = RecordStream(stream: s, slot: slot, sinkInput: sinkInput, device: device, what: what, owner: self)
         streams.append(record)
-        mixer.state.withLock { $0.setActive(true, input: slot) }
+        if slot != RecordStream.discard { mixer.state.withLock { $0.setActive(true, input: slot) } }
         let ud = Unmanaged.passUnretained(record).toOpaque()
         pa_stream_set_read_callback(s, { s, _, ud in
             Unmanaged<RecordStream>.fromOpaque(ud!).takeUnretainedValue().readAvailable()
@@ -323,7 +337,7 @@ public final class PulseCapture: @unchecked Sendable {
         close(record)
         if let index = record.sinkInput {
             onEvent(.appDetached(index: index))
-        } else if contextState == PA_CONTEXT_READY {
+        } else if contextState == PA_CONTEXT_READY && record.slot != RecordStream.discard {
             onEvent(.streamFailed(what: record.what, reason: reason))
         }
     }
@@ -336,7 +350,7 @@ public final class PulseCapture: @unchecked Sendable {
         if pa_stream_get_state(s) == PA_STREAM_READY || pa_stream_get_state(s) == PA_STREAM_CREATING { pa_stream_disconnect(s) }
         pa_stream_unref(s)
         record.owner = nil
-        if !streams.contains(where: { $0.slot == record.slot }) {
+        if record.slot != RecordStream.discard && !streams.contains(where: { $0.slot == record.slot }) {
             mixer.state.withLock { $0.setActive(false, input: record.slot) }
         }
     }
@@ -346,6 +360,7 @@ public final class PulseCapture: @unchecked Sendable {
     }
 
     fileprivate func push(_ samples: UnsafeBufferPointer<Float>, slot: Int) {
+        guard slot != RecordStream.discard else { return }
         mixer.state.withLock { $0.push(samples, input: slot) }
     }
 
@@ -383,6 +398,7 @@ public final class PulseCapture: @unchecked Sendable {
         guard case .application(let matcher) = config.program else { return }
         for app in scanApps where matcher.matches(applicationName: app.name, binary: app.binary, pid: app.pid) {
             guard !streams.contains(where: { $0.sinkInput == app.index }), let monitor = sinkMonitors[app.sink] else { continue }
+            openAnchor(device: String(monitor))
             guard let slot = (MixerSlot.firstProgram..<MixerSlot.count).first(where: { s in !streams.contains { $0.slot == s } }) else {
                 logger.warning("audio: more than \(MixerSlot.count - 1) streams of '\(matcher)'; ignoring sink input \(app.index)")
                 continue
@@ -456,16 +472,20 @@ public final class PulseCapture: @unchecked Sendable {
 
 /// One record stream feeding one mixer slot. Touched only on the mainloop thread.
 private final class RecordStream {
+    /// The slot of a stream whose samples are read and dropped (a latency anchor).
+    static let discard = -1
     let stream: OpaquePointer
     let slot: Int
     let sinkInput: UInt32?
+    let device: String?
     let what: String
     weak var owner: PulseCapture?
 
-    init(stream: OpaquePointer, slot: Int, sinkInput: UInt32?, what: String, owner: PulseCapture) {
+    init(stream: OpaquePointer, slot: Int, sinkInput: UInt32?, device: String?, what: String, owner: PulseCapture) {
         self.stream = stream
         self.slot = slot
         self.sinkInput = sinkInput
+        self.device = device
         self.what = what
         self.owner = owner
     }

@@ -14,7 +14,8 @@ final class Child {
     let stderrPath: String
     private var status: Int32?
 
-    init(_ executable: String, _ arguments: [String], dir: String, name: String) throws {
+    /// - Parameter environment: variables set (or replaced) on top of this process's environment.
+    init(_ executable: String, _ arguments: [String], dir: String, name: String, environment: [String: String] = [:]) throws {
         stdoutPath = "\(dir)/\(name).out"
         stderrPath = "\(dir)/\(name).err"
         var actions = posix_spawn_file_actions_t()
@@ -35,8 +36,12 @@ final class Child {
         posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
+        var env = ProcessInfo.processInfo.environment
+        env.merge(environment) { $1 }
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
         var child: pid_t = 0
-        let rc = posix_spawn(&child, executable, &actions, &attr, argv, environ)
+        let rc = posix_spawn(&child, executable, &actions, &attr, argv, envp)
         guard rc == 0 else { throw TestFailure("cannot start \(executable): \(String(cString: strerror(rc)))") }
         pid = child
     }
@@ -129,11 +134,12 @@ func makeTempDir() throws -> String {
     return dir
 }
 
-/// A UDP port that is free now (even, so PORT+1 is used for RTCP).
+/// A UDP port that is free now, with the three after it (RTCP on PORT+1, audio on PORT+2 and
+/// PORT+3): a multiple of 4, so two tests never share one another's ports.
 func freeEvenPort() -> UInt16 {
     let base = UInt16(20000 + (getpid() % 2000) * 8)
-    var port = base + UInt16.random(in: 0..<2000) * 2
-    while isUDPPortBound(port) || isUDPPortBound(port + 1) { port += 2 }
+    var port = (base + UInt16.random(in: 0..<2000) * 2) & ~3
+    while (0..<4).contains(where: { isUDPPortBound(port + $0) }) { port += 4 }
     return port
 }
 
