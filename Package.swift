@@ -18,6 +18,10 @@ let package = Package(
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
         .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
         .systemLibrary(name: "CAV", pkgConfig: "libavformat libavcodec libavutil", providers: [.apt(["libavformat-dev"])]),
+        // libpulse.pc's Cflags (-D_REENTRANT -pthread) are flags SwiftPM refuses with a warning;
+        // its headers are in /usr/include and the module map links "pulse", so no pkg-config.
+        .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
+        .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
 
         // Pure Swift modules.
         .target(name: "MediaCore"),
@@ -33,15 +37,17 @@ let package = Package(
         .target(name: "VP8Codec", dependencies: ["CVPX", "MediaCore"]),
         .target(name: "Recording", dependencies: ["CAV", "MediaCore"]),
         .target(name: "VideoOutput", dependencies: ["CX11", "CYUV", "MediaCore"]),
+        .target(name: "OpusCodec", dependencies: ["COpus"]),
+        .target(name: "AudioIO", dependencies: ["CPulse", .product(name: "Logging", package: "swift-log")]),
 
         // The pipeline and the CLI.
         .target(name: "Broadcast", dependencies: [
             "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession",
-            "Recording", "VideoOutput",
+            "Recording", "VideoOutput", "AudioIO", "OpusCodec",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "screenshare", dependencies: [
-            "Broadcast", "ScreenCapture", "VideoProcessing", "MediaCore", "RTP",
+            "Broadcast", "ScreenCapture", "VideoProcessing", "MediaCore", "RTP", "AudioIO",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -57,8 +63,10 @@ let package = Package(
         .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "MediaCore", "CX11", "X11TestSupport"]),
         .testTarget(name: "VideoOutputTests", dependencies: ["VideoOutput", "MediaCore", "CX11", "X11TestSupport"]),
         .testTarget(name: "RecordingTests", dependencies: ["Recording", "VP8Codec", "MediaCore"]),
+        .testTarget(name: "AudioIOTests", dependencies: ["AudioIO"]),
+        .testTarget(name: "OpusCodecTests", dependencies: ["OpusCodec"]),
         .testTarget(name: "BroadcastTests", dependencies: ["Broadcast", "RTP", "MediaCore", "ScreenCapture", "VideoProcessing"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "CX11", "X11TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "CX11", "X11TestSupport", "OpusCodec"]),
     ],
     swiftLanguageModes: [.v6]
 )

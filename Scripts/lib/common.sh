@@ -6,10 +6,10 @@ export PATH="$PATH:/opt/swift/usr/bin"
 
 # Debian packages: build dependencies, then the real components tests and demos use.
 BUILD_PACKAGES=(pkg-config libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxrandr-dev libxcomposite-dev
-                libyuv-dev libvpx-dev libavformat-dev)
+                libyuv-dev libvpx-dev libavformat-dev libopus-dev libpulse-dev)
 RUNTIME_PACKAGES=(xvfb x11-utils x11-xserver-utils xdotool imagemagick fonts-dejavu-core ffmpeg
                   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-                  gstreamer1.0-plugins-bad procps)
+                  gstreamer1.0-plugins-bad procps pulseaudio pulseaudio-utils)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -53,6 +53,36 @@ start_xvfb() {
     xdpyinfo >/dev/null 2>&1 || die "Xvfb on $DISPLAY does not answer"
     [[ "$(xdpyinfo)" == *MIT-SHM* ]] || die "Xvfb on $DISPLAY has no MIT-SHM"
     log "Xvfb on $DISPLAY (pid $XVFB_PID)"
+}
+
+# start_pulseaudio: starts a private PulseAudio daemon with two null sinks, "speakers" (the
+# default sink: applications play there) and "virtmic" (its monitor is the default source, so
+# what is played into it is the microphone), and exports PULSE_SERVER. Everything it writes
+# stays in a private directory. As root it warns that it is not meant to run as root; fine here.
+start_pulseaudio() {
+    local dir
+    dir="$(mktemp -d /tmp/screenshare-pulse.XXXXXX)"
+    cat >"$dir/default.pa" <<EOF
+load-module module-native-protocol-unix socket=$dir/native auth-anonymous=1
+load-module module-null-sink sink_name=speakers rate=48000 sink_properties=device.description=Speakers
+load-module module-null-sink sink_name=virtmic rate=48000 sink_properties=device.description=Virtual-microphone
+set-default-sink speakers
+set-default-source virtmic.monitor
+EOF
+    HOME="$dir" XDG_CONFIG_HOME="$dir" PULSE_RUNTIME_PATH="$dir/runtime" PULSE_STATE_PATH="$dir/state" \
+        pulseaudio --daemonize=no --exit-idle-time=-1 --system=false --disallow-exit -n -F "$dir/default.pa" \
+        --log-target=file:"$dir/log" &
+    PULSE_PID=$!
+    STARTED_PIDS+=("$PULSE_PID")
+    export PULSE_SERVER="unix:$dir/native"
+    local i
+    for i in $(seq 1 100); do
+        pactl info >/dev/null 2>&1 && break
+        kill -0 "$PULSE_PID" 2>/dev/null || { cat "$dir/log" >&2; die "PulseAudio exited at start"; }
+        sleep 0.1
+    done
+    pactl info >/dev/null 2>&1 || die "PulseAudio did not answer on $PULSE_SERVER within 10 s (log: $dir/log)"
+    log "PulseAudio on $PULSE_SERVER (pid $PULSE_PID)"
 }
 
 STARTED_PIDS=()

@@ -1,3 +1,4 @@
+import AudioIO
 import Foundation
 import Logging
 import MediaCore
@@ -33,6 +34,8 @@ public struct BroadcastConfig: Sendable {
     /// The control socket (`screenshare ctl`); nil: none.
     public var controlSocketPath: String?
     public var cname: String
+    /// Audio (Opus from PulseAudio); nil: video only.
+    public var audio: AudioSendConfig?
     public init(source: VideoSource, destination: Endpoint, cname: String) {
         self.source = source
         self.destination = destination
@@ -100,6 +103,7 @@ public final class Broadcaster: @unchecked Sendable {
     /// Sent RTP packets, for NACKs (written by the encode thread, read by the RTCP thread).
     private let history = Mutex(PacketHistory(capacity: 1024, maxPacketSize: 1500))
     private let rttNanos = Atomic<UInt64>(100_000_000)
+    private let audio = Mutex<AudioSender?>(nil)
 
     public init(config: BroadcastConfig, events: EventSink, logger: Logger, clock: MediaClock = SystemClock()) throws {
         self.config = config
@@ -201,10 +205,20 @@ public final class Broadcaster: @unchecked Sendable {
     }
 
     /// Runs until stopped; returns why it stopped and a summary.
+    /// - Throws: `CaptureError` (video source), `SettingsError` (SDP file), `NetworkError`, and
+    ///   `AudioError` when audio was required and PulseAudio (or the named source) is unavailable.
     public func run() throws -> (reason: StopReason, detail: String, summary: [String: JSONValue]) {
-        if let sdpPath = config.sdpPath { try writeSDP(to: sdpPath) }
+        let audioSender = try makeAudioSender()
+        audio.withLock { $0 = audioSender }
+        if let sdpPath = config.sdpPath { try writeSDP(to: sdpPath, audioPort: audioSender?.port) }
         // The source is opened on the capture thread's behalf here, so errors surface at once.
-        let producer = try makeProducer()
+        let producer: @Sendable () -> Void
+        do {
+            producer = try makeProducer()
+        } catch {
+            audioSender?.stopCapture()
+            throw error
+        }
         if let path = config.controlSocketPath {
             do {
                 control = try ControlServer(path: path) { [weak self] request in
@@ -214,14 +228,23 @@ public final class Broadcaster: @unchecked Sendable {
                 events.emit(BroadcastEvent("warning", ["kind": "control_unavailable", "message": .string("\(error); `screenshare ctl` cannot reach this broadcast")]))
             }
         }
-        events.emit(BroadcastEvent("started", [
+        var started: [String: JSONValue] = [
             "destination": .string(config.destination.description), "ssrc": .int(Int(ssrc)),
             "fps": .int(config.fps), "bitrate_kbps": .int(config.bitrate.kbps), "content": .string(config.content.rawValue),
             "control_socket": control.map { .string($0.path) } ?? .null,
-        ]))
+        ]
+        if let audioSender {
+            started["audio_ssrc"] = .int(Int(audioSender.ssrc))
+            started["audio_port"] = .int(Int(audioSender.port))
+            started["audio_bitrate_kbps"] = .int(audioSender.config.bitrate.kbps)
+        }
+        events.emit(BroadcastEvent("started", started))
         spawn("screenshare-capture") { producer() }
         spawn("screenshare-encode") { [self] in encodeLoop() }
         spawn("screenshare-rtcp") { [self] in rtcpLoop() }
+        if let audioSender {
+            spawn("screenshare-audio") { [self] in audioSender.run { isRunning } }
+        }
 
         let deadline = config.durationSeconds.map { Date().addingTimeInterval($0) }
         var nextStats = Date().addingTimeInterval(1)
@@ -240,7 +263,7 @@ public final class Broadcaster: @unchecked Sendable {
                     c.sendMillis.removeAll(keepingCapacity: true)
                     return copy
                 }
-                emitStats(now, since: last)
+                emitStats(now, since: last, audio: audioSender?.counters.withLock { $0 })
                 last = now
             }
         }
@@ -250,7 +273,7 @@ public final class Broadcaster: @unchecked Sendable {
         sendRTCP(bye: true)
         let c = counters.withLock { $0 }
         let (reason, detail) = stopState.withLock { $0 } ?? (.requested, "")
-        let summary: [String: JSONValue] = [
+        var summary: [String: JSONValue] = [
             "reason": .string(reason.rawValue), "frames_captured": .int(c.framesCaptured),
             "frames_encoded": .int(c.framesEncoded), "frames_sent": .int(c.framesSent),
             "keyframes_sent": .int(c.keyframesSent), "packets_sent": .int(Int(c.packetsSent)),
@@ -261,6 +284,17 @@ public final class Broadcaster: @unchecked Sendable {
             "width": .int(c.outputSize.width), "height": .int(c.outputSize.height),
             "duration_s": .double(Double(clock.nowNanos() &- startNanos) / 1e9),
         ]
+        if let a = audioSender?.counters.withLock({ $0 }) {
+            summary["audio_frames"] = .int(a.framesEncoded)
+            summary["audio_packets_sent"] = .int(Int(a.packetsSent))
+            summary["audio_bytes_sent"] = .int(a.bytesSent)
+            summary["audio_dtx_frames"] = .int(a.dtxFrames)
+            summary["audio_silent_frames"] = .int(a.silentFrames)
+            summary["audio_cpu_s"] = .double(Double(a.threadCPUNanos) / 1e9)
+            summary["audio_underruns"] = .int(a.mixer.underruns)
+            summary["audio_dropped_frames"] = .int(a.mixer.droppedFrames)
+            summary["audio_clipped_frames"] = .int(a.mixer.clippedFrames)
+        }
         events.emit(BroadcastEvent("stopped", summary))
         return (reason, detail, summary)
     }
@@ -275,12 +309,12 @@ public final class Broadcaster: @unchecked Sendable {
         t.start()
     }
 
-    private func emitStats(_ c: SenderCounters, since p: SenderCounters) {
+    private func emitStats(_ c: SenderCounters, since p: SenderCounters, audio: AudioCounters?) {
         func pct(_ values: [Double], _ q: Double) -> Double {
             let sorted = values.sorted()
             return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]
         }
-        events.emit(BroadcastEvent("stats", [
+        var fields: [String: JSONValue] = [
             "fps": .int(c.framesSent - p.framesSent),
             "kbps": .int((c.bytesSent - p.bytesSent) * 8 / 1000),
             "frames_sent": .int(c.framesSent), "keyframes_sent": .int(c.keyframesSent),
@@ -292,14 +326,33 @@ public final class Broadcaster: @unchecked Sendable {
             "send_errors": .int(c.sendErrors),
             "rtt_ms": c.rttMillis.map { .double($0) } ?? .null, "loss": c.fractionLost.map { .double($0) } ?? .null,
             "retransmitted": .int(c.retransmitted),
-        ]))
+        ]
+        if let audio {
+            fields["audio_packets_sent"] = .int(Int(audio.packetsSent))
+            fields["audio_bytes_sent"] = .int(audio.bytesSent)
+        }
+        events.emit(BroadcastEvent("stats", fields))
+    }
+
+    // MARK: - Audio
+
+    /// Connects to PulseAudio. Unavailable audio is a warning (video only) unless it was required.
+    private func makeAudioSender() throws -> AudioSender? {
+        guard let audioConfig = config.audio, audioConfig.capture.hasSources else { return nil }
+        do {
+            return try AudioSender(config: audioConfig, destination: config.destination, clock: clock, events: events, logger: logger)
+        } catch let error as AudioError where !audioConfig.required {
+            events.emit(BroadcastEvent("warning", ["kind": "audio_unavailable",
+                "message": .string("audio: \(error); sending video only (use --no-audio to silence this)")]))
+            return nil
+        }
     }
 
     // MARK: - SDP
 
-    private func writeSDP(to path: String) throws {
+    private func writeSDP(to path: String, audioPort: UInt16?) throws {
         let sdp = SessionDescription(destination: config.destination.host, videoPort: config.destination.port,
-                                     framerate: config.fps).render()
+                                     framerate: config.fps, audioPort: audioPort).render()
         let tmp = path + ".tmp"
         do {
             try sdp.write(toFile: tmp, atomically: false, encoding: .utf8)
@@ -695,6 +748,8 @@ public final class Broadcaster: @unchecked Sendable {
     }
 
     private func sendRTCP(bye: Bool) {
+        // Both sender reports read the same clocks, so receivers can line audio up with video.
+        audio.withLock { $0 }?.sendReport(cname: config.cname, bye: bye)
         let c = counters.withLock { $0 }
         guard c.framesSent > 0 || bye else { return }
         let now = clock.nowNanos()

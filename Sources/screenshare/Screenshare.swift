@@ -1,4 +1,5 @@
 import ArgumentParser
+import AudioIO
 import Broadcast
 import Foundation
 import Logging
@@ -18,7 +19,8 @@ enum Exit {
     static let noInput = ExitCode(66)          // EX_NOINPUT: --input or --sdp file unusable
     static let network = ExitCode(68)          // EX_NOHOST: destination cannot be resolved or reached
     static let notBuilt = ExitCode(69)         // EX_UNAVAILABLE: feature not built yet
-    static let sourceUnavailable = ExitCode(69) // EX_UNAVAILABLE: display/region/source not available or gone
+    static let sourceUnavailable = ExitCode(69) // EX_UNAVAILABLE: display/region/source not available or gone,
+                                                //   or audio asked for explicitly and PulseAudio (or that source) unavailable
     static let interrupted = ExitCode(130)     // stopped by SIGINT/SIGTERM (after a clean RTCP BYE)
 }
 
@@ -117,6 +119,32 @@ struct Start: ParsableCommand {
     @Option(help: ArgumentHelp("Control socket for `screenshare ctl` (default: $XDG_RUNTIME_DIR/screenshare/pid-PID.sock, or /tmp/screenshare-UID/…).", valueName: "path"))
     var controlSocket: String?
 
+    @Option(help: ArgumentHelp("Share one application's sound: its PulseAudio application.name, its binary, or pid:N (see `screenshare sources`). Waits for it to play; follows it when it restarts.", valueName: "name|pid:N"))
+    var audioApp: String?
+
+    @Option(defaultAsFlag: "@default", parsing: .next,
+            help: ArgumentHelp("Share everything a sink plays (its monitor) instead of one application (default: the default sink).", valueName: "sink"))
+    var audioOutput: String? = nil
+
+    @Option(defaultAsFlag: "@default", parsing: .next,
+            help: ArgumentHelp("Microphone: a PulseAudio source name or index (default: the default source; on unless --no-mic).", valueName: "source"))
+    var mic: String? = nil
+
+    @Flag(help: "No microphone.")
+    var noMic = false
+
+    @Flag(help: "No audio stream at all.")
+    var noAudio = false
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Gain of the application (or output) sound in dB (e.g. -6).", valueName: "dB"))
+    var appGain: Double = 0
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Gain of the microphone in dB (e.g. -6).", valueName: "dB"))
+    var micGain: Double = 0
+
+    @Option(help: "Opus bit rate, e.g. 64k (6k to 510k).")
+    var audioBitrate: String = "64k"
+
     @Flag(help: "Print events as JSON lines on stdout.")
     var json = false
 
@@ -125,6 +153,24 @@ struct Start: ParsableCommand {
 
     @Option(help: ArgumentHelp("Log detail on stderr: debug, info, warning or error.", valueName: "level"))
     var logLevel: String = "info"
+
+    /// The audio part of the broadcast, or nil for none.
+    func audioConfig() throws -> AudioSendConfig? {
+        if noAudio { return nil }
+        let program: AudioCaptureConfig.Program
+        if let audioApp { program = .application(try AppMatcher(audioApp)) }
+        else if let audioOutput { program = .output(sink: audioOutput == "@default" ? nil : audioOutput) }
+        else { program = .none }
+        let micSource: String?? = noMic ? nil : .some(mic == "@default" ? nil : mic)
+        var capture = AudioCaptureConfig(program: program, mic: micSource)
+        capture.programGainDecibels = appGain
+        capture.micGainDecibels = micGain
+        guard capture.hasSources else { return nil }
+        var config = AudioSendConfig(capture: capture)
+        config.required = audioApp != nil || audioOutput != nil || (mic != nil && mic != "@default")
+        config.bitrate = try Bitrate.parse(audioBitrate)
+        return config
+    }
 
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil, ["debug", "info", "warning", "error", "trace", "notice", "critical"].contains(logLevel) else {
@@ -151,6 +197,27 @@ struct Start: ParsableCommand {
             guard parseSize(inputSize) != nil else { throw ValidationError("--input-size '\(inputSize)': expected WxH, e.g. 1280x720") }
         }
         if let inputFps, !(inputFps > 0 && inputFps <= 240) { throw ValidationError("--input-fps \(inputFps): must be from 0 to 240") }
+        try validateAudio()
+    }
+
+    func validateAudio() throws {
+        let audioFlags = [("--audio-app", audioApp != nil), ("--audio-output", audioOutput != nil), ("--mic", mic != nil),
+                          ("--no-mic", noMic)].filter(\.1).map(\.0)
+        if noAudio, let first = audioFlags.first { throw ValidationError("--no-audio and \(first) contradict each other") }
+        if audioApp != nil && audioOutput != nil { throw ValidationError("--audio-app and --audio-output cannot be used together: choose one") }
+        if noMic && mic != nil { throw ValidationError("--mic and --no-mic contradict each other") }
+        if let audioApp { do { _ = try AppMatcher(audioApp) } catch { throw ValidationError("--audio-app: \(error)") } }
+        for (flag, value) in [("--app-gain", appGain), ("--mic-gain", micGain)] where !(value >= -60 && value <= 30) {
+            throw ValidationError("\(flag) \(value): must be from -60 to 30 dB")
+        }
+        let rate: Bitrate
+        do { rate = try Bitrate.parse(audioBitrate) } catch { throw ValidationError("--audio-bitrate: \(error)") }
+        guard rate.bitsPerSecond >= 6_000 && rate.bitsPerSecond <= 510_000 else {
+            throw ValidationError("--audio-bitrate '\(audioBitrate)': Opus takes 6k to 510k")
+        }
+        if !noAudio, let to, let endpoint = try? Endpoint.parse(to), endpoint.port > 65532 {
+            throw ValidationError("--to '\(to)': audio uses PORT+2 and PORT+3, so the port must be at most 65532 (or use --no-audio)")
+        }
     }
 
     func parseSize(_ text: String) -> PixelSize? {
@@ -182,6 +249,7 @@ struct Start: ParsableCommand {
         config.sdpPath = sdp
         config.durationSeconds = duration
         config.controlSocketPath = controlSocket ?? ControlSocket.path(label: room ?? "pid-\(getpid())")
+        config.audio = try audioConfig()
 
         var logger = Logger(label: "screenshare")
         logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
@@ -209,6 +277,12 @@ struct Start: ParsableCommand {
         } catch let error as SettingsError {
             printError("screenshare: \(error)")
             throw Exit.noInput
+        } catch let error as AudioError {
+            printError("screenshare: audio: \(error)")
+            throw Exit.sourceUnavailable
+        } catch let error as NetworkError {
+            printError("screenshare: \(error)")
+            throw Exit.network
         }
         _ = signals
         switch result.reason {

@@ -8,11 +8,12 @@ func screenshareBinary() -> String {
     ProcessInfo.processInfo.environment["SCREENSHARE_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/debug/screenshare"
 }
 
-/// A UDP port that is free now (even, so PORT+1 is used for RTCP).
+/// A UDP port that is free now, with the three after it (RTCP on PORT+1, audio on PORT+2 and
+/// PORT+3): a multiple of 4, so two tests never share one another's ports.
 func freeEvenPort() -> UInt16 {
     let base = UInt16(20000 + (getpid() % 2000) * 8)
-    var port = base + UInt16.random(in: 0..<2000) * 2
-    while isUDPPortBound(port) || isUDPPortBound(port + 1) { port += 2 }
+    var port = (base + UInt16.random(in: 0..<2000) * 2) & ~3
+    while (0..<4).contains(where: { isUDPPortBound(port + $0) }) { port += 4 }
     return port
 }
 

@@ -1,0 +1,529 @@
+internal import CPulse
+import Foundation
+import Logging
+import Synchronization
+
+/// A mixer shared between PulseAudio's thread (which pushes samples) and the audio thread
+/// (which mixes a frame every 20 ms).
+public final class SharedMixer: Sendable {
+    public let state: Mutex<AudioMixer>
+    public init(_ mixer: AudioMixer) { state = Mutex(mixer) }
+}
+
+/// What the capture reports as it goes; the broadcaster turns these into events.
+public enum AudioCaptureEvent: Sendable, Equatable {
+    case appAttached(index: UInt32, name: String, binary: String, pid: String)
+    case appDetached(index: UInt32)
+    case sourceLost(reason: String)
+    case reconnecting(attempt: Int, delayMillis: Int)
+    case resumed
+    case streamFailed(what: String, reason: String)
+}
+
+/// An application playing sound: one PulseAudio sink input.
+public struct AudioApplication: Sendable, Equatable {
+    public var index: UInt32
+    public var name: String
+    public var binary: String
+    public var pid: String
+    public var mediaName: String
+    public var sink: UInt32
+}
+
+/// A PulseAudio source (microphone) or sink (output).
+public struct AudioDevice: Sendable, Equatable {
+    public var index: UInt32
+    public var name: String
+    public var description: String
+    /// For a source: the sink it monitors, if it is a monitor. For a sink: its monitor source.
+    public var monitor: String?
+    public var isDefault: Bool
+}
+
+/// What `screenshare sources` lists and what `start` checks names against.
+public struct AudioInventory: Sendable, Equatable {
+    public var server: String
+    public var applications: [AudioApplication] = []
+    public var sources: [AudioDevice] = []
+    public var sinks: [AudioDevice] = []
+}
+
+/// Mixer slots: the microphone in slot 0, application or output streams after it.
+public enum MixerSlot {
+    public static let mic = 0
+    public static let firstProgram = 1
+    public static let count = 9
+}
+
+/// Captures audio from PulseAudio into a `SharedMixer`: the microphone, and either one
+/// application's streams (each sink input's own monitor, `pa_stream_set_monitor_stream`, so no
+/// other application's sound gets in) or a sink's monitor. Follows the application as it starts
+/// and stops streams (sink-input subscription). When the server goes away it reports it and
+/// reconnects with backoff, driven by `supervise(now:)` from the audio thread.
+///
+/// Uses a PulseAudio threaded mainloop: every callback runs on its thread with the mainloop
+/// lock held; the public methods take that lock. That lock guards all mutable state here.
+public final class PulseCapture: @unchecked Sendable {
+    public let config: AudioCaptureConfig
+    private let mixer: SharedMixer
+    private let onEvent: @Sendable (AudioCaptureEvent) -> Void
+    private let logger: Logger
+    private let mainloop: OpaquePointer
+
+    // Guarded by the mainloop lock.
+    private var context: OpaquePointer?
+    private var contextState = PA_CONTEXT_UNCONNECTED
+    private var streams: [RecordStream] = []
+    private var sinkMonitors: [UInt32: UInt32] = [:]
+    private var scanApps: [AudioApplication] = []
+    private var reconciling = false
+    private var reconcileAgain = false
+    private var lost = false
+    private var attempt = 0
+    private var nextAttemptNanos: UInt64 = 0
+    private var stopped = false
+    private let released = Atomic<Bool>(false)
+
+    /// Connects to PulseAudio and starts capturing.
+    /// - Throws: `AudioError` when the server cannot be reached, or a named mic or sink does not exist.
+    public init(config: AudioCaptureConfig, mixer: SharedMixer, logger: Logger,
+                onEvent: @escaping @Sendable (AudioCaptureEvent) -> Void) throws {
+        self.config = config
+        self.mixer = mixer
+        self.logger = logger
+        self.onEvent = onEvent
+        guard let ml = pa_threaded_mainloop_new() else { throw AudioError("cannot create a PulseAudio mainloop") }
+        mainloop = ml
+        mixer.state.withLock { m in
+            m.setGain(decibels: config.micGainDecibels, input: MixerSlot.mic)
+            for s in MixerSlot.firstProgram..<MixerSlot.count { m.setGain(decibels: config.programGainDecibels, input: s) }
+        }
+        guard pa_threaded_mainloop_start(ml) >= 0 else {
+            pa_threaded_mainloop_free(ml)
+            throw AudioError("cannot start the PulseAudio mainloop thread")
+        }
+        lock()
+        do {
+            try connectAndWait(timeoutSeconds: 5)
+            let inventory = try fetchInventory(timeoutSeconds: 5)
+            try check(against: inventory)
+            setUpStreams()
+            unlock()
+        } catch {
+            unlock()
+            stop()
+            throw error
+        }
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// Stops capturing and closes the connection. Idempotent.
+    public func stop() {
+        guard !released.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        lock()
+        stopped = true
+        teardownContext()
+        unlock()
+        pa_threaded_mainloop_stop(mainloop)
+        pa_threaded_mainloop_free(mainloop)
+    }
+
+    /// Reconnects after the server went away, with backoff (0.25 s, 0.5 s, then every 1 s).
+    /// Non-blocking: called from the audio thread on each tick.
+    public func supervise(now: UInt64) {
+        lock()
+        defer { unlock() }
+        guard !stopped, lost, now >= nextAttemptNanos else { return }
+        attempt += 1
+        let delay = min(250 << min(attempt - 1, 2), 1000)
+        nextAttemptNanos = now + UInt64(delay) * 1_000_000
+        onEvent(.reconnecting(attempt: attempt, delayMillis: delay))
+        teardownContext()
+        lost = false  // set again by the state callback if this attempt fails
+        if !startConnect() { lost = true }
+    }
+
+    // MARK: - Locking
+
+    private func lock() { pa_threaded_mainloop_lock(mainloop) }
+    private func unlock() { pa_threaded_mainloop_unlock(mainloop) }
+
+    /// Waits with the lock held (released while sleeping) until `done` or the deadline.
+    private func wait(seconds: Double, until done: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !done() {
+            if Date() >= deadline { return false }
+            unlock()
+            usleep(2_000)
+            lock()
+        }
+        return true
+    }
+
+    // MARK: - Connection
+
+    private var unmanagedSelf: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+    private static func from(_ p: UnsafeMutableRawPointer?) -> PulseCapture { Unmanaged<PulseCapture>.fromOpaque(p!).takeUnretainedValue() }
+
+    private var serverDescription: String { config.server ?? ProcessInfo.processInfo.environment["PULSE_SERVER"] ?? "the default PulseAudio server" }
+
+    /// Creates a context and starts connecting (lock held). False if it failed at once.
+    private func startConnect() -> Bool {
+        let api = pa_threaded_mainloop_get_api(mainloop)
+        let props = pa_proplist_new()
+        pa_proplist_sets(props, cpulse_prop_application_name(), "screenshare")
+        defer { pa_proplist_free(props) }
+        guard let ctx = pa_context_new_with_proplist(api, "screenshare", props) else { return false }
+        context = ctx
+        contextState = PA_CONTEXT_UNCONNECTED
+        pa_context_set_state_callback(ctx, { c, ud in
+            PulseCapture.from(ud).contextStateChanged(pa_context_get_state(c))
+        }, unmanagedSelf)
+        pa_context_set_subscribe_callback(ctx, { _, type, _, ud in
+            let facility = type.rawValue & PA_SUBSCRIPTION_EVENT_FACILITY_MASK.rawValue
+            if facility == PA_SUBSCRIPTION_EVENT_SINK_INPUT.rawValue || facility == PA_SUBSCRIPTION_EVENT_SINK.rawValue {
+                PulseCapture.from(ud).reconcile()
+            }
+        }, unmanagedSelf)
+        return pa_context_connect(ctx, config.server, PA_CONTEXT_NOAUTOSPAWN, nil) >= 0
+    }
+
+    private func connectAndWait(timeoutSeconds: Double) throws {
+        guard startConnect() else { throw AudioError("cannot connect to \(serverDescription): \(lastError())") }
+        let ok = wait(seconds: timeoutSeconds) {
+            contextState == PA_CONTEXT_READY || contextState == PA_CONTEXT_FAILED || contextState == PA_CONTEXT_TERMINATED
+        }
+        guard ok, contextState == PA_CONTEXT_READY else {
+            throw AudioError("cannot connect to \(serverDescription): \(ok ? lastError() : "timed out")")
+        }
+        lost = false
+    }
+
+    private func lastError() -> String {
+        guard let context else { return "no context" }
+        return String(cString: pa_strerror(pa_context_errno(context)))
+    }
+
+    private func contextStateChanged(_ state: pa_context_state_t) {
+        let wasReady = contextState == PA_CONTEXT_READY
+        contextState = state
+        switch state {
+        case PA_CONTEXT_READY:
+            if attempt > 0 {
+                logger.info("PulseAudio: reconnected to \(serverDescription)")
+                attempt = 0
+                setUpStreams()
+                onEvent(.resumed)
+            }
+        case PA_CONTEXT_FAILED, PA_CONTEXT_TERMINATED:
+            guard !stopped else { return }
+            if wasReady {
+                // The server went away: forget its streams (the mixer sends silence) and retry.
+                let reason = lastError()
+                dropAllStreams()
+                onEvent(.sourceLost(reason: "PulseAudio connection lost: \(reason)"))
+                attempt = 0
+                nextAttemptNanos = 0
+            }
+            lost = true
+        default:
+            break
+        }
+    }
+
+    private func teardownContext() {
+        dropAllStreams()
+        if let ctx = context {
+            pa_context_set_state_callback(ctx, nil, nil)
+            pa_context_set_subscribe_callback(ctx, nil, nil)
+            pa_context_disconnect(ctx)
+            pa_context_unref(ctx)
+        }
+        context = nil
+        contextState = PA_CONTEXT_UNCONNECTED
+    }
+
+    // MARK: - Checking names
+
+    private func check(against inventory: AudioInventory) throws {
+        if case .some(.some(let name)) = config.mic, !inventory.sources.contains(where: { $0.name == name || String($0.index) == name }) {
+            throw AudioError("--mic '\(name)': no such PulseAudio source (see `screenshare sources`)")
+        }
+        if case .output(.some(let sink)) = config.program, !inventory.sinks.contains(where: { $0.name == sink || String($0.index) == sink }) {
+            throw AudioError("--audio-output '\(sink)': no such PulseAudio sink (see `screenshare sources`)")
+        }
+    }
+
+    // MARK: - Streams
+
+    private func setUpStreams() {
+        guard let ctx = context else { return }
+        if case .some(let source) = config.mic {
+            openStream(slot: MixerSlot.mic, device: source, monitorOf: nil, what: "microphone \(source ?? "(default source)")")
+        }
+        switch config.program {
+        case .none:
+            break
+        case .output(let sink):
+            // A sink's monitor source is named "<sink>.monitor"; @DEFAULT_MONITOR@ follows the default sink.
+            openStream(slot: MixerSlot.firstProgram, device: sink.map { "\($0).monitor" } ?? "@DEFAULT_MONITOR@", monitorOf: nil,
+                       what: "output \(sink ?? "(default sink)")")
+        case .application:
+            openAnchor(device: "@DEFAULT_MONITOR@")
+            let mask = pa_subscription_mask_t(rawValue: PA_SUBSCRIPTION_MASK_SINK_INPUT.rawValue | PA_SUBSCRIPTION_MASK_SINK.rawValue)
+            if let op = pa_context_subscribe(ctx, mask, nil, nil) { pa_operation_unref(op) }
+            reconcile()
+        }
+    }
+
+    /// Keeps a sink rendering in small blocks: a low-latency record stream on its monitor whose
+    /// samples are thrown away (they hold every application's sound).
+    ///
+    /// A sink renders as far ahead as its clients allow; players such as pacat or mpv ask for
+    /// up to 2 s. A sink-input monitor stream opened then gets a 2 s burst and nothing more until
+    /// that block is played out. With this anchor in place from the start, the sink already runs
+    /// at a 10 ms latency when the application (re)starts, so its sound is tapped within tens of
+    /// milliseconds.
+    private func openAnchor(device: String) {
+        guard !streams.contains(where: { $0.slot == RecordStream.discard && $0.device == device }) else { return }
+        openStream(slot: RecordStream.discard, device: device, monitorOf: nil, what: "latency anchor on \(device)")
+    }
+
+    /// Opens a record stream into a mixer slot: 48 kHz stereo float (PulseAudio resamples and
+    /// remixes), 10 ms fragments.
+    private func openStream(slot: Int, device: String?, monitorOf sinkInput: UInt32?, what: String) {
+        guard let ctx = context else { return }
+        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(AudioMixer.sampleRate), channels: 2)
+        var map = pa_channel_map()
+        pa_channel_map_init_stereo(&map)
+        guard let s = pa_stream_new(ctx, "screenshare: \(what)", &spec, &map) else {
+            onEvent(.streamFailed(what: what, reason: lastError()))
+            return
+        }
+        let record = RecordStream(stream: s, slot: slot, sinkInput: sinkInput, device: device, what: what, owner: self)
+        streams.append(record)
+        if slot != RecordStream.discard { mixer.state.withLock { $0.setActive(true, input: slot) } }
+        let ud = Unmanaged.passUnretained(record).toOpaque()
+        pa_stream_set_read_callback(s, { s, _, ud in
+            Unmanaged<RecordStream>.fromOpaque(ud!).takeUnretainedValue().readAvailable()
+        }, ud)
+        pa_stream_set_state_callback(s, { s, ud in
+            let state = pa_stream_get_state(s)
+            if state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED {
+                let r = Unmanaged<RecordStream>.fromOpaque(ud!).takeUnretainedValue()
+                r.owner?.streamEnded(r)
+            }
+        }, ud)
+        var flags = PA_STREAM_ADJUST_LATENCY.rawValue
+        if let sinkInput {
+            pa_stream_set_monitor_stream(s, sinkInput)
+            flags |= PA_STREAM_DONT_MOVE.rawValue
+        }
+        let frameBytes = UInt32(AudioMixer.channels * MemoryLayout<Float>.size)
+        var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max,
+                                  fragsize: UInt32(AudioMixer.sampleRate / 100) * frameBytes)
+        if pa_stream_connect_record(s, device, &attr, pa_stream_flags_t(rawValue: flags)) < 0 {
+            onEvent(.streamFailed(what: what, reason: lastError()))
+            close(record)
+        }
+    }
+
+    fileprivate func streamEnded(_ record: RecordStream) {
+        guard streams.contains(where: { $0 === record }) else { return }
+        let reason = lastError()
+        close(record)
+        if let index = record.sinkInput {
+            onEvent(.appDetached(index: index))
+        } else if contextState == PA_CONTEXT_READY && record.slot != RecordStream.discard {
+            onEvent(.streamFailed(what: record.what, reason: reason))
+        }
+    }
+
+    private func close(_ record: RecordStream) {
+        streams.removeAll { $0 === record }
+        let s = record.stream
+        pa_stream_set_read_callback(s, nil, nil)
+        pa_stream_set_state_callback(s, nil, nil)
+        if pa_stream_get_state(s) == PA_STREAM_READY || pa_stream_get_state(s) == PA_STREAM_CREATING { pa_stream_disconnect(s) }
+        pa_stream_unref(s)
+        record.owner = nil
+        if record.slot != RecordStream.discard && !streams.contains(where: { $0.slot == record.slot }) {
+            mixer.state.withLock { $0.setActive(false, input: record.slot) }
+        }
+    }
+
+    private func dropAllStreams() {
+        for r in streams { close(r) }
+    }
+
+    fileprivate func push(_ samples: UnsafeBufferPointer<Float>, slot: Int) {
+        guard slot != RecordStream.discard else { return }
+        mixer.state.withLock { $0.push(samples, input: slot) }
+    }
+
+    // MARK: - Following the application
+
+    /// Lists sinks (for their monitors) and sink inputs, then taps every sink input of the
+    /// application that is not tapped yet. Re-entrant requests coalesce.
+    private func reconcile() {
+        guard case .application = config.program, let ctx = context, contextState == PA_CONTEXT_READY else { return }
+        if reconciling { reconcileAgain = true; return }
+        reconciling = true
+        reconcileAgain = false
+        sinkMonitors.removeAll(keepingCapacity: true)
+        scanApps.removeAll(keepingCapacity: true)
+        let op = pa_context_get_sink_info_list(ctx, { _, info, eol, ud in
+            let me = PulseCapture.from(ud)
+            if let info { me.sinkMonitors[info.pointee.index] = info.pointee.monitor_source }
+            if eol != 0 { me.listSinkInputs() }
+        }, unmanagedSelf)
+        if let op { pa_operation_unref(op) } else { reconciling = false }
+    }
+
+    private func listSinkInputs() {
+        guard let ctx = context else { reconciling = false; return }
+        let op = pa_context_get_sink_input_info_list(ctx, { _, info, eol, ud in
+            let me = PulseCapture.from(ud)
+            if let info { me.scanApps.append(AudioApplication(info.pointee)) }
+            if eol != 0 { me.applyScan() }
+        }, unmanagedSelf)
+        if let op { pa_operation_unref(op) } else { reconciling = false }
+    }
+
+    private func applyScan() {
+        reconciling = false
+        guard case .application(let matcher) = config.program else { return }
+        for app in scanApps where matcher.matches(applicationName: app.name, binary: app.binary, pid: app.pid) {
+            guard !streams.contains(where: { $0.sinkInput == app.index }), let monitor = sinkMonitors[app.sink] else { continue }
+            openAnchor(device: String(monitor))
+            guard let slot = (MixerSlot.firstProgram..<MixerSlot.count).first(where: { s in !streams.contains { $0.slot == s } }) else {
+                logger.warning("audio: more than \(MixerSlot.count - 1) streams of '\(matcher)'; ignoring sink input \(app.index)")
+                continue
+            }
+            openStream(slot: slot, device: String(monitor), monitorOf: app.index, what: "\(app.name) (sink input \(app.index))")
+            onEvent(.appAttached(index: app.index, name: app.name, binary: app.binary, pid: app.pid))
+        }
+        if reconcileAgain { reconcile() }
+    }
+
+    // MARK: - Inventory
+
+    /// Lists applications, sources and sinks (lock held, connected).
+    private func fetchInventory(timeoutSeconds: Double) throws -> AudioInventory {
+        guard let ctx = context else { throw AudioError("not connected") }
+        let box = InventoryBox(server: serverDescription)
+        let ud = Unmanaged.passUnretained(box).toOpaque()
+        var ops: [OpaquePointer?] = []
+        ops.append(pa_context_get_server_info(ctx, { _, info, ud in
+            let b = Unmanaged<InventoryBox>.fromOpaque(ud!).takeUnretainedValue()
+            if let info {
+                b.defaultSource = info.pointee.default_source_name.map { String(cString: $0) } ?? ""
+                b.defaultSink = info.pointee.default_sink_name.map { String(cString: $0) } ?? ""
+            }
+            b.done += 1
+        }, ud))
+        ops.append(pa_context_get_sink_input_info_list(ctx, { _, info, eol, ud in
+            let b = Unmanaged<InventoryBox>.fromOpaque(ud!).takeUnretainedValue()
+            if let info { b.value.applications.append(AudioApplication(info.pointee)) }
+            if eol != 0 { b.done += 1 }
+        }, ud))
+        ops.append(pa_context_get_source_info_list(ctx, { _, info, eol, ud in
+            let b = Unmanaged<InventoryBox>.fromOpaque(ud!).takeUnretainedValue()
+            if let i = info?.pointee {
+                b.value.sources.append(AudioDevice(index: i.index, name: str(i.name), description: str(i.description),
+                                                   monitor: i.monitor_of_sink == cpulse_invalid_index() ? nil : str(i.monitor_of_sink_name),
+                                                   isDefault: false))
+            }
+            if eol != 0 { b.done += 1 }
+        }, ud))
+        ops.append(pa_context_get_sink_info_list(ctx, { _, info, eol, ud in
+            let b = Unmanaged<InventoryBox>.fromOpaque(ud!).takeUnretainedValue()
+            if let i = info?.pointee {
+                b.value.sinks.append(AudioDevice(index: i.index, name: str(i.name), description: str(i.description),
+                                                 monitor: str(i.monitor_source_name), isDefault: false))
+            }
+            if eol != 0 { b.done += 1 }
+        }, ud))
+        defer { for op in ops { if let op { pa_operation_unref(op) } } }
+        guard !ops.contains(where: { $0 == nil }) else { throw AudioError("PulseAudio query failed: \(lastError())") }
+        guard wait(seconds: timeoutSeconds, until: { box.done == 4 || contextState != PA_CONTEXT_READY }), box.done == 4 else {
+            throw AudioError("PulseAudio did not answer a query within \(timeoutSeconds) s")
+        }
+        var inv = box.value
+        for i in inv.sources.indices { inv.sources[i].isDefault = inv.sources[i].name == box.defaultSource }
+        for i in inv.sinks.indices { inv.sinks[i].isDefault = inv.sinks[i].name == box.defaultSink }
+        return inv
+    }
+
+    /// Connects, lists applications, sources and sinks, and disconnects.
+    public static func inventory(server: String? = nil, logger: Logger) throws -> AudioInventory {
+        var config = AudioCaptureConfig(program: .none, mic: nil)
+        config.server = server
+        let capture = try PulseCapture(config: config, mixer: SharedMixer(AudioMixer(inputs: MixerSlot.count)), logger: logger) { _ in }
+        defer { capture.stop() }
+        capture.lock()
+        defer { capture.unlock() }
+        return try capture.fetchInventory(timeoutSeconds: 5)
+    }
+}
+
+/// One record stream feeding one mixer slot. Touched only on the mainloop thread.
+private final class RecordStream {
+    /// The slot of a stream whose samples are read and dropped (a latency anchor).
+    static let discard = -1
+    let stream: OpaquePointer
+    let slot: Int
+    let sinkInput: UInt32?
+    let device: String?
+    let what: String
+    weak var owner: PulseCapture?
+
+    init(stream: OpaquePointer, slot: Int, sinkInput: UInt32?, device: String?, what: String, owner: PulseCapture) {
+        self.stream = stream
+        self.slot = slot
+        self.sinkInput = sinkInput
+        self.device = device
+        self.what = what
+        self.owner = owner
+    }
+
+    /// Moves every fragment PulseAudio has into the mixer (no copy beyond the mixer's ring).
+    func readAvailable() {
+        while pa_stream_readable_size(stream) > 0 {
+            var data: UnsafeRawPointer?
+            var bytes = 0
+            guard pa_stream_peek(stream, &data, &bytes) >= 0, bytes > 0 else { return }
+            if let data {
+                let samples = UnsafeBufferPointer(start: data.assumingMemoryBound(to: Float.self), count: bytes / MemoryLayout<Float>.size)
+                owner?.push(samples, slot: slot)
+            }
+            // data == nil with bytes > 0 is a hole in the stream: skipped (the mixer pads silence).
+            pa_stream_drop(stream)
+        }
+    }
+}
+
+private final class InventoryBox {
+    var value: AudioInventory
+    var done = 0
+    var defaultSource = ""
+    var defaultSink = ""
+    init(server: String) { value = AudioInventory(server: server) }
+}
+
+private func str(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "" }
+
+extension AudioApplication {
+    fileprivate init(_ i: pa_sink_input_info) {
+        func prop(_ key: UnsafePointer<CChar>) -> String { str(pa_proplist_gets(i.proplist, key)) }
+        index = i.index
+        name = prop(cpulse_prop_application_name())
+        binary = prop(cpulse_prop_application_process_binary())
+        pid = prop(cpulse_prop_application_process_id())
+        mediaName = prop(cpulse_prop_media_name())
+        sink = i.sink
+    }
+}
