@@ -96,7 +96,8 @@ final class AudioSender: @unchecked Sendable {
     }
 
     /// The audio thread: a frame every 20 ms, on an absolute schedule, until `isRunning` fails.
-    func run(while isRunning: () -> Bool) {
+    /// While `paused` answers true, silence is sent (timestamps stay continuous).
+    func run(while isRunning: () -> Bool, paused: () -> Bool = { false }) {
         let period: UInt64 = 20_000_000
         let pcm = UnsafeMutableBufferPointer<Float>.allocate(capacity: AudioMixer.frameSamples)
         let opus = UnsafeMutableRawBufferPointer.allocate(byteCount: OpusFrameEncoder.maxPacketSize, alignment: 16)
@@ -117,7 +118,11 @@ final class AudioSender: @unchecked Sendable {
                 packetizer.skipped()
             }
             capture.supervise(now: now)
-            let (heard, mixCounters) = mixer.state.withLock { ($0.mix(into: pcm), $0.counters) }
+            var (heard, mixCounters) = mixer.state.withLock { ($0.mix(into: pcm), $0.counters) }
+            if paused() {
+                pcm.update(repeating: 0)
+                heard = false
+            }
             let ts = rtpBase &+ UInt32(truncatingIfNeeded: frameIndex &* UInt64(AudioMixer.frameLength))
             frameIndex += 1
             next += period

@@ -243,7 +243,7 @@ public final class Broadcaster: @unchecked Sendable {
         spawn("screenshare-encode") { [self] in encodeLoop() }
         spawn("screenshare-rtcp") { [self] in rtcpLoop() }
         if let audioSender {
-            spawn("screenshare-audio") { [self] in audioSender.run { isRunning } }
+            spawn("screenshare-audio") { [self] in audioSender.run(while: { isRunning }, paused: { settings.paused }) }
         }
 
         let deadline = config.durationSeconds.map { Date().addingTimeInterval($0) }
