@@ -36,8 +36,13 @@
 #include <time.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t stop_requested = 0;
-static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+static volatile sig_atomic_t stop_requested = 0, stop_signal = 0, stop_sender = 0;
+static void on_signal(int sig, siginfo_t *info, void *ctx) {
+    (void)ctx;
+    stop_requested = 1;
+    stop_signal = sig;
+    stop_sender = info ? info->si_pid : 0;
+}
 
 static void die(const char *msg) { fprintf(stderr, "xloop: %s\n", msg); exit(1); }
 
@@ -133,7 +138,8 @@ int main(int argc, char **argv) {
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
@@ -154,6 +160,7 @@ int main(int argc, char **argv) {
         while (!stop_requested && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
     }
     if (log) fclose(log);
+    fprintf(stderr, "xloop: stopped by signal %d from pid %d\n", (int)stop_signal, (int)stop_sender);
     XShmDetach(dpy, &shm);
     XSync(dpy, False);
     shmdt(shm.shmaddr);
