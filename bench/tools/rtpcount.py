@@ -6,6 +6,9 @@ Listens on 127.0.0.1:PORT (RTP) and PORT+1 (RTCP), forwards every datagram uncha
 writes a JSON summary: datagrams and bytes (UDP payload), RTP packets, frames (distinct RTP
 timestamps), marker bits, VP8 keyframes, sequence gaps (lost/reordered before the relay),
 first/last arrival times, RTCP packets (SR, BYE). Receiver→sender RTCP (RR) is relayed back.
+SIGUSR1 closes the measurement window: later datagrams are neither forwarded nor counted
+(only tallied in after_window_*), so the receiver sees exactly the measured seconds even if
+the sender takes a while to stop.
 
     rtpcount.py PORT FWD OUT.json
 """
@@ -43,6 +46,13 @@ def main():
     last_seq = None
     senders = {}
     stopping = False
+    window_open = True
+
+    def on_close(*_):
+        nonlocal window_open
+        if window_open:
+            window_open = False
+            stats["window_closed_at"] = time.time()
 
     def on_signal(*_):
         nonlocal stopping
@@ -50,6 +60,9 @@ def main():
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGUSR1, on_close)
+    stats["after_window_datagrams"] = 0
+    stats["after_window_bytes"] = 0
     print("ready", flush=True)
     while not stopping:
         for key, _ in sel.select(timeout=0.2):
@@ -72,6 +85,10 @@ def main():
                     continue
                 senders[kind] = addr
                 now = time.time()
+                if not window_open:
+                    stats["after_window_datagrams"] += 1
+                    stats["after_window_bytes"] += len(data)
+                    continue
                 try:
                     up.send(data)
                 except OSError:
