@@ -1,0 +1,169 @@
+/*
+ * xloop: cheap screen-content generator for Scripts/bench.
+ *
+ * Loads one tall BGRX image (width W, height H_total) into a single MIT-SHM segment and
+ * copies a W x H window of it onto the root window (or a fullscreen override-redirect
+ * window) with XShmPutImage at a fixed rate. What window of the image is shown at tick n:
+ *
+ *   frames mode (default): the image is N frames of height H stacked; tick n shows frame n mod N.
+ *   scroll mode (-S STEP):  tick n shows rows [(n*STEP) mod P, +H), P = H_total - H. Build the
+ *                           image so that its last H rows repeat its first H rows and the scroll
+ *                           loops seamlessly.
+ *
+ * Nothing is allocated or converted per frame: the X server copies straight out of the
+ * shared segment, so drawing 1080p at 30 fps costs the generator almost nothing.
+ *
+ *   xloop -d :N -W 1920 -H 1080 -r FPS [-S STEP] [-w] [-l LOGFILE] FILE.bgrx
+ *
+ * -w draws into a fullscreen override-redirect window instead of the root window.
+ * -l appends "tick index offset unix_ns" lines (for later latency work).
+ * Prints "ready" on stdout once the first picture is on screen; exits on SIGINT/SIGTERM.
+ */
+#define _GNU_SOURCE
+#include <X11/Xlib.h>
+#include <X11/Xutil.h>
+#include <X11/extensions/XShm.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_requested = 0, stop_signal = 0, stop_sender = 0;
+static void on_signal(int sig, siginfo_t *info, void *ctx) {
+    (void)ctx;
+    stop_requested = 1;
+    stop_signal = sig;
+    stop_sender = info ? info->si_pid : 0;
+}
+
+static void die(const char *msg) { fprintf(stderr, "xloop: %s\n", msg); exit(1); }
+
+static uint64_t now_ns(clockid_t clk) {
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: xloop -d DISPLAY -W WIDTH -H HEIGHT -r FPS [-S STEP] [-w] [-l LOG] FILE.bgrx\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    const char *display_name = NULL, *log_path = NULL;
+    int width = 1920, height = 1080, step = 0, use_window = 0;
+    double fps = 30;
+    int opt;
+    while ((opt = getopt(argc, argv, "d:W:H:r:S:wl:")) != -1) {
+        switch (opt) {
+        case 'd': display_name = optarg; break;
+        case 'W': width = atoi(optarg); break;
+        case 'H': height = atoi(optarg); break;
+        case 'r': fps = atof(optarg); break;
+        case 'S': step = atoi(optarg); break;
+        case 'w': use_window = 1; break;
+        case 'l': log_path = optarg; break;
+        default: usage();
+        }
+    }
+    if (optind != argc - 1 || width <= 0 || height <= 0 || fps <= 0 || step < 0) usage();
+    const char *path = argv[optind];
+
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) die("cannot open input file");
+    struct stat st;
+    if (fstat(fd, &st) != 0) die("cannot stat input file");
+    size_t row_bytes = (size_t)width * 4;
+    if (st.st_size <= 0 || st.st_size % row_bytes != 0) die("file size is not a multiple of WIDTH*4");
+    int total_rows = (int)(st.st_size / row_bytes);
+    if (total_rows < height || total_rows > 65535) die("image height must be in HEIGHT..65535");
+    int frames = total_rows / height;
+    int period = total_rows - height; /* scroll period in rows */
+    if (step > 0 && period <= 0) die("scroll mode needs an image taller than HEIGHT");
+
+    Display *dpy = XOpenDisplay(display_name);
+    if (!dpy) die("cannot open display");
+    if (!XShmQueryExtension(dpy)) die("display has no MIT-SHM");
+    int screen = DefaultScreen(dpy);
+    Visual *visual = DefaultVisual(dpy, screen);
+    int depth = DefaultDepth(dpy, screen);
+    if (depth != 24 && depth != 32) die("need a 24/32-bit TrueColor screen");
+    if (visual->red_mask != 0xff0000 || visual->green_mask != 0xff00 || visual->blue_mask != 0xff)
+        die("unexpected visual masks (need BGRX byte order)");
+
+    XShmSegmentInfo shm;
+    memset(&shm, 0, sizeof shm);
+    XImage *img = XShmCreateImage(dpy, visual, (unsigned)depth, ZPixmap, NULL, &shm,
+                                  (unsigned)width, (unsigned)total_rows);
+    if (!img) die("XShmCreateImage failed");
+    if ((size_t)img->bytes_per_line != row_bytes || img->bits_per_pixel != 32) die("unexpected XImage layout");
+    size_t size = row_bytes * (size_t)total_rows;
+    shm.shmid = shmget(IPC_PRIVATE, size, IPC_CREAT | 0600);
+    if (shm.shmid < 0) die("shmget failed (kernel.shmmax too small?)");
+    shm.shmaddr = img->data = shmat(shm.shmid, NULL, 0);
+    if (shm.shmaddr == (char *)-1) { shmctl(shm.shmid, IPC_RMID, NULL); die("shmat failed"); }
+    shm.readOnly = True;
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = read(fd, shm.shmaddr + done, size - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { shmctl(shm.shmid, IPC_RMID, NULL); die("short read"); }
+        done += (size_t)n;
+    }
+    close(fd);
+    if (!XShmAttach(dpy, &shm)) { shmctl(shm.shmid, IPC_RMID, NULL); die("XShmAttach failed"); }
+    XSync(dpy, False);
+    shmctl(shm.shmid, IPC_RMID, NULL); /* freed once both sides detach, even if we crash */
+
+    Window root = RootWindow(dpy, screen), target = root;
+    if (use_window) {
+        XSetWindowAttributes attrs;
+        attrs.override_redirect = True;
+        attrs.background_pixel = BlackPixel(dpy, screen);
+        target = XCreateWindow(dpy, root, 0, 0, (unsigned)width, (unsigned)height, 0, depth, InputOutput,
+                               visual, CWOverrideRedirect | CWBackPixel, &attrs);
+        XMapRaised(dpy, target);
+        XSync(dpy, False);
+    }
+    GC gc = XCreateGC(dpy, target, 0, NULL);
+    FILE *log = log_path ? fopen(log_path, "a") : NULL;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    uint64_t period_ns = (uint64_t)(1e9 / fps);
+    uint64_t next = now_ns(CLOCK_MONOTONIC);
+    for (uint64_t tick = 0; !stop_requested; tick++) {
+        int offset = step > 0 ? (int)((tick * (uint64_t)step) % (uint64_t)period)
+                              : (int)(tick % (uint64_t)frames) * height;
+        XShmPutImage(dpy, target, gc, img, 0, offset, 0, 0, (unsigned)width, (unsigned)height, False);
+        XSync(dpy, False); /* the picture is on screen when we note the time */
+        if (log) fprintf(log, "%llu %d %d %llu\n", (unsigned long long)tick, offset / height, offset,
+                         (unsigned long long)now_ns(CLOCK_REALTIME));
+        if (tick == 0) { printf("ready\n"); fflush(stdout); }
+        next += period_ns;
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
+        if (next < now) next = now; /* late: do not try to catch up with a burst */
+        struct timespec ts = { (time_t)(next / 1000000000ull), (long)(next % 1000000000ull) };
+        while (!stop_requested && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+    }
+    if (log) fclose(log);
+    fprintf(stderr, "xloop: stopped by signal %d from pid %d\n", (int)stop_signal, (int)stop_sender);
+    XShmDetach(dpy, &shm);
+    XSync(dpy, False);
+    shmdt(shm.shmaddr);
+    XCloseDisplay(dpy);
+    return 0;
+}
