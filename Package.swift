@@ -28,6 +28,7 @@ let package = Package(
         .target(name: "RTP"),
         .target(name: "RTCP", dependencies: ["RTP"]),
         .target(name: "RTPSession", dependencies: ["RTP", "RTCP"]),
+        .target(name: "Room", dependencies: ["RTP", "RTCP", "RTPSession"]),
 
         // Modules wrapping C libraries.
         .target(name: "ScreenCapture", dependencies: [
@@ -42,7 +43,7 @@ let package = Package(
 
         // The pipeline and the CLI.
         .target(name: "Broadcast", dependencies: [
-            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession",
+            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room",
             "Recording", "VideoOutput", "AudioIO", "OpusCodec",
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -56,6 +57,7 @@ let package = Package(
         .testTarget(name: "RTPTests", dependencies: ["RTP"]),
         .testTarget(name: "RTCPTests", dependencies: ["RTCP", "RTP"]),
         .testTarget(name: "RTPSessionTests", dependencies: ["RTPSession", "RTCP", "RTP"]),
+        .testTarget(name: "RoomTests", dependencies: ["Room", "RTP", "RTCP", "RTPSession"]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoProcessing", "MediaCore"]),
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "VideoProcessing", "MediaCore"]),
         // Shared by the capture tests: real X windows to capture.

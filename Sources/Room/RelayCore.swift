@@ -1,0 +1,553 @@
+import RTCP
+import RTP
+import RTPSession
+
+/// Bounds on what one relay keeps, so memory stays bounded whatever peers send.
+public struct RelayLimits: Sendable {
+    public var maxRooms = 1000
+    public var maxPeersPerRoom = 500
+    public var maxStreamsPerPeer = 4
+    public var maxSubscriptionsPerPeer = 16
+    public var maxNameLength = 64
+    /// Error replies per second, all peers together (an error is never an amplifier).
+    public var maxErrorsPerSecond = 100
+    /// Packets kept per video stream to answer NACKs (power of two).
+    public var videoHistory = 1024
+    public var audioHistory = 64
+    public init() {}
+}
+
+/// What the relay reports as it goes.
+public enum RelayEvent: Sendable, Equatable {
+    case peerJoined(room: String, peer: PeerInfo, address: PeerAddress)
+    case peerLeft(room: String, peer: PeerInfo, reason: String)
+    case substreamStarted(room: String, peer: UInt32, stream: StreamInfo)
+    case substreamStopped(room: String, peer: UInt32, stream: StreamInfo)
+    case subscribed(room: String, viewer: UInt32, publisher: UInt32, kinds: [StreamKind])
+    case unsubscribed(room: String, viewer: UInt32, publisher: UInt32)
+    /// A datagram was dropped: malformed, unknown type, wrong version, from a stranger.
+    case rejected(address: PeerAddress, reason: String)
+}
+
+/// Counters for stats events and tests.
+public struct RelayCounters: Sendable, Equatable {
+    public var rtpIn = 0
+    public var rtpForwarded = 0
+    public var bytesForwarded = 0
+    public var rtcpIn = 0
+    public var controlIn = 0
+    public var retransmitted = 0
+    public var retransmitMissed = 0
+    public var keyframeRequests = 0
+    /// Malformed or unexpected datagrams (bad control messages, RTP of unpublished SSRCs…).
+    public var rejected = 0
+    /// Datagrams from addresses that are not in any room.
+    public var unknownSource = 0
+    public var errorsSent = 0
+    public var timeouts = 0
+    public init() {}
+}
+
+/// Where the relay's datagrams go (a UDP socket in production, an array in unit tests).
+public protocol RelayTransport: AnyObject {
+    func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress)
+}
+
+/// The room relay as a pure state machine: datagrams and time in, datagrams and events out.
+///
+/// An RTP translator/SFU in RFC 7667's words ("Topo-Media-Translator" without transcoding):
+/// RTP is forwarded unchanged to the subscribers of its stream; RTCP is terminated per hop —
+/// the relay answers viewers' NACKs from its own packet history (so the presenter's uplink does
+/// not grow with the audience), sends its own receiver reports to publishers, forwards
+/// publishers' sender reports (their NTP↔RTP mapping is what receivers need for A/V sync)
+/// and passes keyframe requests (PLI/FIR, and one for every late joiner) to the publisher at
+/// most once per 300 ms per stream.
+public final class RelayCore {
+    public let limits: RelayLimits
+    /// The relay's own SSRC, the sender of its RTCP.
+    public let ssrc: UInt32
+    public private(set) var counters = RelayCounters()
+    private let transport: RelayTransport
+    private let onEvent: (RelayEvent) -> Void
+    private var rooms: [String: RoomState] = [:]
+    private var byAddress: [PeerAddress: PeerState] = [:]
+    private var nextPeerID: UInt32 = 1
+    private var errorBudget = 0
+    private var errorBudgetSecond: UInt64 = 0
+    private var nextReport: UInt64 = 0
+    private var rtcpBuffer = [UInt8](repeating: 0, count: 1500)
+
+    public init(limits: RelayLimits = RelayLimits(), ssrc: UInt32 = UInt32.random(in: 1...UInt32.max),
+                transport: RelayTransport, onEvent: @escaping (RelayEvent) -> Void = { _ in }) {
+        self.limits = limits
+        self.ssrc = ssrc
+        self.transport = transport
+        self.onEvent = onEvent
+    }
+
+    // MARK: - Inspection (stats, tests)
+
+    public var roomCount: Int { rooms.count }
+    public var peerCount: Int { byAddress.count }
+    public func peers(in room: String) -> [PeerInfo] { rooms[room]?.snapshot() ?? [] }
+    /// Where a stream's packets go now.
+    public func subscribers(room: String, ssrc: UInt32) -> [PeerAddress] {
+        rooms[room]?.streams[ssrc]?.subscribers.map(\.address) ?? []
+    }
+
+    /// What each subscriber of a stream last reported: loss fraction and round-trip time to the relay.
+    public func subscriberReports(room: String, ssrc: UInt32) -> [(address: PeerAddress, fractionLost: Double, rttNanos: UInt64?)] {
+        rooms[room]?.streams[ssrc]?.subscribers.map { ($0.address, $0.fractionLost, $0.rttNanos) } ?? []
+    }
+
+    // MARK: - Input
+
+    /// Takes one datagram that arrived from `address` at `now` (monotonic ns); `wallNanos` is
+    /// the wall clock (for RTCP round-trip times).
+    public func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, wallNanos: UInt64) {
+        switch DatagramKind.of(bytes) {
+        case .rtp:
+            counters.rtpIn += 1
+            guard let peer = byAddress[address] else { counters.unknownSource += 1; return }
+            peer.lastHeard = now
+            forwardRTP(bytes, from: peer, now: now)
+        case .rtcp:
+            counters.rtcpIn += 1
+            guard let peer = byAddress[address] else { counters.unknownSource += 1; return }
+            peer.lastHeard = now
+            handleRTCP(bytes, from: peer, now: now, wallNanos: wallNanos)
+        case .control:
+            counters.controlIn += 1
+            let envelope: ControlEnvelope
+            do {
+                envelope = try ControlEnvelope.parse(bytes)
+            } catch let error as RoomProtocolError {
+                reject(address, error, now: now)
+                return
+            } catch {
+                return
+            }
+            handleControl(envelope, from: address, now: now)
+        case .unknown:
+            counters.rejected += 1
+            onEvent(.rejected(address: address, reason: "not RTP, RTCP or a control message"))
+        }
+    }
+
+    /// Timers: removes silent peers, sends due keyframe requests and receiver reports.
+    public func poll(now: UInt64, wallNanos: UInt64) {
+        for peer in Array(byAddress.values) where now &- peer.lastHeard > RoomProtocol.peerTimeoutNanos && now > peer.lastHeard {
+            counters.timeouts += 1
+            remove(peer, reason: "timeout")
+        }
+        for room in rooms.values {
+            for stream in room.streams.values where stream.keyframePending && stream.keyframeRequestDue(now: now) {
+                sendKeyframeRequest(stream, now: now)
+            }
+        }
+        if now >= nextReport {
+            nextReport = now + 1_000_000_000
+            for room in rooms.values {
+                for stream in room.streams.values where stream.receive.packetsReceived > 0 {
+                    let block = stream.receive.makeReport(now: now)
+                    let n = rtcpBuffer.withUnsafeMutableBytes {
+                        RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [block], cname: "screenshare-relay", into: $0)
+                    }
+                    rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
+                }
+            }
+        }
+    }
+
+    // MARK: - RTP
+
+    private func forwardRTP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64) {
+        guard bytes.count >= 12 else { counters.rejected += 1; return }
+        let ssrc = UInt32(bytes[8]) << 24 | UInt32(bytes[9]) << 16 | UInt32(bytes[10]) << 8 | UInt32(bytes[11])
+        guard let stream = peer.room.streams[ssrc], stream.owner === peer else {
+            counters.rejected += 1  // not published (yet): nobody asked for it
+            return
+        }
+        guard let (header, offset, length) = try? RTPHeader.parse(bytes) else { counters.rejected += 1; return }
+        stream.receive.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: length)
+        stream.history.store(bytes, now: now)
+        if stream.info.kind != .audio, length > 0 {
+            let payload = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
+            if let d = try? VP8PayloadDescriptor.parse(payload), d.startsFrame, d.size < payload.count,
+               VP8PayloadDescriptor.isKeyframe(vp8Data: UnsafeRawBufferPointer(rebasing: payload[d.size...])) {
+                stream.keyframePending = false  // whoever asked gets this one
+            }
+        }
+        for s in stream.subscribers { transport.send(bytes, to: s.address) }
+        counters.rtpForwarded += stream.subscribers.count
+        counters.bytesForwarded += stream.subscribers.count * bytes.count
+    }
+
+    // MARK: - RTCP
+
+    private func handleRTCP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, wallNanos: UInt64) {
+        guard let packets = try? RTCPPacket.parseCompound(bytes) else { counters.rejected += 1; return }
+        let room = peer.room
+        var forwardTo: StreamState?
+        for packet in packets {
+            switch packet {
+            case .senderReport(let sr):
+                // A publisher's report: kept for our receiver reports, forwarded to its
+                // subscribers (with the rest of the compound: SDES, BYE).
+                if let stream = room.streams[sr.ssrc], stream.owner === peer {
+                    stream.receive.onSenderReport(sr, arrival: now)
+                    stream.noteForwardedReport(middle: sr.ntp.middle32, wallNanos: wallNanos)
+                    forwardTo = stream
+                }
+            case .goodbye(let bye):
+                if forwardTo == nil, let first = bye.sources.first, let stream = room.streams[first], stream.owner === peer {
+                    forwardTo = stream
+                }
+            case .receiverReport(let rr):
+                for block in rr.reports {
+                    guard let stream = room.streams[block.ssrc], let i = stream.subscriberIndex(peer) else { continue }
+                    var s = stream.subscribers[i]
+                    s.fractionLost = Double(block.fractionLost) / 256
+                    if block.lastSenderReport != 0, let sent = stream.forwardTime(middle: block.lastSenderReport) {
+                        let delay = NTPTimestamp.nanos(fromShort: block.delaySinceLastSenderReport)
+                        let elapsed = wallNanos &- sent
+                        if wallNanos >= sent, elapsed >= delay { s.rttNanos = elapsed - delay }
+                    }
+                    stream.subscribers[i] = s
+                }
+            case .nack(let nack):
+                guard let stream = room.streams[nack.mediaSSRC], stream.subscriberIndex(peer) != nil else { continue }
+                nack.forEachSequenceNumber { seq in
+                    // Each viewer's NackGenerator spaces its own retries, so each request is
+                    // answered (no cross-viewer RTT gate).
+                    let outcome = stream.history.retransmit(sequenceNumber: seq, now: now, rtt: 0) { transport.send($0, to: peer.address) }
+                    if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
+                }
+            case .pli(_, let media):
+                if let stream = room.streams[media], stream.subscriberIndex(peer) != nil { requestKeyframe(stream, now: now) }
+            case .fir(let fir):
+                for entry in fir.entries {
+                    if let stream = room.streams[entry.ssrc], stream.subscriberIndex(peer) != nil { requestKeyframe(stream, now: now) }
+                }
+            default:
+                break
+            }
+        }
+        if let stream = forwardTo {
+            for s in stream.subscribers { transport.send(bytes, to: s.address) }
+        }
+    }
+
+    private func requestKeyframe(_ stream: StreamState, now: UInt64) {
+        guard stream.info.kind != .audio else { return }
+        if stream.keyframeRequestDue(now: now) {
+            sendKeyframeRequest(stream, now: now)
+        } else {
+            stream.keyframePending = true
+        }
+    }
+
+    private func sendKeyframeRequest(_ stream: StreamState, now: UInt64) {
+        stream.lastKeyframeRequest = now
+        stream.keyframePending = false
+        counters.keyframeRequests += 1
+        let n = rtcpBuffer.withUnsafeMutableBytes { RTCPPacket.buildPLI(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, into: $0) }
+        rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
+    }
+
+    // MARK: - Control
+
+    private func send(_ message: ControlMessage, requestID: UInt32 = 0, to address: PeerAddress) {
+        let bytes = ControlEnvelope(requestID: requestID, message).encoded()
+        bytes.withUnsafeBytes { transport.send($0, to: address) }
+    }
+
+    private func broadcast(_ message: ControlMessage, in room: RoomState, except: PeerState?) {
+        let bytes = ControlEnvelope(message).encoded()
+        bytes.withUnsafeBytes { b in
+            for p in room.peers.values where p !== except { transport.send(b, to: p.address) }
+        }
+    }
+
+    private func reject(_ address: PeerAddress, _ error: RoomProtocolError, now: UInt64) {
+        counters.rejected += 1
+        onEvent(.rejected(address: address, reason: error.description))
+        let second = now / 1_000_000_000
+        if second != errorBudgetSecond { errorBudgetSecond = second; errorBudget = 0 }
+        guard errorBudget < limits.maxErrorsPerSecond else { return }
+        errorBudget += 1
+        counters.errorsSent += 1
+        send(.error(code: error.code, message: error.message), requestID: error.requestID, to: address)
+    }
+
+    private func handleControl(_ envelope: ControlEnvelope, from address: PeerAddress, now: UInt64) {
+        let id = envelope.requestID
+        if case let .join(room, name, role, _) = envelope.message {
+            join(room: room, name: name, role: role, from: address, requestID: id, now: now)
+            return
+        }
+        guard let peer = byAddress[address] else {
+            reject(address, RoomProtocolError(.notJoined, "\(envelope.message.type.name) before join (or after this peer was removed)", requestID: id), now: now)
+            return
+        }
+        peer.lastHeard = now
+        let room = peer.room
+        switch envelope.message {
+        case .leave:
+            send(.ok(streams: nil), requestID: id, to: address)
+            remove(peer, reason: "left")
+        case .ping:
+            send(.pong(version: room.version, subscribers: room.subscriberIDs(of: peer).count), requestID: id, to: address)
+        case .sync:
+            send(.state(version: room.version, peers: room.snapshot()), requestID: id, to: address)
+        case .publish(let streams):
+            publish(streams, by: peer, requestID: id, now: now)
+        case let .subscribe(publisherID, kinds):
+            guard let publisher = room.peers[publisherID] else {
+                reject(address, RoomProtocolError(.unknownPeer, "subscribe: no peer \(publisherID) in room '\(room.name)'", requestID: id), now: now)
+                return
+            }
+            let wanted = Set(kinds.isEmpty ? StreamKind.allCases : kinds)
+            let added = wanted.subtracting(peer.subscriptions[publisherID] ?? [])
+            let total = peer.subscriptions.values.reduce(0) { $0 + $1.count } + added.count
+            guard total <= limits.maxSubscriptionsPerPeer else {
+                reject(address, RoomProtocolError(.limit, "subscribe: more than \(limits.maxSubscriptionsPerPeer) subscriptions", requestID: id), now: now)
+                return
+            }
+            peer.subscriptions[publisherID, default: []].formUnion(wanted)
+            let streams = publisher.streams.filter { wanted.contains($0.kind) }
+            send(.ok(streams: streams), requestID: id, to: address)
+            var changed = false
+            for info in streams {
+                guard let stream = room.streams[info.ssrc], stream.subscriberIndex(peer) == nil else { continue }
+                stream.subscribers.append(Subscriber(peer: peer))
+                changed = true
+                requestKeyframe(stream, now: now)  // a late joiner needs a keyframe to start
+            }
+            if !added.isEmpty { onEvent(.subscribed(room: room.name, viewer: peer.id, publisher: publisherID, kinds: Array(added).sorted { $0.rawValue < $1.rawValue })) }
+            if changed { notifySubscribers(of: publisher) }
+        case let .unsubscribe(publisherID, kinds):
+            let gone = Set(kinds.isEmpty ? StreamKind.allCases : kinds)
+            send(.ok(streams: nil), requestID: id, to: address)
+            guard var current = peer.subscriptions[publisherID] else { return }
+            current.subtract(gone)
+            peer.subscriptions[publisherID] = current.isEmpty ? nil : current
+            guard let publisher = room.peers[publisherID] else { return }
+            var changed = false
+            for info in publisher.streams where gone.contains(info.kind) {
+                if let stream = room.streams[info.ssrc], let i = stream.subscriberIndex(peer) {
+                    stream.subscribers.remove(at: i)
+                    changed = true
+                }
+            }
+            if current.isEmpty { onEvent(.unsubscribed(room: room.name, viewer: peer.id, publisher: publisherID)) }
+            if changed { notifySubscribers(of: publisher) }
+        default:
+            reject(address, RoomProtocolError(.unknownType, "'\(envelope.message.type.name)' is sent by the relay, not to it", requestID: id), now: now)
+        }
+    }
+
+    private func join(room name: String, name peerName: String, role: String, from address: PeerAddress, requestID: UInt32, now: UInt64) {
+        guard !name.isEmpty, name.utf8.count <= limits.maxNameLength,
+              name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
+            reject(address, RoomProtocolError(.badRoom, "room name must be 1–\(limits.maxNameLength) bytes without spaces or control characters", requestID: requestID), now: now)
+            return
+        }
+        guard peerName.utf8.count <= limits.maxNameLength, !peerName.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            reject(address, RoomProtocolError(.badMessage, "join: display name must be at most \(limits.maxNameLength) bytes without control characters", requestID: requestID), now: now)
+            return
+        }
+        if let existing = byAddress[address] {
+            if existing.room.name == name {  // a retransmitted join: same answer
+                existing.lastHeard = now
+                send(.welcome(peer: existing.id, room: name, version: existing.room.version, peers: existing.room.snapshot()), requestID: requestID, to: address)
+                return
+            }
+            remove(existing, reason: "left")
+        }
+        let room: RoomState
+        if let r = rooms[name] {
+            room = r
+        } else {
+            guard rooms.count < limits.maxRooms else {
+                reject(address, RoomProtocolError(.limit, "join: this relay already hosts \(limits.maxRooms) rooms", requestID: requestID), now: now)
+                return
+            }
+            room = RoomState(name: name)
+            rooms[name] = room
+        }
+        guard room.peers.count < limits.maxPeersPerRoom else {
+            reject(address, RoomProtocolError(.limit, "join: room '\(name)' is full (\(limits.maxPeersPerRoom) peers)", requestID: requestID), now: now)
+            return
+        }
+        let peer = PeerState(id: nextPeerID, name: peerName.isEmpty ? "peer-\(nextPeerID)" : peerName,
+                             role: role == "presenter" ? "presenter" : "viewer", address: address, room: room, now: now)
+        nextPeerID = nextPeerID == UInt32.max ? 1 : nextPeerID + 1
+        room.peers[peer.id] = peer
+        room.order.append(peer.id)
+        byAddress[address] = peer
+        room.version += 1
+        send(.welcome(peer: peer.id, room: name, version: room.version, peers: room.snapshot()), requestID: requestID, to: address)
+        broadcast(.peerJoined(version: room.version, peer: peer.info), in: room, except: peer)
+        onEvent(.peerJoined(room: name, peer: peer.info, address: address))
+    }
+
+    private func publish(_ streams: [StreamInfo], by peer: PeerState, requestID: UInt32, now: UInt64) {
+        let room = peer.room
+        guard streams.count <= limits.maxStreamsPerPeer else {
+            reject(peer.address, RoomProtocolError(.limit, "publish: more than \(limits.maxStreamsPerPeer) streams", requestID: requestID), now: now)
+            return
+        }
+        for s in streams {
+            if s.ssrc == 0 || Set(streams.map(\.ssrc)).count != streams.count {
+                reject(peer.address, RoomProtocolError(.badMessage, "publish: SSRCs must be non-zero and distinct", requestID: requestID), now: now)
+                return
+            }
+            if let other = room.streams[s.ssrc], other.owner !== peer {
+                reject(peer.address, RoomProtocolError(.ssrcConflict, "publish: SSRC \(s.ssrc) is already published by peer \(other.owner.id)", requestID: requestID), now: now)
+                return
+            }
+        }
+        send(.ok(streams: nil), requestID: requestID, to: peer.address)
+        let old = peer.streams
+        guard old != streams else { return }
+        for s in old where !streams.contains(s) {
+            room.streams[s.ssrc] = nil
+            onEvent(.substreamStopped(room: room.name, peer: peer.id, stream: s))
+        }
+        for s in streams where !old.contains(s) {
+            let stream = StreamState(info: s, owner: peer, history: s.kind == .audio ? limits.audioHistory : limits.videoHistory)
+            // Whoever already subscribed to this kind of this publisher receives it at once.
+            for viewer in room.peers.values where viewer.subscriptions[peer.id]?.contains(s.kind) == true {
+                stream.subscribers.append(Subscriber(peer: viewer))
+            }
+            room.streams[s.ssrc] = stream
+            if !stream.subscribers.isEmpty { requestKeyframe(stream, now: now) }
+            onEvent(.substreamStarted(room: room.name, peer: peer.id, stream: s))
+        }
+        peer.streams = streams
+        room.version += 1
+        broadcast(.streams(version: room.version, peer: peer.id, streams: streams), in: room, except: peer)
+        notifySubscribers(of: peer)
+    }
+
+    private func notifySubscribers(of publisher: PeerState) {
+        let ids = publisher.room.subscriberIDs(of: publisher)
+        send(.subscribers(peers: ids), to: publisher.address)
+    }
+
+    private func remove(_ peer: PeerState, reason: String) {
+        let room = peer.room
+        byAddress[peer.address] = nil
+        room.peers[peer.id] = nil
+        room.order.removeAll { $0 == peer.id }
+        for s in peer.streams {
+            room.streams[s.ssrc] = nil
+            onEvent(.substreamStopped(room: room.name, peer: peer.id, stream: s))
+        }
+        var publishers: [PeerState] = []
+        for stream in room.streams.values {
+            if let i = stream.subscriberIndex(peer) {
+                stream.subscribers.remove(at: i)
+                if !publishers.contains(where: { $0 === stream.owner }) { publishers.append(stream.owner) }
+            }
+        }
+        for other in room.peers.values { other.subscriptions[peer.id] = nil }
+        room.version += 1
+        broadcast(.peerLeft(version: room.version, peer: peer.id, reason: reason), in: room, except: nil)
+        for p in publishers { notifySubscribers(of: p) }
+        onEvent(.peerLeft(room: room.name, peer: peer.info, reason: reason))
+        if room.peers.isEmpty { rooms[room.name] = nil }
+    }
+}
+
+// MARK: - State
+
+final class RoomState {
+    let name: String
+    var version: UInt64 = 0
+    var peers: [UInt32: PeerState] = [:]
+    /// Join order, for snapshots.
+    var order: [UInt32] = []
+    var streams: [UInt32: StreamState] = [:]
+    init(name: String) { self.name = name }
+
+    func snapshot() -> [PeerInfo] { order.compactMap { peers[$0]?.info } }
+
+    func subscriberIDs(of publisher: PeerState) -> [UInt32] {
+        var ids = Set<UInt32>()
+        for s in publisher.streams { for sub in streams[s.ssrc]?.subscribers ?? [] { ids.insert(sub.peer.id) } }
+        return ids.sorted()
+    }
+}
+
+final class PeerState {
+    let id: UInt32
+    let name: String
+    let role: String
+    let address: PeerAddress
+    unowned let room: RoomState
+    var lastHeard: UInt64
+    var streams: [StreamInfo] = []
+    /// What this peer asked to receive: publisher id → kinds (kept across the publisher's
+    /// stream restarts).
+    var subscriptions: [UInt32: Set<StreamKind>] = [:]
+
+    init(id: UInt32, name: String, role: String, address: PeerAddress, room: RoomState, now: UInt64) {
+        self.id = id
+        self.name = name
+        self.role = role
+        self.address = address
+        self.room = room
+        lastHeard = now
+    }
+
+    var info: PeerInfo { PeerInfo(id: id, name: name, role: role, streams: streams) }
+}
+
+struct Subscriber {
+    unowned let peer: PeerState
+    let address: PeerAddress
+    var fractionLost = 0.0
+    var rttNanos: UInt64?
+    init(peer: PeerState) {
+        self.peer = peer
+        address = peer.address
+    }
+}
+
+final class StreamState {
+    let info: StreamInfo
+    unowned let owner: PeerState
+    var subscribers: [Subscriber] = []
+    var history: PacketHistory
+    var receive: ReceiveStatistics
+    var lastKeyframeRequest: UInt64?
+    var keyframePending = false
+    /// The last sender reports forwarded: NTP middle 32 bits → wall clock when forwarded.
+    private var forwarded: [(middle: UInt32, wall: UInt64)] = Array(repeating: (0, 0), count: 8)
+    private var forwardedNext = 0
+
+    init(info: StreamInfo, owner: PeerState, history capacity: Int) {
+        self.info = info
+        self.owner = owner
+        history = PacketHistory(capacity: capacity, maxPacketSize: 1500, maxAge: 2_000_000_000)
+        var config = ReceiveStatistics.Configuration()
+        config.clockRate = info.clock
+        receive = ReceiveStatistics(ssrc: info.ssrc, configuration: config)
+    }
+
+    func keyframeRequestDue(now: UInt64) -> Bool {
+        guard let last = lastKeyframeRequest else { return true }
+        return now &- last >= RoomProtocol.keyframeRequestIntervalNanos
+    }
+
+    func subscriberIndex(_ peer: PeerState) -> Int? { subscribers.firstIndex { $0.peer === peer } }
+
+    func noteForwardedReport(middle: UInt32, wallNanos: UInt64) {
+        forwarded[forwardedNext] = (middle, wallNanos)
+        forwardedNext = (forwardedNext + 1) % forwarded.count
+    }
+
+    func forwardTime(middle: UInt32) -> UInt64? { forwarded.first { $0.middle == middle && $0.wall != 0 }?.wall }
+}

@@ -1,0 +1,176 @@
+import RTCP
+import RTP
+import Testing
+@testable import Room
+
+let ms: UInt64 = 1_000_000
+
+@Suite struct RelayTests {
+    let wire = Wire()
+    let relay: RelayCore
+    let presenter = addr(1), viewer = addr(2), other = addr(3)
+
+    init() { relay = RelayCore(ssrc: 0xAAAA, transport: wire) }
+
+    func join(_ a: PeerAddress, room: String = "class", name: String, now: UInt64 = 0) -> UInt32 {
+        relay.receive(ControlEnvelope(requestID: 1, .join(room: room, name: name, role: "viewer", token: nil)), from: a, now: now)
+        for e in wire.controls(a) { if case let .welcome(peer, _, _, _) = e.message { return peer } }
+        Issue.record("no welcome for \(name)")
+        return 0
+    }
+
+    /// A presenter publishing the screen and a viewer subscribed to it.
+    func setUp(now: UInt64 = 0) -> (presenter: UInt32, viewer: UInt32) {
+        let p = join(presenter, name: "teacher", now: now)
+        relay.receive(ControlEnvelope(requestID: 2, .publish(streams: [screen, audio])), from: presenter, now: now)
+        let v = join(viewer, name: "pupil", now: now)
+        relay.receive(ControlEnvelope(requestID: 3, .subscribe(publisher: p, kinds: [.screen, .audio])), from: viewer, now: now)
+        return (p, v)
+    }
+
+    @Test func joinIsAnsweredAndAnnounced() {
+        let a = join(presenter, name: "teacher")
+        let b = join(viewer, name: "pupil")
+        #expect(a != b)
+        let toFirst = wire.controls(presenter).map(\.message)
+        #expect(toFirst == [.peerJoined(version: 2, peer: PeerInfo(id: b, name: "pupil", role: "viewer"))])
+        #expect(relay.peers(in: "class").map(\.name) == ["teacher", "pupil"])
+        // A retransmitted join gets the same id.
+        #expect(join(viewer, name: "pupil") == b)
+        #expect(relay.peerCount == 2)
+    }
+
+    @Test func subscribingAsksThePublisherForAKeyframeAndForwardsOnlyToSubscribers() {
+        let (p, _) = setUp()
+        _ = join(other, name: "not-subscribed")
+        wire.sent.removeAll()
+        // The subscribe above made the relay send a PLI for the screen (not for audio).
+        relay.receive(ControlEnvelope(requestID: 9, .subscribe(publisher: p, kinds: [.screen])), from: other, now: 1000 * ms)
+        let toPresenter = wire.take(presenter).filter { DatagramKind.of(bytesOf: $0) == .rtcp }
+        #expect(toPresenter.count == 1)
+        let plis = toPresenter.flatMap { b in (try? b.withUnsafeBytes { try RTCPPacket.parseCompound($0) }) ?? [] }
+        #expect(plis == [.pli(senderSSRC: 0xAAAA, mediaSSRC: screen.ssrc)])
+        relay.receive(ControlEnvelope(requestID: 10, .unsubscribe(publisher: p, kinds: [])), from: other, now: 1001 * ms)
+        wire.sent.removeAll()
+        let packet = vp8Packet(ssrc: screen.ssrc, seq: 5, keyframe: true)
+        relay.receive(packet, from: presenter, now: 1002 * ms)
+        #expect(wire.take(viewer) == [packet])
+        #expect(wire.take(other).isEmpty)
+        #expect(wire.take(presenter).isEmpty)
+        #expect(relay.counters.rtpForwarded == 1)
+        // An SSRC nobody published is dropped and counted.
+        relay.receive(vp8Packet(ssrc: 0x9999, seq: 1), from: presenter, now: 1003 * ms)
+        #expect(wire.sent.isEmpty)
+        #expect(relay.counters.rejected == 1)
+    }
+
+    @Test func nacksAreAnsweredFromTheRelaysHistory() throws {
+        _ = setUp()
+        for seq in UInt16(100)...110 { relay.receive(vp8Packet(ssrc: screen.ssrc, seq: seq), from: presenter, now: 10 * ms) }
+        wire.sent.removeAll()
+        var nack = [UInt8](repeating: 0, count: 64)
+        let n = nack.withUnsafeMutableBytes { RTCPPacket.buildNACK(senderSSRC: 7, mediaSSRC: screen.ssrc, sequenceNumbers: [103, 105, 200], into: $0) }
+        relay.receive(Array(nack[0..<n]), from: viewer, now: 20 * ms)
+        let resent = wire.take(viewer).map { UInt16($0[2]) << 8 | UInt16($0[3]) }
+        #expect(resent == [103, 105])
+        #expect(wire.take(presenter).isEmpty)  // the presenter's uplink is spared
+        #expect(relay.counters.retransmitted == 2)
+        #expect(relay.counters.retransmitMissed == 1)
+    }
+
+    @Test func keyframeRequestsAreThrottledTo300msAndAKeyframeAnswersThePendingOne() throws {
+        _ = setUp(now: 0)  // PLI #1 at 0 for the subscription
+        wire.sent.removeAll()
+        var pli = [UInt8](repeating: 0, count: 32)
+        let n = pli.withUnsafeMutableBytes { RTCPPacket.buildPLI(senderSSRC: 7, mediaSSRC: screen.ssrc, into: $0) }
+        let request = Array(pli[0..<n])
+        relay.receive(request, from: viewer, now: 100 * ms)
+        relay.poll(now: 200 * ms, wallNanos: 0)
+        #expect(wire.take(presenter).filter { DatagramKind.of(bytesOf: $0) == .rtcp && $0[1] == 206 }.isEmpty)
+        relay.poll(now: 300 * ms, wallNanos: 0)
+        #expect(wire.take(presenter).filter { $0[1] == 206 }.count == 1)  // the pending one, once due
+        #expect(relay.counters.keyframeRequests == 2)
+        // Pending again, but a keyframe passes first: nothing more is asked.
+        relay.receive(request, from: viewer, now: 400 * ms)
+        relay.receive(vp8Packet(ssrc: screen.ssrc, seq: 1, keyframe: true), from: presenter, now: 450 * ms)
+        relay.poll(now: 700 * ms, wallNanos: 0)
+        #expect(wire.take(presenter).filter { $0[1] == 206 }.isEmpty)
+        #expect(relay.counters.keyframeRequests == 2)
+    }
+
+    @Test func aSilentPeerIsRemovedWithin5sAndNothingMoreIsSentToIt() {
+        let (p, v) = setUp(now: 0)
+        var t: UInt64 = 0
+        while t < 3900 * ms {  // the presenter keeps talking; the viewer went silent at 0
+            t += 250 * ms
+            relay.receive(ControlEnvelope(.ping(version: 0)), from: presenter, now: t)
+            relay.poll(now: t, wallNanos: t)
+        }
+        #expect(relay.subscribers(room: "class", ssrc: screen.ssrc) == [viewer])
+        t += 250 * ms
+        relay.receive(ControlEnvelope(.ping(version: 0)), from: presenter, now: t)
+        relay.poll(now: t, wallNanos: t)
+        #expect(t <= 5000 * ms)
+        #expect(relay.subscribers(room: "class", ssrc: screen.ssrc).isEmpty)
+        let told = wire.controls(presenter).map(\.message)
+        #expect(told.contains { if case .peerLeft(_, v, "timeout") = $0 { true } else { false } })
+        #expect(told.contains(.subscribers(peers: [])))
+        wire.sent.removeAll()
+        relay.receive(vp8Packet(ssrc: screen.ssrc, seq: 9), from: presenter, now: t)
+        #expect(wire.take(viewer).isEmpty)
+        _ = p
+    }
+
+    @Test func roomsAreIsolated() {
+        let p = join(presenter, room: "a", name: "pa")
+        relay.receive(ControlEnvelope(requestID: 2, .publish(streams: [screen])), from: presenter, now: 0)
+        _ = join(viewer, room: "b", name: "vb")
+        // Peer ids are relay-wide: b cannot subscribe to a's presenter.
+        relay.receive(ControlEnvelope(requestID: 3, .subscribe(publisher: p, kinds: [.screen])), from: viewer, now: 0)
+        #expect(wire.controls(viewer).contains { if case .error(.unknownPeer, _) = $0.message { true } else { false } })
+        wire.sent.removeAll()
+        relay.receive(vp8Packet(ssrc: screen.ssrc, seq: 1), from: presenter, now: 1)
+        #expect(wire.sent.isEmpty)
+        // The same SSRC may be used in another room; in the same room it is a conflict.
+        relay.receive(ControlEnvelope(requestID: 4, .publish(streams: [screen])), from: viewer, now: 2)
+        #expect(wire.controls(viewer).map(\.message).first == .ok(streams: nil))
+        _ = join(other, room: "a", name: "pa2")
+        relay.receive(ControlEnvelope(requestID: 5, .publish(streams: [screen])), from: other, now: 3)
+        #expect(wire.controls(other).contains { if case .error(.ssrcConflict, _) = $0.message { true } else { false } })
+    }
+
+    @Test func strangersAndBadRequestsGetErrorsAndAreCounted() {
+        relay.receive(ControlEnvelope(requestID: 5, .subscribe(publisher: 1, kinds: [])), from: other, now: 0)
+        let reply = wire.controls(other)
+        #expect(reply.map(\.requestID) == [5])
+        #expect(reply.first.map { if case .error(.notJoined, _) = $0.message { true } else { false } } == true)
+        relay.receive(ControlEnvelope(requestID: 6, .join(room: "bad room", name: "x", role: "viewer", token: nil)), from: other, now: 0)
+        #expect(wire.controls(other).first.map { if case .error(.badRoom, _) = $0.message { true } else { false } } == true)
+        relay.receive(vp8Packet(ssrc: 1, seq: 1), from: other, now: 0)
+        #expect(relay.counters.unknownSource == 1)
+        // Errors are rate limited: a flood is not answered in kind.
+        for i in 0..<500 { relay.receive([0x53, 0x53, 9, 1, 0, 0, 0, 0], from: addr(UInt16(100 + i)), now: 5_000 * ms) }
+        #expect(relay.counters.errorsSent <= 2 + RelayLimits().maxErrorsPerSecond)
+        #expect(relay.counters.rejected >= 502)
+    }
+
+    @Test func senderReportsAreForwardedAndViewerRTTComesFromTheForwardTime() throws {
+        _ = setUp()
+        wire.sent.removeAll()
+        var b = [UInt8](repeating: 0, count: 256)
+        let ntp = NTPTimestamp(unixNanos: 1_700_000_000_000_000_000)
+        let n = b.withUnsafeMutableBytes {
+            RTCPPacket.buildSenderReport(ssrc: screen.ssrc, ntp: ntp, rtpTimestamp: 1, packetCount: 1, octetCount: 1, cname: "c", bye: false, into: $0)
+        }
+        relay.receive(Array(b[0..<n]), from: presenter, now: 1000 * ms)  // forwarded at wall 1_700…+1 s
+        #expect(wire.take(viewer) == [Array(b[0..<n])])
+        // The viewer answers 30 ms later having held the report 10 ms: RTT 20 ms.
+        let block = ReceptionReport(ssrc: screen.ssrc, lastSenderReport: ntp.middle32, delaySinceLastSenderReport: NTPTimestamp.short(fromNanos: 10 * ms))
+        let m = b.withUnsafeMutableBytes { RTCPPacket.buildReceiverReport(ssrc: 5, reports: [block], cname: "v", into: $0) }
+        relay.receive(Array(b[0..<m]), from: viewer, now: 1030 * ms)
+        let reports = relay.subscriberReports(room: "class", ssrc: screen.ssrc)
+        #expect(reports.count == 1)
+        let rtt = try #require(reports.first?.rttNanos)
+        #expect(rtt > 19 * ms && rtt < 21 * ms)
+    }
+}
