@@ -48,7 +48,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "screenshare", dependencies: [
-            "Broadcast", "ScreenCapture", "VideoProcessing", "MediaCore", "RTP", "AudioIO",
+            "Broadcast", "ScreenCapture", "VideoProcessing", "MediaCore", "RTP", "AudioIO", "Room",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -68,7 +68,7 @@ let package = Package(
         .testTarget(name: "AudioIOTests", dependencies: ["AudioIO"]),
         .testTarget(name: "OpusCodecTests", dependencies: ["OpusCodec"]),
         .testTarget(name: "BroadcastTests", dependencies: ["Broadcast", "RTP", "MediaCore", "ScreenCapture", "VideoProcessing"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "CX11", "X11TestSupport", "OpusCodec"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -56,12 +56,14 @@ final class AudioSender: @unchecked Sendable {
     /// Audio lags the tick by about a mixer frame plus its jitter margin and a PulseAudio fragment.
     private static let captureLatencyNanos: UInt64 = 40_000_000
 
-    init(config: AudioSendConfig, destination: Endpoint, clock: MediaClock, events: EventSink, logger: Logger) throws {
+    /// - Parameter shared: in a room, the one socket to the relay that carries everything;
+    ///   nil: plain mode, PORT+2 and PORT+3 of `destination`.
+    init(config: AudioSendConfig, destination: Endpoint, shared: UDPSocket? = nil, clock: MediaClock, events: EventSink, logger: Logger) throws {
         self.config = config
         self.clock = clock
         self.events = events
         self.logger = logger
-        port = destination.port + 2
+        port = shared == nil ? destination.port + 2 : destination.port
         var rng = SystemRandomNumberGenerator()
         ssrc = rng.next()
         rtpBase = rng.next()
@@ -69,8 +71,13 @@ final class AudioSender: @unchecked Sendable {
         opus.bitrate = config.bitrate.bitsPerSecond
         encoder = try OpusFrameEncoder(config: opus)
         packetizer = OpusPacketizer(ssrc: ssrc, initialSequence: UInt16.random(in: 0...UInt16.max))
-        rtpSocket = try UDPSocket(connectTo: Endpoint(host: destination.host, port: port))
-        rtcpSocket = try UDPSocket(connectTo: Endpoint(host: destination.host, port: port + 1), localPort: rtpSocket.localPort &+ 1)
+        if let shared {
+            rtpSocket = shared
+            rtcpSocket = shared
+        } else {
+            rtpSocket = try UDPSocket(connectTo: Endpoint(host: destination.host, port: port))
+            rtcpSocket = try UDPSocket(connectTo: Endpoint(host: destination.host, port: port + 1), localPort: rtpSocket.localPort &+ 1)
+        }
         let events = events
         capture = try PulseCapture(config: config.capture, mixer: mixer, logger: logger) { event in
             events.emit(AudioSender.broadcastEvent(event))

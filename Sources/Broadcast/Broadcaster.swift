@@ -5,6 +5,7 @@ import MediaCore
 import RTCP
 import RTP
 import RTPSession
+import Room
 import ScreenCapture
 import Synchronization
 import VP8Codec
@@ -36,6 +37,9 @@ public struct BroadcastConfig: Sendable {
     public var cname: String
     /// Audio (Opus from PulseAudio); nil: video only.
     public var audio: AudioSendConfig?
+    /// Publish in a room through the relay at `destination` (one UDP flow for everything);
+    /// nil: plain RTP to `destination` (video PORT/PORT+1, audio PORT+2/PORT+3).
+    public var room: RoomSettings?
     public init(source: VideoSource, destination: Endpoint, cname: String) {
         self.source = source
         self.destination = destination
@@ -46,6 +50,8 @@ public struct BroadcastConfig: Sendable {
 /// Why a broadcast ended.
 public enum StopReason: String, Sendable {
     case duration, requested, control = "ctl_stop", endOfInput = "end_of_input", sourceGone = "source_gone", failed
+    /// Lost the room relay and the retries failed.
+    case disconnected
 }
 
 /// Counters the media threads publish once per frame; read by stats and RTCP.
@@ -63,6 +69,7 @@ struct SenderCounters: Sendable {
     var retransmitted = 0
     var nacksReceived = 0
     var rttMillis: Double?
+    var viewers = 0
     var fractionLost: Double?
     var cumulativeLost: Int?
     var receiverReports = 0
@@ -111,8 +118,12 @@ public final class Broadcaster: @unchecked Sendable {
         self.logger = logger
         self.clock = clock
         rtpSocket = try UDPSocket(connectTo: config.destination)
-        rtcpSocket = try UDPSocket(connectTo: Endpoint(host: config.destination.host, port: config.destination.port + 1),
-                                   localPort: rtpSocket.localPort &+ 1)
+        if config.room != nil {
+            rtcpSocket = rtpSocket  // RFC 5761 multiplexing, with the room's control messages
+        } else {
+            rtcpSocket = try UDPSocket(connectTo: Endpoint(host: config.destination.host, port: config.destination.port + 1),
+                                       localPort: rtpSocket.localPort &+ 1)
+        }
         var rng = SystemRandomNumberGenerator()
         ssrc = rng.next()
         rtpBase = rng.next()
@@ -233,6 +244,12 @@ public final class Broadcaster: @unchecked Sendable {
             "fps": .int(config.fps), "bitrate_kbps": .int(config.bitrate.kbps), "content": .string(config.content.rawValue),
             "control_socket": control.map { .string($0.path) } ?? .null,
         ]
+        if let room = config.room {
+            started["room"] = .string(room.name)
+            started["server"] = .string(room.server)
+            started["name"] = .string(room.displayName)
+            if let w = room.watchCommand { started["watch_command"] = .string(w) }
+        }
         if let audioSender {
             started["audio_ssrc"] = .int(Int(audioSender.ssrc))
             started["audio_port"] = .int(Int(audioSender.port))
@@ -327,6 +344,7 @@ public final class Broadcaster: @unchecked Sendable {
             "rtt_ms": c.rttMillis.map { .double($0) } ?? .null, "loss": c.fractionLost.map { .double($0) } ?? .null,
             "retransmitted": .int(c.retransmitted),
         ]
+        if config.room != nil { fields["viewers"] = .int(c.viewers) }
         if let audio {
             fields["audio_packets_sent"] = .int(Int(audio.packetsSent))
             fields["audio_bytes_sent"] = .int(audio.bytesSent)
@@ -340,7 +358,8 @@ public final class Broadcaster: @unchecked Sendable {
     private func makeAudioSender() throws -> AudioSender? {
         guard let audioConfig = config.audio, audioConfig.capture.hasSources else { return nil }
         do {
-            return try AudioSender(config: audioConfig, destination: config.destination, clock: clock, events: events, logger: logger)
+            return try AudioSender(config: audioConfig, destination: config.destination, shared: config.room == nil ? nil : rtpSocket,
+                                   clock: clock, events: events, logger: logger)
         } catch let error as AudioError where !audioConfig.required {
             events.emit(BroadcastEvent("warning", ["kind": "audio_unavailable",
                 "message": .string("audio: \(error); sending video only (use --no-audio to silence this)")]))
@@ -696,6 +715,13 @@ public final class Broadcaster: @unchecked Sendable {
         defer { buffer.deallocate() }
         var nextReport = clock.nowNanos()
         var reported = false
+        var room = config.room.map { RoomClient(room: $0.name, name: $0.displayName, role: "presenter") }
+        var mapper = RoomEventMapper(server: config.room?.server ?? "")
+        if room != nil {
+            room!.publish(publishedStreams(), now: nextReport)
+            room!.start(now: nextReport)
+            flushRoom(&room!, &mapper)
+        }
         while isRunning {
             let now = clock.nowNanos()
             // The first report goes out with the first frame: receivers learn where to send
@@ -707,8 +733,49 @@ public final class Broadcaster: @unchecked Sendable {
                 nextReport = now + 1_000_000_000
             }
             let n = rtcpSocket.receive(into: buffer, timeoutMillis: reported ? 100 : 10)
-            if n > 0 { handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) }
+            if n > 0 {
+                let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+                if room != nil {
+                    let t = clock.nowNanos()
+                    room!.heard(now: t)
+                    if DatagramKind.of(bytes) == .control {
+                        if let envelope = try? ControlEnvelope.parse(bytes) { room!.receive(envelope, now: t) }
+                    } else {
+                        handleRTCP(bytes)
+                    }
+                } else {
+                    handleRTCP(bytes)
+                }
+            }
+            if room != nil {
+                room!.poll(now: clock.nowNanos())
+                flushRoom(&room!, &mapper)
+                if let reason = mapper.disconnected { stop(.disconnected, detail: "lost the relay \(config.destination): \(reason)") }
+            }
         }
+        if room != nil {
+            room!.leave()
+            flushRoom(&room!, &mapper)
+        }
+    }
+
+    /// What this broadcast publishes in a room.
+    private func publishedStreams() -> [StreamInfo] {
+        var streams = [StreamInfo(kind: .screen, ssrc: ssrc, pt: 96, codec: "VP8", clock: 90_000)]
+        if let a = audio.withLock({ $0 }) {
+            streams.append(StreamInfo(kind: .audio, ssrc: a.ssrc, pt: 111, codec: "opus", clock: 48_000, channels: 2))
+        }
+        return streams
+    }
+
+    /// Sends what the room client has to send and reports its events.
+    private func flushRoom(_ room: inout RoomClient, _ mapper: inout RoomEventMapper) {
+        for message in room.takeOutgoing() { message.withUnsafeBytes { _ = rtcpSocket.send($0) } }
+        for e in room.takeEvents() {
+            for event in mapper.map(e, client: room) { events.emit(event) }
+        }
+        let viewers = mapper.viewers.count
+        counters.withLock { $0.viewers = viewers }
     }
 
     private func handleRTCP(_ bytes: UnsafeRawBufferPointer) {

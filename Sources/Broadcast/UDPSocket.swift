@@ -127,28 +127,55 @@ public final class UDPListener: @unchecked Sendable {
     public let fd: Int32
     public let port: UInt16
 
+    /// - Parameters:
+    ///   - host: the local IPv4 address to bind (nil: all).
+    ///   - port: the port (0: any free one; `port` then tells which).
     /// - Throws: `NetworkError` naming the port when it cannot be bound (in use?).
-    public init(port: UInt16) throws {
+    public init(host: String? = nil, port: UInt16) throws {
         let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw NetworkError.errno("socket()") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        // No SO_REUSEADDR: for UDP it would let a second receiver or relay bind the same port
+        // silently and steal half the packets; UDP has no TIME_WAIT to wait out anyway.
         var rcvbuf: Int32 = 4 << 20
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, socklen_t(MemoryLayout<Int32>.size))
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = port.bigEndian
         addr.sin_addr.s_addr = INADDR_ANY
+        if let host {
+            do { addr.sin_addr = try Self.resolve(host).sin_addr } catch { close(fd); throw error }
+        }
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard rc == 0 else {
-            let e = NetworkError.errno("cannot listen on UDP port \(port) (in use by another receiver?)")
+            let e = NetworkError.errno("cannot listen on UDP \(host ?? "port") \(port) (in use by another receiver or relay?)")
             close(fd)
             throw e
         }
+        var bound = sockaddr_in()
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        withUnsafeMutablePointer(to: &bound) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &len) }
+        }
         self.fd = fd
-        self.port = port
+        self.port = UInt16(bigEndian: bound.sin_port)
+    }
+
+    /// Resolves an IPv4 host name or address to a socket address (port 0).
+    public static func resolve(_ host: String, port: UInt16 = 0) throws -> sockaddr_in {
+        var hints = addrinfo()
+        hints.ai_family = AF_INET
+        hints.ai_socktype = Int32(SOCK_DGRAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, nil, &hints, &result)
+        guard rc == 0, let info = result, let a = info.pointee.ai_addr else {
+            throw NetworkError("cannot resolve '\(host)' to an IPv4 address: \(String(cString: gai_strerror(rc)))")
+        }
+        defer { freeaddrinfo(result) }
+        var out = a.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
+        out.sin_port = port.bigEndian
+        return out
     }
 
     deinit { close(fd) }

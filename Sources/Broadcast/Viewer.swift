@@ -5,6 +5,7 @@ import RTCP
 import RTP
 import RTPSession
 import Recording
+import Room
 import Synchronization
 import VP8Codec
 import VideoOutput
@@ -21,8 +22,22 @@ public struct ViewerConfig: Sendable {
     public var recordPath: String?
     public var durationSeconds: Double?
     public var cname: String
+    /// Join a room through the relay at `server` instead of listening on the SDP's ports.
+    public var room: RoomSettings?
+    public var server: Endpoint?
     public init(description: ReceiveDescription, cname: String) {
         self.description = description
+        self.cname = cname
+    }
+
+    /// A viewer of a room: what it receives is learnt from the room (VP8 and Opus).
+    public init(room: RoomSettings, server: Endpoint, cname: String) {
+        description = ReceiveDescription(connectionAddress: nil, media: [
+            .init(kind: "video", port: 0, payloadType: 96, encoding: "VP8", clockRate: 90_000, channels: nil, rtcpPort: 0),
+            .init(kind: "audio", port: 0, payloadType: 111, encoding: "opus", clockRate: 48_000, channels: 2, rtcpPort: 0),
+        ])
+        self.room = room
+        self.server = server
         self.cname = cname
     }
 }
@@ -30,6 +45,8 @@ public struct ViewerConfig: Sendable {
 /// Why the viewer ended.
 public enum ViewerStopReason: String, Sendable {
     case duration, requested, windowClosed = "window_closed", failed
+    /// Lost the room relay and the retries failed.
+    case disconnected
 }
 
 /// The plain-RTP viewer: receives the VP8 stream an SDP describes, sends RTCP back to the
@@ -48,9 +65,20 @@ public final class Viewer: @unchecked Sendable {
     private let clock: MediaClock
     private let running = Atomic<Bool>(true)
     private let stopReason = Mutex<ViewerStopReason?>(nil)
-    private let media: ReceiveDescription.Media
+    private var media: ReceiveDescription.Media
     private let rtp: UDPListener
-    private let rtcp: UDPListener
+    /// Plain mode's RTCP port; nil in a room (everything shares `rtp`'s flow to the relay).
+    private let rtcp: UDPListener?
+    private let relay: sockaddr_in?
+    private var room: RoomClient?
+    private var roomEvents: RoomEventMapper
+    /// In a room: the screen stream we subscribed to (other SSRCs are not ours to show).
+    private var expectedSSRC: UInt32?
+    /// In a room: every stream of the publisher we receive; packets of other SSRCs are counted
+    /// as foreign (the relay should never send them).
+    private var subscribedSSRCs: Set<UInt32> = []
+    private var packetsForeign = 0
+    private var subscribedAt: UInt64?
     private let ssrc: UInt32 = UInt32.random(in: 1...UInt32.max)
     private let startNanos: UInt64
 
@@ -89,14 +117,25 @@ public final class Viewer: @unchecked Sendable {
             throw SettingsError("the SDP's video is \(video.encoding.isEmpty ? "of unknown encoding" : video.encoding); only VP8 is supported")
         }
         media = video
-        rtp = try UDPListener(port: video.port)
-        rtcp = try UDPListener(port: video.rtcpPort)
+        if let roomSettings = config.room, let server = config.server {
+            rtp = try UDPListener(port: 0)
+            rtcp = nil
+            relay = try UDPListener.resolve(server.host, port: server.port)
+            room = RoomClient(room: roomSettings.name, name: roomSettings.displayName, role: "viewer", subscribe: roomSettings.target)
+            roomEvents = RoomEventMapper(server: roomSettings.server)
+        } else {
+            rtp = try UDPListener(port: video.port)
+            rtcp = try UDPListener(port: video.rtcpPort)
+            relay = nil
+            roomEvents = RoomEventMapper(server: "")
+        }
         decoder = try VP8Decoder()
         startNanos = clock.nowNanos()
         stats = ReceiverStats(clockRate: UInt32(max(video.clockRate, 1)), startedAt: startNanos)
         nackList.reserveCapacity(512)
         if config.window {
-            window = try X11VideoWindow(display: config.display, title: "screenshare watch — udp/\(video.port)",
+            let title = config.room.map { "screenshare watch — room \($0.name)" } ?? "screenshare watch — udp/\(video.port)"
+            window = try X11VideoWindow(display: config.display, title: title,
                                         size: PixelSize(width: 1280, height: 720))
         }
     }
@@ -111,11 +150,20 @@ public final class Viewer: @unchecked Sendable {
 
     /// Runs until stopped; returns why, and the summary (also sent as the `stopped` event).
     public func run() -> (reason: ViewerStopReason, summary: [String: JSONValue]) {
-        events.emit(BroadcastEvent("started", [
-            "rtp_port": .int(Int(media.port)), "rtcp_port": .int(Int(media.rtcpPort)),
+        var started: [String: JSONValue] = [
+            "rtp_port": .int(Int(rtp.port)), "rtcp_port": .int(Int(rtcp?.port ?? rtp.port)),
             "payload_type": .int(Int(media.payloadType)), "window": .bool(window != nil),
             "record": config.recordPath.map { .string($0) } ?? .null,
-        ]))
+        ]
+        if let r = config.room {
+            started["room"] = .string(r.name)
+            started["server"] = .string(r.server)
+        }
+        events.emit(BroadcastEvent("started", started))
+        if room != nil {
+            room!.start(now: startNanos)
+            flushRoom()
+        }
         let deadline = config.durationSeconds.map { startNanos + UInt64($0 * 1e9) }
         var nextStats = startNanos + 1_000_000_000
         var previous = snapshot()
@@ -127,7 +175,8 @@ public final class Viewer: @unchecked Sendable {
             if let d = deadline { wake = min(wake, d) }
             if let j = jitter.nextWakeup { wake = min(wake, j) }
             if let n = nack.nextWakeup(rtt: 0) { wake = min(wake, n) }
-            var fds = [pollfd(fd: rtp.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: rtcp.fd, events: Int16(POLLIN), revents: 0)]
+            if let r = room?.nextWakeup { wake = min(wake, max(r, now)) }
+            var fds = [pollfd(fd: rtp.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: rtcp?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
             let ms = wake > now ? Int32(min((wake - now + 999_999) / 1_000_000, 50)) : 0
             _ = poll(&fds, 2, ms)
             if fds[0].revents & Int16(POLLIN) != 0 { drainRTP() }
@@ -143,6 +192,10 @@ public final class Viewer: @unchecked Sendable {
             }
         }
         sendReport(bye: true)
+        if room != nil {
+            room!.leave()
+            flushRoom()
+        }
         try? recorder?.finish()
         let summary = summaryFields()
         events.emit(BroadcastEvent("stopped", summary))
@@ -156,6 +209,26 @@ public final class Viewer: @unchecked Sendable {
         while true {
             let n = packetBuffer.withUnsafeMutableBytes { rtp.receive(into: $0, from: &source) }
             guard n > 0 else { return }
+            if room != nil {
+                // One flow from the relay: control messages, RTCP and RTP (RFC 7983, RFC 5761).
+                room!.heard(now: clock.nowNanos())
+                let kind = packetBuffer.withUnsafeBytes { DatagramKind.of(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                switch kind {
+                case .control:
+                    let envelope = packetBuffer.withUnsafeBytes { try? ControlEnvelope.parse(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                    if let envelope { room!.receive(envelope, now: clock.nowNanos()) } else { receiveRejected += 1 }
+                    flushRoom()
+                    continue
+                case .rtcp:
+                    packetBuffer.withUnsafeBytes { handleRTCP(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                    continue
+                case .unknown:
+                    receiveRejected += 1
+                    continue
+                case .rtp:
+                    break
+                }
+            }
             packetBuffer.withUnsafeBytes { handleRTP(UnsafeRawBufferPointer(rebasing: $0[0..<n]), source: source) }
         }
     }
@@ -166,9 +239,16 @@ public final class Viewer: @unchecked Sendable {
             return
         }
         let now = clock.nowNanos()
+        if room != nil {
+            guard header.ssrc == expectedSSRC else {
+                // Audio (handled elsewhere), or a stream we did not ask for.
+                if !subscribedSSRCs.contains(header.ssrc) { packetsForeign += 1 }
+                return
+            }
+        }
         if senderSSRC != header.ssrc {
             // A new sender (or the same one restarted): follow it after a silence or a BYE.
-            if senderSSRC != nil, now - lastPacketNanos < 2_000_000_000 { receiveRejected += 1; return }
+            if senderSSRC != nil, expectedSSRC == nil, now - lastPacketNanos < 2_000_000_000 { receiveRejected += 1; return }
             if senderSSRC != nil { events.emit(BroadcastEvent("sender_changed", ["ssrc": .int(Int(header.ssrc))])) }
             senderSSRC = header.ssrc
             receive = ReceiveStatistics(ssrc: header.ssrc)
@@ -212,6 +292,10 @@ public final class Viewer: @unchecked Sendable {
             requestKeyframe(now: now)
         }
         while jitter.pop(now: now, { frame in decodeAndShow(frame, now: now) }) {}
+        if room != nil {
+            room!.poll(now: now)
+            flushRoom()
+        }
         if now >= nextReport {
             sendReport(bye: false)
             nextReport = now + 1_000_000_000
@@ -253,10 +337,12 @@ public final class Viewer: @unchecked Sendable {
         record(frame)
         if !firstFrameReported {
             firstFrameReported = true
-            events.emit(BroadcastEvent("first_frame", [
+            var fields: [String: JSONValue] = [
                 "width": .int(pictureSize.width), "height": .int(pictureSize.height),
                 "time_to_first_frame_ms": .double(Double(now - startNanos) / 1e6),
-            ]))
+            ]
+            if let subscribedAt { fields["since_subscribed_ms"] = .double(Double(now - subscribedAt) / 1e6) }
+            events.emit(BroadcastEvent("first_frame", fields))
         }
     }
 
@@ -285,30 +371,36 @@ public final class Viewer: @unchecked Sendable {
     // MARK: - RTCP
 
     private func drainRTCP() {
+        guard let rtcp else { return }
         var source = sockaddr_in()
         while true {
             let n = rtcpBuffer.withUnsafeMutableBytes { rtcp.receive(into: $0, from: &source) }
             guard n > 0 else { return }
             rtcpPeer = source  // the sender's RTCP address: reports and feedback go there
-            let packets = rtcpBuffer.withUnsafeBytes { try? RTCPPacket.parseCompound(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-            guard let packets else { receiveRejected += 1; continue }
-            let now = clock.nowNanos()
-            for p in packets {
-                switch p {
-                case .senderReport(let sr) where sr.ssrc == senderSSRC:
-                    receive?.onSenderReport(sr, arrival: now)
-                case .goodbye(let bye) where senderSSRC.map({ bye.sources.contains($0) }) ?? false:
-                    events.emit(BroadcastEvent("sender_left", ["ssrc": .int(Int(senderSSRC!))]))
-                    lastPacketNanos = 0  // a new sender may take over at once
-                default:
-                    break
-                }
+            rtcpBuffer.withUnsafeBytes { handleRTCP(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+    }
+
+    private func handleRTCP(_ bytes: UnsafeRawBufferPointer) {
+        guard let packets = try? RTCPPacket.parseCompound(bytes) else { receiveRejected += 1; return }
+        let now = clock.nowNanos()
+        for p in packets {
+            switch p {
+            case .senderReport(let sr) where sr.ssrc == senderSSRC:
+                receive?.onSenderReport(sr, arrival: now)
+            case .goodbye(let bye) where senderSSRC.map({ bye.sources.contains($0) }) ?? false:
+                events.emit(BroadcastEvent("sender_left", ["ssrc": .int(Int(senderSSRC!))]))
+                lastPacketNanos = 0  // a new sender may take over at once
+            default:
+                break
             }
         }
     }
 
-    /// Where RTCP goes: the sender's RTCP address once seen, else its RTP address's port + 1.
+    /// Where RTCP goes: the relay in a room; else the sender's RTCP address once seen, else
+    /// its RTP address's port + 1.
     private var rtcpDestination: sockaddr_in? {
+        if let relay { return relay }
         if let rtcpPeer { return rtcpPeer }
         guard senderSSRC != nil else { return nil }
         var d = rtpSource
@@ -318,7 +410,43 @@ public final class Viewer: @unchecked Sendable {
 
     private func sendRTCP(_ count: Int) {
         guard count > 0, let destination = rtcpDestination else { return }
-        rtcpBuffer.withUnsafeBytes { _ = rtcp.send(UnsafeRawBufferPointer(rebasing: $0[0..<count]), to: destination) }
+        rtcpBuffer.withUnsafeBytes { _ = (rtcp ?? rtp).send(UnsafeRawBufferPointer(rebasing: $0[0..<count]), to: destination) }
+    }
+
+    // MARK: - Room
+
+    /// Sends what the room client has to send and acts on its events.
+    private func flushRoom() {
+        guard var r = room, let relay else { return }
+        for message in r.takeOutgoing() { message.withUnsafeBytes { _ = rtp.send($0, to: relay) } }
+        let list = r.takeEvents()
+        room = r
+        for e in list {
+            switch e {
+            case let .subscribed(_, streams):
+                subscribedSSRCs.formUnion(streams.map(\.ssrc))
+                if let screen = streams.first(where: { $0.kind == .screen }) {
+                    if expectedSSRC != screen.ssrc {
+                        expectedSSRC = screen.ssrc
+                        senderSSRC = nil  // the next packet of this SSRC starts a fresh receive state
+                        subscribedAt = clock.nowNanos()
+                        firstFrameReported = false
+                    }
+                    media.payloadType = screen.pt
+                    media.clockRate = Int(screen.clock)
+                }
+            case .unsubscribed:
+                expectedSSRC = nil
+            default:
+                break
+            }
+            for event in roomEvents.map(e, client: r) { events.emit(event) }
+        }
+        if let reason = roomEvents.disconnected {
+            roomEvents = RoomEventMapper(server: roomEvents.server)
+            logger.error("lost the relay: \(reason)")
+            stop(.disconnected)
+        }
     }
 
     private func sendReport(bye: Bool) {
@@ -363,7 +491,7 @@ public final class Viewer: @unchecked Sendable {
             "packets_received": .int(Int(stats.packetsReceived)), "packets_lost": .int(Int(stats.packetsLost)),
             "jitter_ms": .double((receive?.jitterSeconds ?? 0) * 1000),
             "nack_count": .int(stats.nackCount), "pli_count": .int(stats.pliCount),
-            "packets_rejected": .int(receiveRejected), "decode_errors": .int(decodeErrors),
+            "packets_rejected": .int(receiveRejected), "decode_errors": .int(decodeErrors), "packets_foreign": .int(packetsForeign),
             "time_to_first_frame_ms": stats.firstFrameTime.map { .double(Double($0) / 1e6) } ?? .null,
             "width": .int(pictureSize.width), "height": .int(pictureSize.height),
             "recorded_frames": .int(recorder?.videoFramesWritten ?? 0),

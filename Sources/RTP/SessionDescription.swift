@@ -63,9 +63,23 @@ public struct ReceiveDescription: Sendable, Equatable {
         public var clockRate: Int
         public var channels: Int?
         public var rtcpPort: UInt16
+        public init(kind: String, port: UInt16, payloadType: UInt8, encoding: String, clockRate: Int, channels: Int?, rtcpPort: UInt16) {
+            self.kind = kind
+            self.port = port
+            self.payloadType = payloadType
+            self.encoding = encoding
+            self.clockRate = clockRate
+            self.channels = channels
+            self.rtcpPort = rtcpPort
+        }
     }
     public var connectionAddress: String?
     public var media: [Media]
+
+    public init(connectionAddress: String?, media: [Media]) {
+        self.connectionAddress = connectionAddress
+        self.media = media
+    }
 
     public var video: Media? { media.first { $0.kind == "video" } }
     public var audio: Media? { media.first { $0.kind == "audio" } }

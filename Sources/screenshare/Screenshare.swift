@@ -5,7 +5,9 @@ import Foundation
 import Logging
 import MediaCore
 import RTP
+import Room
 import ScreenCapture
+import Synchronization
 import VP8Codec
 import VideoProcessing
 #if canImport(Glibc)
@@ -17,8 +19,8 @@ enum Exit {
     static let failure = ExitCode(1)           // an unrecoverable runtime failure
     static let usage = ExitCode(64)            // EX_USAGE: a bad flag or value
     static let noInput = ExitCode(66)          // EX_NOINPUT: --input or --sdp file unusable
-    static let network = ExitCode(68)          // EX_NOHOST: destination cannot be resolved or reached
-    static let notBuilt = ExitCode(69)         // EX_UNAVAILABLE: feature not built yet
+    static let network = ExitCode(68)          // EX_NOHOST: destination cannot be resolved or reached, a port is in use,
+                                                //   or the room relay was lost (3 retries failed)
     static let sourceUnavailable = ExitCode(69) // EX_UNAVAILABLE: display/region/source not available or gone,
                                                 //   or audio asked for explicitly and PulseAudio (or that source) unavailable
     static let interrupted = ExitCode(130)     // stopped by SIGINT/SIGTERM (after a clean RTCP BYE)
@@ -34,23 +36,16 @@ struct Screenshare: ParsableCommand {
     )
 }
 
-/// Subcommands whose engine has not landed yet say so plainly and exit 69.
-protocol NotBuiltYet: ParsableCommand {
-    static var what: String { get }
-}
-
-extension NotBuiltYet {
-    func run() throws {
-        printError("screenshare: \(Self.what) is not built yet; see the README's status section.")
-        throw Exit.notBuilt
-    }
-}
-
 struct Start: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Capture, encode (VP8) and send the screen, a region or raw frames over RTP.",
         discussion: """
+            Two ways to send: to a room (--room; viewers join with `screenshare watch --room`),
+            hosted by this command itself on UDP port 7600 unless --server names a relay
+            (`screenshare serve`), or plain RTP to one receiver (--to; ffmpeg/GStreamer/VLC via --sdp).
             Examples:
+              screenshare start --room class                              # then, anywhere: screenshare watch --room class --server THIS-HOST:7600
+              screenshare start --room class --server relay.example:7600 --name "Ms Smith"
               screenshare start --to 127.0.0.1:5004 --sdp stream.sdp     # then: ffplay -protocol_whitelist file,udp,rtp stream.sdp
               screenshare start --to 10.0.0.5:5004 --region 1280x720+0+0 --fps 30 --content motion
               screenshare start --to 127.0.0.1:5004 --input frames.nv12 --input-format nv12 --input-size 1280x720
@@ -59,10 +54,19 @@ struct Start: ParsableCommand {
     @Option(help: ArgumentHelp("Send plain RTP to HOST:PORT (RTCP on PORT+1).", valueName: "host:port"))
     var to: String?
 
-    @Option(help: "Room name (rooms are not built yet; use --to).")
+    @Option(help: ArgumentHelp("Share in this room. Hosts the room here (see --listen) unless --server is given.", valueName: "name"))
     var room: String?
 
-    @Option(help: ArgumentHelp("Write an SDP file for ffmpeg/ffplay/GStreamer/VLC.", valueName: "file"))
+    @Option(help: ArgumentHelp("Publish to the room relay at HOST:PORT (`screenshare serve`) instead of hosting the room.", valueName: "host:port"))
+    var server: String?
+
+    @Option(help: ArgumentHelp("Where the room this command hosts listens: ADDR:PORT or :PORT.", valueName: "addr:port"))
+    var listen: String = "0.0.0.0:7600"
+
+    @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
+    var name: String?
+
+    @Option(help: ArgumentHelp("Write an SDP file for ffmpeg/ffplay/GStreamer/VLC (with --to).", valueName: "file"))
     var sdp: String?
 
     @Option(help: ArgumentHelp("Stop cleanly (RTCP BYE) after this many seconds.", valueName: "seconds"))
@@ -176,9 +180,17 @@ struct Start: ParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil, ["debug", "info", "warning", "error", "trace", "notice", "critical"].contains(logLevel) else {
             throw ValidationError("--log-level '\(logLevel)': use debug, info, warning or error")
         }
-        if room != nil, to == nil { throw ValidationError("--room: rooms are not built yet; send to a receiver with --to HOST:PORT") }
-        guard let to else { throw ValidationError("missing --to HOST:PORT") }
-        do { _ = try Endpoint.parse(to) } catch { throw ValidationError("--to: \(error)") }
+        if room != nil, to != nil { throw ValidationError("--room and --to cannot be used together: share in a room, or send plain RTP to one receiver") }
+        if let room {
+            do { try validateRoomName(room) } catch { throw ValidationError("--room: \(error)") }
+            if sdp != nil { throw ValidationError("--sdp describes a plain RTP stream: use it with --to, not --room") }
+            if let server { do { _ = try Endpoint.parse(server) } catch { throw ValidationError("--server: \(error)") } }
+            do { _ = try parseListen(listen) } catch { throw ValidationError("--listen: \(error)") }
+        } else {
+            if server != nil { throw ValidationError("--server needs --room NAME") }
+            guard let to else { throw ValidationError("missing --room NAME (or --to HOST:PORT for plain RTP)") }
+            do { _ = try Endpoint.parse(to) } catch { throw ValidationError("--to: \(error)") }
+        }
         do { _ = try Bitrate.parse(bitrate) } catch { throw ValidationError("--bitrate: \(error)") }
         if let minBitrate { do { _ = try Bitrate.parse(minBitrate) } catch { throw ValidationError("--min-bitrate: \(error)") } }
         guard (1...60).contains(fps) else { throw ValidationError("--fps \(fps): must be from 1 to 60") }
@@ -215,7 +227,7 @@ struct Start: ParsableCommand {
         guard rate.bitsPerSecond >= 6_000 && rate.bitsPerSecond <= 510_000 else {
             throw ValidationError("--audio-bitrate '\(audioBitrate)': Opus takes 6k to 510k")
         }
-        if !noAudio, let to, let endpoint = try? Endpoint.parse(to), endpoint.port > 65532 {
+        if !noAudio, room == nil, let to, let endpoint = try? Endpoint.parse(to), endpoint.port > 65532 {
             throw ValidationError("--to '\(to)': audio uses PORT+2 and PORT+3, so the port must be at most 65532 (or use --no-audio)")
         }
     }
@@ -238,7 +250,38 @@ struct Start: ParsableCommand {
             else { spec = .screen }
             source = .x11(display: display, source: spec, drawCursor: !noCursor)
         }
-        var config = BroadcastConfig(source: source, destination: try Endpoint.parse(to!), cname: Self.cname())
+        var logger = Logger(label: "screenshare")
+        logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
+        let sink: EventSink = json ? JSONLineSink() : HumanSink(quiet: quiet)
+        var destination: Endpoint
+        var relay: RelayServer?
+        var roomSettings: RoomSettings?
+        if let room {
+            if let server {
+                destination = try Endpoint.parse(server)
+                roomSettings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: server)
+            } else {
+                // Host the room here: the relay runs in this process; we publish to it over loopback.
+                let listenAt = try parseListen(listen)
+                do {
+                    relay = try RelayServer(host: listenAt.host, port: listenAt.port, events: nil, logger: logger)
+                } catch let error as NetworkError {
+                    printError("screenshare: --listen \(listen): \(error). Is another `screenshare start --room` or `serve` running? Use --listen :PORT, or --server HOST:PORT to join it.")
+                    throw Exit.network
+                }
+                relay!.start()
+                let local = listenAt.host == "0.0.0.0" ? "127.0.0.1" : listenAt.host
+                destination = Endpoint(host: local, port: listenAt.port)
+                let reachable = listenAt.host == "0.0.0.0" ? (localIPv4Addresses().first ?? "127.0.0.1") : listenAt.host
+                var settings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: "\(reachable):\(listenAt.port)")
+                settings.watchCommand = "screenshare watch --room \(room) --server \(reachable):\(listenAt.port)"
+                roomSettings = settings
+            }
+        } else {
+            destination = try Endpoint.parse(to!)
+        }
+        var config = BroadcastConfig(source: source, destination: destination, cname: Self.cname())
+        config.room = roomSettings
         config.maxResolution = try maxResolution.map(MaxResolution.parse)
         config.fps = fps
         config.minFps = minFps
@@ -250,10 +293,8 @@ struct Start: ParsableCommand {
         config.durationSeconds = duration
         config.controlSocketPath = controlSocket ?? ControlSocket.path(label: room ?? "pid-\(getpid())")
         config.audio = try audioConfig()
+        defer { relay?.stop() }
 
-        var logger = Logger(label: "screenshare")
-        logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
-        let sink: EventSink = json ? JSONLineSink() : HumanSink(quiet: quiet)
         let broadcaster: Broadcaster
         do {
             broadcaster = try Broadcaster(config: config, events: sink, logger: logger)
@@ -294,7 +335,18 @@ struct Start: ParsableCommand {
         case .failed:
             printError("screenshare: \(result.detail)")
             throw Exit.failure
+        case .disconnected:
+            printError("screenshare: \(result.detail)")
+            throw Exit.network
         }
+    }
+
+    static func userName() -> String {
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, 255)
+        let h = host.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        let user = ProcessInfo.processInfo.environment["USER"] ?? "user"
+        return "\(user)@\(h)"
     }
 
     static func cname() -> String {
@@ -307,11 +359,13 @@ struct Start: ParsableCommand {
 
 struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Receive, decode and show (or record) a stream described by an SDP file.",
+        abstract: "Join a room (or receive a plain stream from an SDP file), decode and show or record it.",
         discussion: """
-            Sends RTCP back to the sender (receiver reports, NACK for lost packets, PLI when a
-            picture cannot be repaired), so the sender's recovery works without a room.
+            Sends RTCP back (receiver reports, NACK for lost packets, PLI when a picture cannot be
+            repaired): to the room relay, or to the sender of a plain stream.
             Examples:
+              screenshare watch --room class --server 192.168.1.20:7600
+              screenshare watch --room class --server relay.example:7600 --from "Ms Smith" --headless --record class.webm
               screenshare watch --sdp stream.sdp
               screenshare watch --sdp stream.sdp --headless --record talk.webm --duration 60 --json
             """)
@@ -319,8 +373,17 @@ struct Watch: ParsableCommand {
     @Option(help: ArgumentHelp("The SDP `screenshare start --sdp` wrote.", valueName: "file"))
     var sdp: String?
 
-    @Option(help: "Room name (rooms are not built yet; use --sdp).")
+    @Option(help: ArgumentHelp("Join this room.", valueName: "name"))
     var room: String?
+
+    @Option(help: ArgumentHelp("The room relay: the host running `screenshare start --room` or `serve`.", valueName: "host:port"))
+    var server: String = "127.0.0.1:7600"
+
+    @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
+    var name: String?
+
+    @Option(help: ArgumentHelp("Watch this presenter (name or peer id; default: the first one sharing a screen).", valueName: "peer"))
+    var from: String?
 
     @Flag(help: "No window: decode, record and report only.")
     var headless = false
@@ -341,15 +404,26 @@ struct Watch: ParsableCommand {
     var quiet = false
 
     func validate() throws {
-        if room != nil && sdp == nil { throw ValidationError("--room: rooms are not built yet; receive a plain stream with --sdp FILE") }
-        guard sdp != nil else { throw ValidationError("missing --sdp FILE (written by `screenshare start --sdp FILE`)") }
+        if room != nil && sdp != nil { throw ValidationError("--room and --sdp cannot be used together: join a room, or receive a plain stream") }
+        if let room {
+            do { try validateRoomName(room) } catch { throw ValidationError("--room: \(error)") }
+            do { _ = try Endpoint.parse(server) } catch { throw ValidationError("--server: \(error)") }
+        } else {
+            guard sdp != nil else { throw ValidationError("missing --room NAME (or --sdp FILE written by `screenshare start --sdp FILE`)") }
+            if from != nil { throw ValidationError("--from needs --room NAME") }
+        }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
         if let record, !(record.hasSuffix(".webm") || record.hasSuffix(".mkv")) {
             throw ValidationError("--record '\(record)': the file name must end in .webm (or .mkv)")
         }
     }
 
-    func run() throws {
+    func viewerConfig() throws -> ViewerConfig {
+        if let room {
+            let target: SubscriptionTarget = from.map { .peer($0) } ?? .auto
+            return ViewerConfig(room: RoomSettings(name: room, displayName: name ?? Start.userName(), server: server, target: target),
+                                server: try Endpoint.parse(server), cname: Start.cname())
+        }
         let text: String
         do { text = try String(contentsOfFile: sdp!, encoding: .utf8) } catch {
             printError("screenshare: --sdp '\(sdp!)': cannot read it: \(error.localizedDescription)")
@@ -360,7 +434,11 @@ struct Watch: ParsableCommand {
             printError("screenshare: --sdp '\(sdp!)': \(error)")
             throw Exit.noInput
         }
-        var config = ViewerConfig(description: description, cname: Start.cname())
+        return ViewerConfig(description: description, cname: Start.cname())
+    }
+
+    func run() throws {
+        var config = try viewerConfig()
         config.window = !headless
         config.display = display
         config.recordPath = record
@@ -375,7 +453,7 @@ struct Watch: ParsableCommand {
             printError("screenshare: \(error)")
             throw Exit.network
         } catch let error as SettingsError {
-            printError("screenshare: --sdp '\(sdp!)': \(error)")
+            printError("screenshare: --sdp '\(sdp ?? "")': \(error)")
             throw Exit.noInput
         } catch {
             printError("screenshare: \(error)")
@@ -388,13 +466,84 @@ struct Watch: ParsableCommand {
         case .duration, .windowClosed: return
         case .requested: throw Exit.interrupted
         case .failed: throw Exit.failure
+        case .disconnected:
+            printError("screenshare: lost the room relay at \(server) (3 retries failed)")
+            throw Exit.network
         }
     }
 }
 
-struct Serve: NotBuiltYet {
-    static let configuration = CommandConfiguration(abstract: "Run the room relay on its own (not built yet).")
-    static let what = "the room relay"
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the room relay on its own, for any number of rooms.",
+        discussion: """
+            Presenters publish with `screenshare start --room NAME --server THIS-HOST:PORT`;
+            viewers join with `screenshare watch --room NAME --server THIS-HOST:PORT`.
+            The relay forwards RTP without re-encoding, answers viewers' NACKs from its own
+            history and passes keyframe requests to the presenter (at most one per 300 ms).
+            Examples:
+              screenshare serve
+              screenshare serve --listen :7700 --json
+            """)
+
+    @Option(help: ArgumentHelp("Where to listen: ADDR:PORT or :PORT.", valueName: "addr:port"))
+    var listen: String = "0.0.0.0:7600"
+
+    @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
+    var duration: Double?
+
+    @Flag(help: "Print events as JSON lines on stdout.")
+    var json = false
+
+    @Flag(help: "Print nothing but errors.")
+    var quiet = false
+
+    @Option(help: ArgumentHelp("Log detail on stderr: debug, info, warning or error.", valueName: "level"))
+    var logLevel: String = "info"
+
+    func validate() throws {
+        do { _ = try parseListen(listen) } catch { throw ValidationError("--listen: \(error)") }
+        if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
+        guard ["debug", "info", "warning", "error"].contains(logLevel) else {
+            throw ValidationError("--log-level '\(logLevel)': use debug, info, warning or error")
+        }
+    }
+
+    func run() throws {
+        var logger = Logger(label: "screenshare")
+        logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
+        let sink: EventSink = json ? JSONLineSink() : HumanSink(quiet: quiet)
+        let at = try parseListen(listen)
+        let relay: RelayServer
+        do {
+            relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger)
+        } catch {
+            printError("screenshare: --listen \(listen): \(error)")
+            throw Exit.network
+        }
+        let stopped = Atomic<Bool>(false)
+        let signals = SignalWatcher { signal in
+            guard signal == SIGINT || signal == SIGTERM else { return }
+            stopped.store(true, ordering: .relaxed)
+            relay.stop()
+        }
+        _ = relay.run(durationSeconds: duration)
+        _ = signals
+        if stopped.load(ordering: .relaxed) { throw Exit.interrupted }
+    }
+}
+
+/// `--listen`: ADDR:PORT, or :PORT for all addresses.
+func parseListen(_ text: String) throws -> Endpoint {
+    try Endpoint.parse(text.hasPrefix(":") ? "0.0.0.0" + text : text)
+}
+
+/// Room names: 1–64 bytes, no spaces or control characters (the relay checks the same).
+func validateRoomName(_ name: String) throws {
+    guard !name.isEmpty, name.utf8.count <= 64,
+          name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
+        throw SettingsError("'\(name)': a room name is 1 to 64 characters without spaces")
+    }
 }
 
 struct Sources: ParsableCommand {

@@ -32,11 +32,34 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         #expect(r.stderr.contains("--bitrate"))
     }
 
-    @Test(arguments: ["serve"])
-    func unbuiltSubcommandsSaySoPlainly(name: String) throws {
-        let r = try runScreenshare([name])
-        #expect(r.status == 69)
-        #expect(r.stderr.contains("not built yet"))
+    @Test(arguments: [
+        (["start", "--room", "bad room", "--no-audio"], "--room"),
+        (["start", "--room", "a", "--to", "127.0.0.1:5004"], "cannot be used together"),
+        (["start", "--room", "a", "--sdp", "x.sdp"], "--sdp"),
+        (["start", "--room", "a", "--server", "nowhere"], "--server"),
+        (["start", "--room", "a", "--listen", "7600"], "--listen"),
+        (["start", "--server", "127.0.0.1:7600"], "--server needs --room"),
+        (["watch", "--room", "a", "--sdp", "x.sdp"], "cannot be used together"),
+        (["watch", "--sdp", "x.sdp", "--from", "ann"], "--from needs --room"),
+        (["watch", "--room", "a", "--server", "relay"], "--server"),
+        (["serve", "--listen", "nowhere"], "--listen"),
+        (["serve", "--duration", "0"], "--duration"),
+    ])
+    func roomFlagsAreCheckedAndNamed(args: [String], message: String) throws {
+        let r = try runScreenshare(args)
+        #expect(r.status == 64, "\(args): \(r.stderr)")
+        #expect(r.stderr.contains(message), "\(args): \(r.stderr)")
+    }
+
+    @Test func aRoomPortInUseIsANetworkErrorNamingIt() throws {
+        let port = freeEvenPort()
+        let taken = try LoopbackUDP(port: port)
+        let r = try runScreenshare(["start", "--room", "a", "--listen", "127.0.0.1:\(port)", "--no-audio", "--duration", "1"])
+        #expect(r.status == 68, "\(r.stderr)")
+        #expect(r.stderr.contains("--listen") && r.stderr.contains("\(port)"), "\(r.stderr)")
+        let s = try runScreenshare(["serve", "--listen", "127.0.0.1:\(port)", "--duration", "1"])
+        #expect(s.status == 68, "\(s.stderr)")
+        _ = taken
     }
 
     @Test func helpListsSubcommands() throws {

@@ -1,0 +1,174 @@
+import Foundation
+import Logging
+import MediaCore
+import Room
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension PeerAddress {
+    init(_ a: sockaddr_in) { self.init(ip: UInt32(bigEndian: a.sin_addr.s_addr), port: UInt16(bigEndian: a.sin_port)) }
+    var sockaddr: sockaddr_in {
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_port = port.bigEndian
+        a.sin_addr.s_addr = ip.bigEndian
+        return a
+    }
+}
+
+/// Sends the relay's datagrams from its socket.
+private final class ListenerTransport: RelayTransport {
+    let socket: UDPListener
+    var errors = 0
+    init(_ socket: UDPListener) { self.socket = socket }
+    func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) {
+        if !socket.send(bytes, to: address.sockaddr) { errors += 1 }
+    }
+}
+
+/// The room relay on a UDP socket: `screenshare serve`, and the one `start --room` embeds.
+///
+/// One thread (`run()`): a poll loop that drains the socket into `RelayCore` and runs its timers
+/// every 50 ms. Forwarding allocates nothing per packet: the datagram is read into one buffer
+/// and sent from it to each subscriber.
+public final class RelayServer: @unchecked Sendable {
+    // `core` and `transport` are touched by the run() thread only (after init).
+    public let port: UInt16
+    public let host: String?
+    private let socket: UDPListener
+    private let transport: ListenerTransport
+    private var core: RelayCore!
+    private let events: EventSink?
+    private let logger: Logger
+    private let clock: MediaClock
+    private let running = Atomic<Bool>(true)
+    private let summary = Mutex<[String: JSONValue]>([:])
+
+    /// - Parameters:
+    ///   - events: where room events go (nil: only logged at debug level, as when embedded).
+    /// - Throws: `NetworkError` when the address cannot be bound.
+    public init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
+                limits: RelayLimits = RelayLimits()) throws {
+        socket = try UDPListener(host: host, port: port)
+        self.port = socket.port
+        self.host = host
+        transport = ListenerTransport(socket)
+        self.events = events
+        self.logger = logger
+        self.clock = clock
+        core = RelayCore(limits: limits, transport: transport) { [weak self] e in self?.report(e) }
+    }
+
+    public func stop() { running.store(false, ordering: .relaxed) }
+
+    /// Runs on a thread of its own until `stop()`.
+    public func start() {
+        let t = Thread { [self] in _ = run(durationSeconds: nil) }
+        t.name = "screenshare-relay"
+        t.start()
+    }
+
+    /// Runs until stopped (or for `durationSeconds`); returns the summary (also the `stopped` event).
+    public func run(durationSeconds: Double?) -> [String: JSONValue] {
+        let start = clock.nowNanos()
+        events?.emit(BroadcastEvent("started", ["listen": .string("\(host ?? "0.0.0.0"):\(port)"), "protocol_version": .int(Int(RoomProtocol.version))]))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 2048, alignment: 16)
+        defer { buffer.deallocate() }
+        var nextPoll = start
+        var nextStats = start + 1_000_000_000
+        var last = core.counters
+        let deadline = durationSeconds.map { start + UInt64($0 * 1e9) }
+        var source = sockaddr_in()
+        while running.load(ordering: .relaxed) {
+            var pfd = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, 50)
+            let now = clock.nowNanos()
+            if let deadline, now >= deadline { break }
+            if pfd.revents & Int16(POLLIN) != 0 {
+                let wall = clock.wallNanos()
+                for _ in 0..<256 {
+                    let n = socket.receive(into: buffer, from: &source)
+                    guard n > 0 else { break }
+                    core.receive(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), from: PeerAddress(source), now: now, wallNanos: wall)
+                }
+            }
+            if now >= nextPoll {
+                core.poll(now: now, wallNanos: clock.wallNanos())
+                nextPoll = now + 50_000_000
+            }
+            if now >= nextStats {
+                nextStats += 1_000_000_000
+                let c = core.counters
+                events?.emit(BroadcastEvent("stats", [
+                    "rooms": .int(core.roomCount), "peers": .int(core.peerCount),
+                    "packets_in": .int(c.rtpIn - last.rtpIn), "packets_out": .int(c.rtpForwarded - last.rtpForwarded),
+                    "kbps_out": .int((c.bytesForwarded - last.bytesForwarded) * 8 / 1000),
+                    "retransmitted": .int(c.retransmitted - last.retransmitted), "keyframe_requests": .int(c.keyframeRequests - last.keyframeRequests),
+                    "rejected": .int(c.rejected), "unknown_source": .int(c.unknownSource),
+                ]))
+                last = c
+            }
+        }
+        let c = core.counters
+        let s: [String: JSONValue] = [
+            "rtp_in": .int(c.rtpIn), "rtp_forwarded": .int(c.rtpForwarded), "bytes_forwarded": .int(c.bytesForwarded),
+            "rtcp_in": .int(c.rtcpIn), "control_in": .int(c.controlIn), "retransmitted": .int(c.retransmitted),
+            "keyframe_requests": .int(c.keyframeRequests), "rejected": .int(c.rejected), "unknown_source": .int(c.unknownSource),
+            "timeouts": .int(c.timeouts), "send_errors": .int(transport.errors),
+            "duration_s": .double(Double(clock.nowNanos() - start) / 1e9),
+        ]
+        summary.withLock { $0 = s }
+        events?.emit(BroadcastEvent("stopped", s))
+        return s
+    }
+
+    private func report(_ e: RelayEvent) {
+        let event: BroadcastEvent
+        switch e {
+        case let .peerJoined(room, peer, address):
+            event = BroadcastEvent("peer_joined", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name),
+                                                   "role": .string(peer.role), "address": .string(address.description)])
+        case let .peerLeft(room, peer, reason):
+            event = BroadcastEvent("peer_left", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name), "reason": .string(reason)])
+        case let .substreamStarted(room, peer, stream):
+            event = BroadcastEvent("substream_started", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
+        case let .substreamStopped(room, peer, stream):
+            event = BroadcastEvent("substream_stopped", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
+        case let .subscribed(room, viewer, publisher, kinds):
+            event = BroadcastEvent("subscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher)),
+                                                  "kinds": .array(kinds.map { .string($0.rawValue) })])
+        case let .unsubscribed(room, viewer, publisher):
+            event = BroadcastEvent("unsubscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher))])
+        case let .rejected(address, reason):
+            logger.debug("relay: dropped a datagram from \(address): \(reason)")
+            return
+        }
+        if let events { events.emit(event) } else { logger.debug("relay: \(event.jsonLine())") }
+    }
+}
+
+extension StreamInfo {
+    var fields: [String: JSONValue] {
+        ["kind": .string(kind.rawValue), "ssrc": .int(Int(ssrc)), "codec": .string(codec), "payload_type": .int(Int(pt))]
+    }
+}
+
+/// The addresses viewers can use to reach this machine: its non-loopback IPv4 addresses.
+public func localIPv4Addresses() -> [String] {
+    var list: UnsafeMutablePointer<ifaddrs>?
+    guard getifaddrs(&list) == 0 else { return [] }
+    defer { freeifaddrs(list) }
+    var out: [String] = []
+    var p = list
+    while let i = p {
+        defer { p = i.pointee.ifa_next }
+        guard let a = i.pointee.ifa_addr, a.pointee.sa_family == sa_family_t(AF_INET) else { continue }
+        let sin = a.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee }
+        let ip = UInt32(bigEndian: sin.sin_addr.s_addr)
+        guard ip >> 24 != 127 else { continue }
+        out.append(PeerAddress(ip: ip, port: 0).description.dropLast(2).description)
+    }
+    return out
+}
