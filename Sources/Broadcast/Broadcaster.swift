@@ -111,6 +111,11 @@ public final class Broadcaster: @unchecked Sendable {
     private let history = Mutex(PacketHistory(capacity: 1024, maxPacketSize: 1500))
     private let rttNanos = Atomic<UInt64>(100_000_000)
     private let audio = Mutex<AudioSender?>(nil)
+    private let networkBusyWarned = Mutex<UInt64>(0)
+    /// Seconds in a row the encoder sent more than 1.5 × the target (stats thread only).
+    private var overshootSeconds = 0
+    private var overshootWarnedAt: UInt64 = 0
+    private var lastAudioBytes = 0
 
     public init(config: BroadcastConfig, events: EventSink, logger: Logger, clock: MediaClock = SystemClock()) throws {
         self.config = config
@@ -348,8 +353,28 @@ public final class Broadcaster: @unchecked Sendable {
         if let audio {
             fields["audio_packets_sent"] = .int(Int(audio.packetsSent))
             fields["audio_bytes_sent"] = .int(audio.bytesSent)
+            fields["audio_kbps"] = .int((audio.bytesSent - lastAudioBytes) * 8 / 1000)
+            lastAudioBytes = audio.bytesSent
         }
         events.emit(BroadcastEvent("stats", fields))
+        // Receivers asked for many packets again: the path is losing them (even if the
+        // retransmissions repair it, it is a sign of congestion).
+        let sentPackets = Int(c.packetsSent &- p.packetsSent), resent = c.retransmitted - p.retransmitted
+        if sentPackets >= 20 && resent * 20 >= sentPackets {
+            warnNetworkBusy(String(format: "%d of %d packets sent in the last second were lost on the way and resent (%.0f %%)",
+                                   resent, sentPackets, Double(resent) * 100 / Double(sentPackets)))
+        }
+        // The encoder cannot hold the bit rate (content too hard for it even at the coarsest
+        // quantizer): say so after 3 s in a row above 1.5 × the target.
+        let kbps = (c.bytesSent - p.bytesSent) * 8 / 1000
+        let target = settings.bitrate.kbps
+        overshootSeconds = kbps * 2 > target * 3 ? overshootSeconds + 1 : 0
+        let now = clock.nowNanos()
+        if overshootSeconds >= 3, overshootWarnedAt == 0 || now &- overshootWarnedAt >= 10_000_000_000 {
+            overshootWarnedAt = now
+            events.emit(BroadcastEvent("warning", ["kind": "encoder_overshoot", "kbps": .int(kbps), "target_kbps": .int(target),
+                "message": .string("sending \(kbps) kbps for a \(target) kbps target: the content needs more; raise --bitrate, lower --fps or --max-resolution")]))
+        }
     }
 
     // MARK: - Audio
@@ -419,6 +444,7 @@ public final class Broadcaster: @unchecked Sendable {
         var nextAllowed = clock.nowNanos()
         var sourceSize = PixelSize(width: 0, height: 0)
         var unavailable: String?
+        var tooSmall: PixelSize?
         var force = false
         while isRunning {
             let g = liveGeneration.load(ordering: .sequentiallyConsistent)
@@ -452,6 +478,17 @@ public final class Broadcaster: @unchecked Sendable {
             let grabStart = clock.nowNanos()
             let outcome = capturer.capture(force: force) { view in
                 let grabbed = clock.nowNanos()
+                guard view.size.width >= Self.minimumSide && view.size.height >= Self.minimumSide else {
+                    // Too small to encode usefully (a window shrunk to nothing, a 1-pixel region):
+                    // the receivers keep the last picture until it grows back.
+                    if tooSmall != view.size {
+                        tooSmall = view.size
+                        events.emit(BroadcastEvent("error", ["kind": "unsupported_resolution", "width": .int(view.size.width), "height": .int(view.size.height),
+                            "message": .string("the source is \(view.size), smaller than \(Self.minimumSide)x\(Self.minimumSide); holding the last picture until it grows")]))
+                    }
+                    return
+                }
+                tooSmall = nil
                 if view.size != sourceSize {
                     if sourceSize.area > 0 && !force {
                         events.emit(BroadcastEvent("warning", ["kind": "source_resized",
@@ -640,7 +677,7 @@ public final class Broadcaster: @unchecked Sendable {
             lastTimestamp = ts
             let pts = Int64(ts &- rtpBase)
             let started = clock.nowNanos()
-            var produced = false, key = false, packets: UInt32 = 0, octets = 0, errors = 0
+            var produced = false, key = false, packets: UInt32 = 0, octets = 0, errors = 0, busy = 0
             var sendNanos: UInt64 = 0
             do {
                 try encoder!.encode(frame, pts: pts, duration: UInt(90_000 / max(current.fps, 1))) { data, info in
@@ -649,7 +686,11 @@ public final class Broadcaster: @unchecked Sendable {
                     let sendStart = clock.nowNanos()
                     packets += UInt32(packetizer.packetize(frame: data, rtpTimestamp: ts, into: packetBuffer) { packet in
                         octets += packet.count
-                        if rtpSocket.send(packet) != 0 { errors += 1 }
+                        let rc = rtpSocket.send(packet)
+                        if rc != 0 {
+                            errors += 1
+                            if rc == ENOBUFS || rc == EAGAIN { busy += 1 }
+                        }
                         history.withLock { _ = $0.store(packet, now: sendStart) }
                     })
                     sendNanos &+= clock.nowNanos() &- sendStart
@@ -688,8 +729,12 @@ public final class Broadcaster: @unchecked Sendable {
             }
             if errors > 0 && now &- lastSendWarning > 5_000_000_000 {
                 lastSendWarning = now
-                events.emit(BroadcastEvent("warning", ["kind": "send_failed",
-                    "message": .string("packets to \(config.destination) are refused (is a receiver listening?)")]))
+                if busy > 0 {
+                    warnNetworkBusy("the local send queue is full: \(busy) of \(packets) packets of a frame dropped")
+                } else {
+                    events.emit(BroadcastEvent("warning", ["kind": "send_failed",
+                        "message": .string("packets to \(config.destination) are refused (is a receiver listening?)")]))
+                }
             }
         }
         if let lastFrame { pool.recycle(lastFrame) }
@@ -759,6 +804,20 @@ public final class Broadcaster: @unchecked Sendable {
         }
     }
 
+    /// `warning` `network_busy`, at most once per 10 s.
+    private func warnNetworkBusy(_ message: String) {
+        let now = clock.nowNanos()
+        let due = networkBusyWarned.withLock { last -> Bool in
+            guard last == 0 || now &- last >= 10_000_000_000 else { return false }
+            last = now
+            return true
+        }
+        if due { events.emit(BroadcastEvent("warning", ["kind": "network_busy", "message": .string(message)])) }
+    }
+
+    /// Sources smaller than this on a side are not encoded (`unsupported_resolution`).
+    static let minimumSide = 16
+
     /// What this broadcast publishes in a room.
     private func publishedStreams() -> [StreamInfo] {
         var streams = [StreamInfo(kind: .screen, ssrc: ssrc, pt: 96, codec: "VP8", clock: 90_000)]
@@ -806,6 +865,10 @@ public final class Broadcaster: @unchecked Sendable {
                         if let rtt { c.rttMillis = Double(rtt) / 1e6 }
                         c.fractionLost = Double(block.fractionLost) / 256
                         c.cumulativeLost = Int(block.cumulativeLost)
+                    }
+                    if block.fractionLost >= 13 {  // ≥ 5 % lost since the last report
+                        let rtt = rtt.map { String(format: "%.0f ms", Double($0) / 1e6) } ?? "unknown"
+                        warnNetworkBusy(String(format: "receivers report %.1f %% loss (RTT %@)", Double(block.fractionLost) / 2.56, rtt))
                     }
                 }
             default:

@@ -32,5 +32,17 @@ static int cx11_last_error_code = 0;
 static int cx11_record_error(Display *d, XErrorEvent *e) { (void)d; cx11_last_error_code = e->error_code; return 0; }
 static inline void cx11_install_error_handler(void) { XSetErrorHandler(cx11_record_error); }
 static inline int cx11_take_error(void) { int c = cx11_last_error_code; cx11_last_error_code = 0; return c; }
+
+/* The X server going away (killed, crashed, connection lost) is an "IO error", after which
+ * Xlib by default calls exit(1). Instead, record it and return: every later call on that
+ * display fails at once, and the capture reports the source as gone. */
+static volatile int cx11_io_error_seen = 0;
+static inline int cx11_io_error_handler(Display *d) { (void)d; cx11_io_error_seen = 1; return 0; }
+static inline void cx11_io_exit_handler(Display *d, void *data) { (void)d; (void)data; cx11_io_error_seen = 1; }
+static inline void cx11_install_io_handlers(Display *d) {
+    XSetIOErrorHandler(cx11_io_error_handler);
+    XSetIOErrorExitHandler(d, cx11_io_exit_handler, 0);
+}
+static inline int cx11_io_failed(void) { return cx11_io_error_seen; }
 // XFixes cursor pixels are `unsigned long` (64-bit here) holding 32-bit premultiplied ARGB.
 static inline unsigned int cx11_cursor_pixel(const XFixesCursorImage *c, int i) { return (unsigned int)c->pixels[i]; }

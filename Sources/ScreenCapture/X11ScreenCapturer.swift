@@ -146,6 +146,7 @@ public final class X11ScreenCapturer {
         display = d
         displayName = shownName
         cx11_install_error_handler()
+        cx11_install_io_handlers(d)
         let screen = cx11_default_screen(d)
         root = cx11_root_window(d, screen)
         screenSize = PixelSize(width: Int(cx11_display_width(d, screen)), height: Int(cx11_display_height(d, screen)))
@@ -242,6 +243,17 @@ public final class X11ScreenCapturer {
     }
 
     deinit {
+        if cx11_io_failed() != 0 {
+            // The connection is dead: Xlib requests would block on it. The shared memory
+            // segment and the image are ours to release; the rest died with the server.
+            if let image {
+                if shmAttached { image.pointee.data = nil }
+                _ = cx11_destroy_image(image)
+            }
+            if shmAttached { shmdt(shmInfo.shmaddr) }
+            placeholder?.deallocate()
+            return
+        }
         if damage != 0 { XDamageDestroy(display, damage) }
         releaseImage()
         if windowPixmap != 0 { XFreePixmap(display, windowPixmap) }
@@ -441,7 +453,9 @@ public final class X11ScreenCapturer {
     /// Captures a frame if the source changed (or `force`), handing the body a borrowed BGRA
     /// view that is valid only during the call.
     public func capture(force: Bool = false, _ body: (BGRAImageView) -> Void) -> CaptureOutcome {
+        if cx11_io_failed() != 0 { return .permanentError("the X server of \(displayName) closed the connection (it stopped or crashed)") }
         drainEvents()
+        if cx11_io_failed() != 0 { return .permanentError("the X server of \(displayName) closed the connection (it stopped or crashed)") }
         if damage == 0 && !windowGone { dirty = true }
         guard dirty || force else { return .unchanged }
         if damage != 0 { XDamageSubtract(display, damage, 0, 0) }
@@ -510,6 +524,7 @@ public final class X11ScreenCapturer {
     /// Waits up to `timeoutNanos` for X events (damage, window changes) or, when the cursor is
     /// drawn, a pointer move; returns true if the picture may have changed.
     public func waitForChange(timeoutNanos: UInt64) -> Bool {
+        if cx11_io_failed() != 0 { return true }  // the next capture reports it
         drainEvents()
         if dirty { return true }
         XFlush(display)

@@ -109,10 +109,13 @@ public final class PrivateXvfb {
         }
     }
 
-    deinit {
+    /// Stops the server now (clients see their display go away).
+    public func stop() {
         kill(child.pid, SIGTERM)
         child.finish(within: 5, interrupt: false)
     }
+
+    deinit { stop() }
 }
 
 public func which(_ name: String) -> String {
