@@ -536,16 +536,32 @@ public final class Broadcaster: @unchecked Sendable {
         let period = UInt64(1e9 / max(fps, 0.1))
         pool.resize(to: targetSize(for: reader.size))
         var next = clock.nowNanos()
+        // Live settings: `fps` caps how often a frame goes on (the input keeps its own pace),
+        // `max_resolution` re-applies the scaling policy.
+        var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
+        var current = settings
+        var lastPublished: UInt64 = 0
         while isRunning {
             let now = clock.nowNanos()
             if now < next { sleepNanos(next - now); continue }
             // A live source: when the machine fell behind, skip ahead instead of bursting
             // the frames it missed (a burst would overshoot the bit rate and the receiver).
             next = now - next > period ? now + period : next + period
-            if settings.paused { continue }
+            let g = liveGeneration.load(ordering: .sequentiallyConsistent)
+            if g != generation {
+                generation = g
+                let updated = settings
+                if updated.maxResolution != current.maxResolution { pool.resize(to: targetSize(for: reader.size)) }
+                current = updated
+            }
+            if current.paused { continue }
             switch reader.readNext() {
             case .frame(let changed):
                 guard changed else { continue }
+                // Slower than the input when asked (a 10 % margin absorbs the input's jitter).
+                let minInterval = UInt64(0.9e9 / Double(max(current.fps, 1)))
+                if lastPublished != 0 && now &- lastPublished < minInterval { continue }
+                lastPublished = now
                 let frame = pool.take()
                 let base = reader.bytes.baseAddress!
                 let w = reader.size.width, h = reader.size.height

@@ -125,3 +125,51 @@ import X11TestSupport
         #expect(sender.finish(within: 0) == 130)
     }
 }
+
+/// Live changes as a receiver sees them (`screenshare watch` decoding the stream).
+@Suite struct ControlAtTheReceiverTests {
+    @Test func frameRateAndSizeChangeAtTheReceiverWithoutAGap() throws {
+        let dir = try makeTempDir()
+        let input = "\(dir)/motion.nv12"
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=30",
+                                          "-frames:v", "30", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", input]) == 0)
+        let port = freeEvenPort()
+        let sdp = "\(dir)/v.sdp"
+        try writeSDP(port: port, fps: 30, to: sdp)
+        let viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--duration", "16", "--json"], dir: dir, name: "viewer")
+        try waitUntilBound(port)
+        let socket = "\(dir)/ctl.sock"
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--input", input, "--input-size", "1920x1080", "--fps", "30", "--content", "motion",
+            "--bitrate", "2M", "--no-audio", "--control-socket", socket, "--duration", "14", "--json",
+        ], dir: dir, name: "sender")
+        func stats() -> [[String: Any]] { RoomEndToEndTests.events(viewer, "stats") }
+        func fps(after count: Int) throws -> Int {
+            // The second full second after the change (the first may straddle it).
+            let s = try RoomEndToEndTests.wait(for: "stats", in: viewer, count: count + 2)
+            return s["fps"] as? Int ?? -1
+        }
+        _ = try RoomEndToEndTests.wait(for: "first_frame", in: viewer)
+        _ = try RoomEndToEndTests.wait(for: "stats", in: viewer, count: 2)
+        #expect(try runScreenshare(["ctl", "--socket", socket, "set", "fps=5"]).status == 0)
+        let slow = try fps(after: stats().count)
+        #expect((4...6).contains(slow), "fps after set fps=5: \(slow)")
+        #expect(try runScreenshare(["ctl", "--socket", socket, "set", "fps=30"]).status == 0)
+        let fast = try fps(after: stats().count)
+        #expect(fast >= 27, "fps after set fps=30: \(fast)")
+
+        // 1080p → 720p: the decoded size changes within 1 s, and the pictures do not stop.
+        let asked = Date()
+        #expect(try runScreenshare(["ctl", "--socket", socket, "set", "max-resolution=720p"]).status == 0)
+        let changed = try RoomEndToEndTests.wait(for: "resolution_changed", in: viewer, seconds: 5)
+        #expect(Date().timeIntervalSince(asked) <= 1.0, "new size after \(Date().timeIntervalSince(asked)) s")
+        #expect(changed["width"] as? Int == 1280 && changed["height"] as? Int == 720)
+        #expect(sender.finish(within: 30) == 0, "\(sender.stderr)")
+        #expect(viewer.finish(within: 30) == 0, "\(viewer.stderr)")
+        let summary = try stoppedEvent(viewer.stdout)
+        // No gap longer than 500 ms: a freeze is counted from 150 ms over the average frame time.
+        #expect(summary["freeze_count"] as? Int == 0, "\(summary)")
+        #expect((summary["total_freezes_duration_s"] as? Double ?? 1) < 0.5)
+        #expect(summary["width"] as? Int == 1280)
+    }
+}
