@@ -35,6 +35,8 @@ public struct BroadcastConfig: Sendable {
     /// The control socket (`screenshare ctl`); nil: none.
     public var controlSocketPath: String?
     public var cname: String
+    /// libvpx `cpu-used` (−16…16); nil: 8 for motion, 10 for detail.
+    public var cpuUsed: Int?
     /// Audio (Opus from PulseAudio); nil: video only.
     public var audio: AudioSendConfig?
     /// Publish in a room through the relay at `destination` (one UDP flow for everything);
@@ -763,9 +765,15 @@ public final class Broadcaster: @unchecked Sendable {
         c.minBitrateKbps = s.minBitrate?.kbps
         c.keyframeIntervalSeconds = s.keyframeIntervalSeconds
         c.content = s.content
-        // One thread up to 1080p: libvpx's row sync spins, and on a busy 2-core machine a
-        // second thread made encodes of a still slide take 250 ms instead of 15.
-        c.threads = size.area > 1920 * 1080 ? 2 : 1
+        // detail: one thread up to 1080p — libvpx's row sync spins, and on a busy 2-core
+        // machine a second thread made encodes of a still slide take 250 ms instead of 15.
+        // motion encodes every frame at full rate: two threads from 720p up, or libvpx's
+        // real-time speed control (positive cpu-used) falls back to its fastest, blurriest modes.
+        c.threads = size.area > 1920 * 1080 || (s.content == .motion && size.area >= 1280 * 720) ? 2 : 1
+        // libvpx real-time speed: positive = adapt the speed so an encode takes about
+        // (16 − N)/16 of the frame time (8 gives it half, as ffmpeg's usual -cpu-used 8 does);
+        // negative = a fixed speed. The bench showed 10 costing 5 dB on motion at 1080p30.
+        c.cpuUsed = config.cpuUsed ?? (s.content == .motion ? 8 : 10)
         return c
     }
 

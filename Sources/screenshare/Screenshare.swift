@@ -120,6 +120,9 @@ struct Start: ParsableCommand {
     @Option(help: "Content preference: detail (keep resolution; slides) or motion (keep frame rate).")
     var content: String = "detail"
 
+    @Option(help: ArgumentHelp("libvpx speed, -16 to 16: positive adapts the speed so an encode takes about (16-N)/16 of the frame time, negative fixes it; lower is slower and sharper (default: 8 for motion, 10 for detail).", valueName: "N"))
+    var cpuUsed: Int?
+
     @Option(help: ArgumentHelp("Control socket for `screenshare ctl` (default: $XDG_RUNTIME_DIR/screenshare/pid-PID.sock, or /tmp/screenshare-UID/…).", valueName: "path"))
     var controlSocket: String?
 
@@ -197,6 +200,7 @@ struct Start: ParsableCommand {
         guard minFps >= 0, minFps <= Double(fps) else { throw ValidationError("--min-fps \(minFps): must be from 0 to --fps (\(fps))") }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
         if let keyframeInterval, !(keyframeInterval > 0) { throw ValidationError("--keyframe-interval \(keyframeInterval): must be more than 0") }
+        if let cpuUsed, !(-16...16).contains(cpuUsed) { throw ValidationError("--cpu-used \(cpuUsed): must be from -16 to 16") }
         guard ContentPreference(rawValue: content) != nil else { throw ValidationError("--content '\(content)': use detail or motion") }
         if let maxResolution { do { _ = try MaxResolution.parse(maxResolution) } catch { throw ValidationError("--max-resolution: \(error)") } }
         if let region { do { _ = try CaptureSourceSpec.parseRegion(region) } catch { throw ValidationError("--region: \(error)") } }
@@ -289,6 +293,7 @@ struct Start: ParsableCommand {
         config.minBitrate = try minBitrate.map(Bitrate.parse)
         config.keyframeIntervalSeconds = keyframeInterval
         config.content = ContentPreference(rawValue: content)!
+        config.cpuUsed = cpuUsed
         config.sdpPath = sdp
         config.durationSeconds = duration
         config.controlSocketPath = controlSocket ?? ControlSocket.path(label: room ?? "pid-\(getpid())")

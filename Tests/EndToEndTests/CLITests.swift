@@ -44,6 +44,7 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         (["watch", "--room", "a", "--server", "relay"], "--server"),
         (["serve", "--listen", "nowhere"], "--listen"),
         (["serve", "--duration", "0"], "--duration"),
+        (["start", "--to", "127.0.0.1:5004", "--cpu-used", "20"], "--cpu-used"),
     ])
     func roomFlagsAreCheckedAndNamed(args: [String], message: String) throws {
         let r = try runScreenshare(args)
