@@ -408,7 +408,13 @@ struct Watch: ParsableCommand {
     @Flag(help: "Print nothing but errors.")
     var quiet = false
 
+    @Option(help: ArgumentHelp("Log detail on stderr: debug, info, warning or error.", valueName: "level"))
+    var logLevel: String = "info"
+
     func validate() throws {
+        guard ["debug", "info", "warning", "error"].contains(logLevel) else {
+            throw ValidationError("--log-level '\(logLevel)': use debug, info, warning or error")
+        }
         if room != nil && sdp != nil { throw ValidationError("--room and --sdp cannot be used together: join a room, or receive a plain stream") }
         if let room {
             do { try validateRoomName(room) } catch { throw ValidationError("--room: \(error)") }
@@ -449,7 +455,7 @@ struct Watch: ParsableCommand {
         config.recordPath = record
         config.durationSeconds = duration
         var logger = Logger(label: "screenshare")
-        logger.logLevel = quiet ? .error : .info
+        logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
         let sink: EventSink = json ? JSONLineSink() : HumanSink(quiet: quiet)
         let viewer: Viewer
         do {
