@@ -702,7 +702,18 @@ public final class Broadcaster: @unchecked Sendable {
                     produced = true
                     key = key || info.isKeyframe
                     let sendStart = clock.nowNanos()
+                    // Pacing: a frame's first 16 kB leave at once; the rest of a big frame (a
+                    // 1080p keyframe is 70–90 kB) at 4 × the bit rate (at least 8 Mbit/s), so
+                    // one burst does not overflow a router queue (or the relay's) and get lost.
+                    let paceBitsPerSecond = Double(max(current.bitrate.bitsPerSecond * 4, 8_000_000))
+                    var frameBytes = 0
                     packets += UInt32(packetizer.packetize(frame: data, rtpTimestamp: ts, into: packetBuffer) { packet in
+                        if frameBytes > Self.unpacedBytes {
+                            let due = sendStart + UInt64(Double(frameBytes - Self.unpacedBytes) * 8 / paceBitsPerSecond * 1e9)
+                            let t = clock.nowNanos()
+                            if t < due { sleepNanos(due - t) }
+                        }
+                        frameBytes += packet.count
                         octets += packet.count
                         let rc = rtpSocket.send(packet)
                         if rc != 0 {
@@ -838,6 +849,9 @@ public final class Broadcaster: @unchecked Sendable {
         }
         if due { events.emit(BroadcastEvent("warning", ["kind": "network_busy", "message": .string(message)])) }
     }
+
+    /// Bytes of a frame sent without pacing.
+    static let unpacedBytes = 16_000
 
     /// Sources smaller than this on a side are not encoded (`unsupported_resolution`).
     static let minimumSide = 16
