@@ -110,7 +110,10 @@ public final class Broadcaster: @unchecked Sendable {
     private let liveGeneration = Atomic<Int>(0)
     private var control: ControlServer?
     /// Sent RTP packets, for NACKs (written by the encode thread, read by the RTCP thread).
-    private let history = Mutex(PacketHistory(capacity: 1024, maxPacketSize: 1500))
+    /// Kept 3 s: on a still screen the next packet after a burst is the keep-alive frame, up to
+    /// 1 s later (--min-fps 1), and only then does a viewer see that the burst's last frame was
+    /// lost; its NACK comes after that second plus a round trip.
+    private let history = Mutex(PacketHistory(capacity: 1024, maxPacketSize: 1500, maxAge: 3_000_000_000))
     private let rttNanos = Atomic<UInt64>(100_000_000)
     private let audio = Mutex<AudioSender?>(nil)
     private let networkBusyWarned = Mutex<UInt64>(0)

@@ -260,7 +260,7 @@ public final class Viewer: @unchecked Sendable {
         lastPacketNanos = now
         rtpSource = source
         receive?.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: length)
-        nack.onPacket(sequenceNumber: header.sequenceNumber, now: now)
+        nack.onPacket(sequenceNumber: header.sequenceNumber, now: now, endsFrame: header.marker)
         let payload = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
         assembler.insert(header: header, payload: payload, now: now) { frame in
             stats.frameArrived(rtpTimestamp: frame.rtpTimestamp)

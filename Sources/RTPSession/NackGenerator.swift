@@ -8,6 +8,11 @@
 /// are given up: the caller then asks for a keyframe (PLI) and tells the frame assembler.
 /// Give-ups are always oldest first, so "given up through N" covers every older hole.
 ///
+/// A hole is normally seen only when a later packet arrives. On a still screen the next packet
+/// may be a second away, so when the caller says which packets end a frame (the RTP marker) and
+/// the newest packet does not, and nothing newer arrives for ``Configuration/tailDelay``, the
+/// packet after it is asked for too (a tail probe; a sender that never sent it ignores the NACK).
+///
 /// Time is in nanoseconds of a monotonic clock; memory is one preallocated list.
 public struct NackGenerator: Sendable {
     public struct Configuration: Sendable {
@@ -18,6 +23,10 @@ public struct NackGenerator: Sendable {
         public var maxAge: UInt64 = 1_000_000_000
         public var maxPacketAge: Int64 = 1000
         public var maxListSize = 500
+        /// How long after a newest packet that does not end a frame the next one is asked for;
+        /// nil: never (holes are found from later packets only). Longer than the reordering
+        /// within one frame's burst.
+        public var tailDelay: UInt64? = 30_000_000
         public init() {}
     }
 
@@ -34,6 +43,9 @@ public struct NackGenerator: Sendable {
     private var newest: Int64?
     private var suspect: Int64?
     private var lostThrough: Int64?
+    /// Arrival of the newest packet while it does not end a frame (a tail probe is due after
+    /// ``Configuration/tailDelay``); nil otherwise or once probed.
+    private var tailSince: UInt64?
 
     /// Sequence numbers put in NACKs (each retry counts).
     public private(set) var requested = 0
@@ -53,25 +65,41 @@ public struct NackGenerator: Sendable {
     public var missingCount: Int { list.count }
 
     /// Records a packet's arrival (a retransmission too).
+    /// - Parameter endsFrame: the packet's RTP marker (the last packet of a video frame), if
+    ///   the caller knows it; nil turns tail probing off for this packet.
     /// - Returns: true if it filled a hole this generator had asked for.
     @discardableResult
-    public mutating func onPacket(sequenceNumber seq: UInt16, now: UInt64) -> Bool {
+    public mutating func onPacket(sequenceNumber seq: UInt16, now: UInt64, endsFrame: Bool? = nil) -> Bool {
         let e = unwrapper.extended(seq)
         guard let top = newest else {
             newest = unwrapper.unwrap(seq)
+            tailSince = endsFrame == false ? now : nil
             return false
         }
         if e > top {
             suspect = nil
             _ = unwrapper.unwrap(seq)
-            addMissing(from: top + 1, to: e, now: now)
+            tailSince = endsFrame == false ? now : nil
+            var filledProbe = false
+            if let last = list.last, last.sequence > top {
+                // The tail probe (the only entry above the newest packet, always newest + 1):
+                // answered, or still a hole below this packet.
+                if last.sequence == e {
+                    filledProbe = last.retries > 0
+                    list.removeLast()
+                }
+                addMissing(from: top + 2, to: e, now: now)
+            } else {
+                addMissing(from: top + 1, to: e, now: now)
+            }
+            if filledProbe { recovered += 1 }
             newest = e
             // Holes now too many packets behind the newest.
             if let first = list.first, first.sequence < e - configuration.maxPacketAge {
                 let cut = list.firstIndex { $0.sequence >= e - configuration.maxPacketAge } ?? list.count
                 giveUp(count: cut, through: list[cut - 1].sequence)
             }
-            return false
+            return filledProbe
         }
         if e < top - configuration.maxPacketAge {
             // Far behind everything tracked: a stale packet, or the sender restarted its
@@ -81,6 +109,7 @@ public struct NackGenerator: Sendable {
                 unwrapper.reset()
                 newest = unwrapper.unwrap(seq)
                 suspect = nil
+                tailSince = nil
             } else {
                 suspect = e
             }
@@ -146,6 +175,12 @@ public struct NackGenerator: Sendable {
             if tooOld || exhausted { cut = i + 1 }
         }
         if cut > 0 { giveUp(count: cut, through: list[cut - 1].sequence) }
+        if let since = tailSince, let delay = configuration.tailDelay, now >= since &+ delay,
+           list.count < configuration.maxListSize {
+            // Asked for at once: it is past any reordering already.
+            list.append(Entry(sequence: top + 1, detectedAt: now &- min(now, configuration.reorderDelay), lastSentAt: nil, retries: 0))
+            tailSince = nil
+        }
         for i in list.indices {
             let entry = list[i]
             let settled = top - entry.sequence >= configuration.reorderPackets
@@ -171,6 +206,9 @@ public struct NackGenerator: Sendable {
                 t = min(t, last &+ interval)
             }
             earliest = min(earliest ?? t, t)
+        }
+        if let since = tailSince, let delay = configuration.tailDelay {
+            earliest = min(earliest ?? since &+ delay, since &+ delay)
         }
         return earliest
     }

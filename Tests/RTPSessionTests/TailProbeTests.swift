@@ -1,0 +1,73 @@
+import Testing
+@testable import RTPSession
+
+/// A frame's last packets lost just before the sender pauses (a still slide) are asked for
+/// after ``NackGenerator/Configuration/tailDelay`` instead of when the next frame comes.
+@Suite struct TailProbeTests {
+    func poll(_ g: inout NackGenerator, at now: UInt64) -> [UInt16] {
+        var out: [UInt16] = []
+        g.poll(now: now, rtt: 0, into: &out)
+        return out
+    }
+
+    @Test func theNextPacketIsAskedForWhenTheNewestDoesNotEndAFrame() {
+        var g = NackGenerator()
+        g.onPacket(sequenceNumber: 100, now: 0, endsFrame: true)
+        g.onPacket(sequenceNumber: 101, now: 1 * ms, endsFrame: false)  // 102, the marker packet, is lost
+        #expect(g.nextWakeup(rtt: 0) == 31 * ms)
+        #expect(poll(&g, at: 30 * ms).isEmpty)  // may still be on its way
+        #expect(poll(&g, at: 31 * ms) == [102])
+        #expect(poll(&g, at: 40 * ms).isEmpty)  // retried at the normal spacing
+        #expect(poll(&g, at: 51 * ms) == [102])
+        // The resend arrives: the hole is closed and counted as recovered.
+        let filled = g.onPacket(sequenceNumber: 102, now: 60 * ms, endsFrame: true)
+        #expect(filled)
+        #expect(g.missingCount == 0 && g.recovered == 1)
+        #expect(poll(&g, at: 500 * ms).isEmpty && g.nextWakeup(rtt: 0) == nil)
+    }
+
+    @Test func noProbeAfterAFrameEndsOrWhenTheCallerDoesNotKnow() {
+        var g = NackGenerator()
+        g.onPacket(sequenceNumber: 1, now: 0, endsFrame: false)
+        g.onPacket(sequenceNumber: 2, now: 1 * ms, endsFrame: true)
+        #expect(poll(&g, at: 1000 * ms).isEmpty && g.nextWakeup(rtt: 0) == nil)
+        var h = NackGenerator()
+        h.onPacket(sequenceNumber: 1, now: 0)
+        #expect(poll(&h, at: 1000 * ms).isEmpty)
+        var c = NackGenerator.Configuration()
+        c.tailDelay = nil
+        var off = NackGenerator(configuration: c)
+        off.onPacket(sequenceNumber: 1, now: 0, endsFrame: false)
+        #expect(poll(&off, at: 1000 * ms).isEmpty)
+    }
+
+    @Test func aProbeBelowALaterPacketStaysAHoleAndIsNotDuplicated() {
+        var g = NackGenerator()
+        g.onPacket(sequenceNumber: 10, now: 0, endsFrame: false)
+        #expect(poll(&g, at: 30 * ms) == [11])
+        // 11 and 12 lost; the next frame's first packet arrives.
+        g.onPacket(sequenceNumber: 13, now: 35 * ms, endsFrame: false)
+        #expect(g.missingCount == 2)
+        #expect(poll(&g, at: 45 * ms) == [12])        // 11 waits for its retry spacing
+        #expect(poll(&g, at: 50 * ms) == [11])
+        let filled11 = g.onPacket(sequenceNumber: 11, now: 60 * ms, endsFrame: false)
+        let filled12 = g.onPacket(sequenceNumber: 12, now: 60 * ms, endsFrame: true)
+        #expect(filled11 && filled12)
+        #expect(g.missingCount == 0)
+    }
+
+    @Test func anUnansweredProbeIsGivenUpWithoutBreakingAnything() {
+        // A sender that stopped mid-frame: the probe is retried, then given up, once.
+        var g = NackGenerator()
+        g.onPacket(sequenceNumber: 7, now: 0, endsFrame: false)
+        var asked = 0
+        var t: UInt64 = 0
+        while t < 2_000 * ms { t += 5 * ms; asked += poll(&g, at: t).count }
+        #expect(asked == g.configuration.maxRetries)
+        #expect(g.takeLoss() == 8)
+        #expect(g.missingCount == 0 && g.nextWakeup(rtt: 0) == nil)
+        // The stream goes on from 8: nothing is missing.
+        g.onPacket(sequenceNumber: 8, now: t, endsFrame: true)
+        #expect(g.missingCount == 0)
+    }
+}
