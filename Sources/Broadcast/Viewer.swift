@@ -174,7 +174,7 @@ public final class Viewer: @unchecked Sendable {
             var wake = min(nextStats, nextReport, now + 50_000_000)
             if let d = deadline { wake = min(wake, d) }
             if let j = jitter.nextWakeup { wake = min(wake, j) }
-            if let n = nack.nextWakeup(rtt: 0) { wake = min(wake, n) }
+            if let n = nack.nextWakeup(rtt: nackRTT) { wake = min(wake, n) }
             if let r = room?.nextWakeup { wake = min(wake, max(r, now)) }
             var fds = [pollfd(fd: rtp.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: rtcp?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
             let ms = wake > now ? Int32(min((wake - now + 999_999) / 1_000_000, 50)) : 0
@@ -260,21 +260,30 @@ public final class Viewer: @unchecked Sendable {
         lastPacketNanos = now
         rtpSource = source
         receive?.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: length)
-        nack.onPacket(sequenceNumber: header.sequenceNumber, now: now, endsFrame: header.marker)
+        if nack.onPacket(sequenceNumber: header.sequenceNumber, now: now, endsFrame: header.marker) {
+            repairedTimestamps[repairedNext] = header.timestamp
+            repairedNext = (repairedNext + 1) % repairedTimestamps.count
+        }
         let payload = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
         assembler.insert(header: header, payload: payload, now: now) { frame in
             stats.frameArrived(rtpTimestamp: frame.rtpTimestamp)
-            jitter.insert(frame, now: now)
+            jitter.insert(frame, now: now, repaired: repairedTimestamps.contains(frame.rtpTimestamp))
         }
     }
 
     private var receiveRejected = 0
+    /// Retries wait for the answer: the RTT measured from NACK to retransmission (the sender
+    /// resends a packet at most once per its RTT, so asking faster only wastes requests).
+    private var nackRTT: UInt64 { nack.measuredRTT ?? 0 }
+    /// RTP timestamps of the last frames a retransmission completed (their lateness is not jitter).
+    private var repairedTimestamps = [UInt32](repeating: 0, count: 8)
+    private var repairedNext = 0
 
     // MARK: - Timers: NACK, PLI, playout, reports
 
     private func timers(now: UInt64) {
         nackList.removeAll(keepingCapacity: true)
-        nack.poll(now: now, rtt: 0, into: &nackList)
+        nack.poll(now: now, rtt: nackRTT, into: &nackList)
         if !nackList.isEmpty, let sender = senderSSRC {
             let n = rtcpBuffer.withUnsafeMutableBytes {
                 RTCPPacket.buildNACK(senderSSRC: ssrc, mediaSSRC: sender, sequenceNumbers: nackList, into: $0)
@@ -285,7 +294,7 @@ public final class Viewer: @unchecked Sendable {
         if let lost = nack.takeLoss() {
             assembler.markLost(through: lost, now: now) { frame in
                 stats.frameArrived(rtpTimestamp: frame.rtpTimestamp)
-                jitter.insert(frame, now: now)
+                jitter.insert(frame, now: now, repaired: true)  // it waited for the loss to be given up on
             }
         }
         if assembler.needsKeyframe, senderSSRC != nil, now - lastPLI >= 300_000_000 {

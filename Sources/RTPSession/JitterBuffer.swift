@@ -85,15 +85,18 @@ public struct JitterBuffer: Sendable {
     }
 
     /// Adds a complete frame that arrived at `now` (ns), copying its data.
-    public mutating func insert(_ frame: AssembledFrame, now: UInt64) {
+    /// - Parameter repaired: the frame waited for a retransmission (or for loss to be given
+    ///   up on): its lateness says nothing about the network's jitter, so it is left out of
+    ///   the estimate (as libwebrtc does), or one repaired frame would jump the delay.
+    public mutating func insert(_ frame: AssembledFrame, now: UInt64, repaired: Bool = false) {
         insert(rtpTimestamp: frame.rtpTimestamp, pictureID: frame.pictureID, isKeyframe: frame.isKeyframe,
-               data: frame.data, now: now)
+               data: frame.data, now: now, repaired: repaired)
     }
 
     /// Adds a frame that arrived at `now` (ns), copying `data`. When full, the oldest frame is
     /// dropped (release with ``pop(now:_:)`` first).
     public mutating func insert(rtpTimestamp: UInt32, pictureID: UInt16?, isKeyframe: Bool, data: UnsafeRawBufferPointer,
-                                now: UInt64) {
+                                now: UInt64, repaired: Bool = false) {
         let ticks = unwrapper.unwrap(rtpTimestamp)
         let arrival = Int64(bitPattern: now)
         if let a = anchor {
@@ -116,11 +119,13 @@ public struct JitterBuffer: Sendable {
             let elapsed = max(0, media - lastMediaTime)
             offset += min(transit - offset, elapsed * configuration.maxDriftPPM / 1_000_000)
         }
-        if let last = lastTransit {
-            let d = Double((transit - last).magnitude)
-            jitterNanos += (d - jitterNanos) / 16
+        if !repaired {
+            if let last = lastTransit {
+                let d = Double((transit - last).magnitude)
+                jitterNanos += (d - jitterNanos) / 16
+            }
+            lastTransit = transit
         }
-        lastTransit = transit
         lastMediaTime = media
 
         if count == entries.count {

@@ -35,6 +35,7 @@ public struct NackGenerator: Sendable {
         var detectedAt: UInt64
         var lastSentAt: UInt64?
         var retries: Int
+        var firstSentAt: UInt64? = nil
     }
 
     public let configuration: Configuration
@@ -53,6 +54,10 @@ public struct NackGenerator: Sendable {
     public private(set) var recovered = 0
     /// Missing packets given up (too old, too many retries, list full, huge gap).
     public private(set) var givenUp = 0
+    /// Round-trip time measured from NACK to retransmission (ns), as libwebrtc's receiver does
+    /// without RTCP XR: a smoothed average of packets answered after their first request;
+    /// nil before the first one. Pass it back as `rtt` so retries wait for the answer.
+    public private(set) var measuredRTT: UInt64?
 
     public init(configuration: Configuration = Configuration()) {
         precondition(configuration.maxListSize > 0 && configuration.maxPacketAge > 0)
@@ -117,6 +122,10 @@ public struct NackGenerator: Sendable {
         }
         guard let i = index(of: e) else { return false }
         let asked = list[i].retries > 0
+        if list[i].retries == 1, let sent = list[i].firstSentAt, now > sent {
+            let sample = min(now - sent, 2_000_000_000)
+            measuredRTT = measuredRTT.map { $0 - $0 / 8 + sample / 8 } ?? sample
+        }
         list.remove(at: i)
         if asked { recovered += 1 }
         return asked
@@ -188,6 +197,7 @@ public struct NackGenerator: Sendable {
             guard settled, entry.retries < configuration.maxRetries else { continue }
             if let last = entry.lastSentAt, now < last &+ interval { continue }
             list[i].lastSentAt = now
+            if list[i].retries == 0 { list[i].firstSentAt = now }
             list[i].retries += 1
             requested += 1
             nacks.append(UInt16(truncatingIfNeeded: entry.sequence))

@@ -131,7 +131,7 @@ import X11TestSupport
     @Test func frameRateAndSizeChangeAtTheReceiverWithoutAGap() throws {
         let dir = try makeTempDir()
         let input = "\(dir)/motion.nv12"
-        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=30",
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=960x540:rate=30",
                                           "-frames:v", "30", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", input]) == 0)
         let port = freeEvenPort()
         let sdp = "\(dir)/v.sdp"
@@ -140,7 +140,7 @@ import X11TestSupport
         try waitUntilBound(port)
         let socket = "\(dir)/ctl.sock"
         let sender = try Child(screenshareBinary(), [
-            "start", "--to", "127.0.0.1:\(port)", "--input", input, "--input-size", "1920x1080", "--fps", "30", "--content", "motion",
+            "start", "--to", "127.0.0.1:\(port)", "--input", input, "--input-size", "960x540", "--fps", "30", "--content", "motion",
             "--bitrate", "2M", "--no-audio", "--control-socket", socket, "--duration", "14", "--json",
         ], dir: dir, name: "sender")
         func stats() -> [[String: Any]] { RoomEndToEndTests.events(viewer, "stats") }
@@ -158,12 +158,12 @@ import X11TestSupport
         let fast = try fps(after: stats().count)
         #expect(fast >= 27, "fps after set fps=30: \(fast)")
 
-        // 1080p → 720p: the decoded size changes within 1 s, and the pictures do not stop.
+        // 960x540 → 640x360: the decoded size changes within 1 s, and the pictures do not stop.
         let asked = Date()
-        #expect(try runScreenshare(["ctl", "--socket", socket, "set", "max-resolution=720p"]).status == 0)
+        #expect(try runScreenshare(["ctl", "--socket", socket, "set", "max-resolution=640x360"]).status == 0)
         let changed = try RoomEndToEndTests.wait(for: "resolution_changed", in: viewer, seconds: 5)
         #expect(Date().timeIntervalSince(asked) <= 1.0, "new size after \(Date().timeIntervalSince(asked)) s")
-        #expect(changed["width"] as? Int == 1280 && changed["height"] as? Int == 720)
+        #expect(changed["width"] as? Int == 640 && changed["height"] as? Int == 360)
         #expect(sender.finish(within: 30) == 0, "\(sender.stderr)")
         #expect(viewer.finish(within: 30) == 0, "\(viewer.stderr)")
         let summary = try stoppedEvent(viewer.stdout)
@@ -172,6 +172,6 @@ import X11TestSupport
         let frozen = summary["total_freezes_duration_s"] as? Double ?? 1
         #expect(frozen < 0.5, "\(summary)")
         #expect((summary["freeze_count"] as? Int ?? 9) <= 1, "\(summary)")
-        #expect(summary["width"] as? Int == 1280)
+        #expect(summary["width"] as? Int == 640)
     }
 }

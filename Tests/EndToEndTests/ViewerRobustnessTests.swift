@@ -148,13 +148,13 @@ import X11TestSupport
         #expect(Double(dropped) >= 0.035 * Double(dropped + forwarded), "\(record)")
         #expect((got["nack_count"] as? Int ?? 0) > 0 && (sent["retransmitted"] as? Int ?? 0) > 0, "\(record)")
         #expect(residual < 0.005, "\(record)")
-        // Known issue, intermittent (3 of the last 6 runs here): one frame repaired late — a burst's
-        // lost last frame is only noticed at the next keep-alive, ~1 s on — enters the jitter
-        // buffer's frame-jitter estimate and raises its target delay by up to ~400 ms at once,
-        // and that jump itself freezes the picture (seen: buffer_ms 118 → 478 ms; 0.23, 1.0 and 1.4 s of freezes).
-        // The fix is to leave frames delayed by retransmission out of the estimate, as libwebrtc
-        // does; until then this bound is recorded as a known issue rather than hidden.
-        withKnownIssue("late repaired frames inflate the jitter buffer's target delay", isIntermittent: true) {
+        // Fixed: a frame repaired late no longer raises the jitter buffer's target delay
+        // (repaired frames are left out of its estimate; it once jumped 118 → 478 ms and froze
+        // the picture up to 1.4 s), and retries now wait one measured RTT.
+        // Known issue, intermittent: one freeze of about 1 s is still seen in some runs, near
+        // the end of the session, on a still slide (the gap of one keep-alive interval); its cause
+        // is not found yet. Recorded, not hidden: the bound stays as the issue asks.
+        withKnownIssue("an occasional ~1 s freeze on a still slide under 5 % loss", isIntermittent: true) {
             #expect(freezes < 0.5 && freezes < 0.01 * duration, "\(record)")
         }
         #expect(Double(decoded) >= 0.97 * Double(framesSent), "\(record)")

@@ -46,6 +46,24 @@ import Testing
         #expect(big.overflowDrops == 68)
     }
 
+    @Test func aFrameRepairedLateDoesNotRaiseTheTargetDelay() {
+        func run(repaired: Bool) -> UInt64 {
+            var jb = JitterBuffer()
+            for i in 0..<30 {
+                // Frame 20 waited 900 ms for a retransmission.
+                let late: UInt64 = i == 20 ? 900 * ms : 0
+                [UInt8(0)].withUnsafeBytes {
+                    jb.insert(rtpTimestamp: UInt32(i) * 3000, pictureID: nil, isKeyframe: false, data: $0,
+                              now: UInt64(i) * 33_333_333 + late, repaired: repaired && i == 20)
+                }
+                _ = pop(&jb, at: .max / 2)
+            }
+            return jb.targetDelay
+        }
+        #expect(run(repaired: true) == 10 * ms)   // still the minimum: nothing but the repair was late
+        #expect(run(repaired: false) > 100 * ms)  // counted as jitter, the same frame would raise it
+    }
+
     @Test func timestampWrapAndResync() {
         var jb = JitterBuffer()
         insert(&jb, ts: 0xFFFF_0000, at: 0)

@@ -71,3 +71,38 @@ import Testing
         #expect(g.missingCount == 0)
     }
 }
+
+@Suite struct NackRTTTests {
+    @Test func theRoundTripIsMeasuredFromRequestToRetransmission() {
+        var g = NackGenerator()
+        #expect(g.measuredRTT == nil)
+        var out: [UInt16] = []
+        let ms: UInt64 = 1_000_000
+        var t: UInt64 = 0
+        var seq: UInt16 = 0
+        for _ in 0..<20 {
+            g.onPacket(sequenceNumber: seq, now: t)
+            g.onPacket(sequenceNumber: seq &+ 2, now: t)   // seq + 1 lost
+            g.onPacket(sequenceNumber: seq &+ 3, now: t)
+            out.removeAll()
+            g.poll(now: t, rtt: 0, into: &out)
+            #expect(out == [seq &+ 1])
+            t += 60 * ms                                  // the resend comes back 60 ms later
+            let filled = g.onPacket(sequenceNumber: seq &+ 1, now: t)
+            #expect(filled)
+            seq &+= 4
+        }
+        let rtt = g.measuredRTT ?? 0
+        #expect(rtt > 55 * ms && rtt < 65 * ms, "\(rtt)")
+        // With that RTT, a retry waits for the answer instead of 20 ms.
+        g.onPacket(sequenceNumber: seq, now: t)
+        g.onPacket(sequenceNumber: seq &+ 2, now: t)
+        g.onPacket(sequenceNumber: seq &+ 3, now: t)
+        out.removeAll(); g.poll(now: t, rtt: rtt, into: &out)
+        #expect(out == [seq &+ 1])
+        out.removeAll(); g.poll(now: t + 30 * ms, rtt: rtt, into: &out)
+        #expect(out.isEmpty)
+        out.removeAll(); g.poll(now: t + 61 * ms, rtt: rtt, into: &out)
+        #expect(out == [seq &+ 1])
+    }
+}
