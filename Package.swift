@@ -67,7 +67,7 @@ let package = Package(
         .testTarget(name: "RecordingTests", dependencies: ["Recording", "VP8Codec", "MediaCore"]),
         .testTarget(name: "AudioIOTests", dependencies: ["AudioIO"]),
         .testTarget(name: "OpusCodecTests", dependencies: ["OpusCodec"]),
-        .testTarget(name: "BroadcastTests", dependencies: ["Broadcast", "RTP", "MediaCore", "ScreenCapture", "VideoProcessing"]),
+        .testTarget(name: "BroadcastTests", dependencies: ["Broadcast", "RTP", "MediaCore", "ScreenCapture", "VideoProcessing", "OpusCodec", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec"]),
     ],
     swiftLanguageModes: [.v6]

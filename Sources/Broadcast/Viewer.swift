@@ -1,3 +1,4 @@
+import AudioIO
 import Foundation
 import Logging
 import MediaCore
@@ -22,6 +23,10 @@ public struct ViewerConfig: Sendable {
     public var recordPath: String?
     public var durationSeconds: Double?
     public var cname: String
+    /// Play the audio through PulseAudio (when the stream has audio).
+    public var audioPlayback = true
+    /// The PulseAudio sink to play to (nil: the default one).
+    public var audioSink: String?
     /// Join a room through the relay at `server` instead of listening on the SDP's ports.
     public var room: RoomSettings?
     public var server: Endpoint?
@@ -74,6 +79,13 @@ public final class Viewer: @unchecked Sendable {
     private var roomEvents: RoomEventMapper
     /// In a room: the screen stream we subscribed to (other SSRCs are not ours to show).
     private var expectedSSRC: UInt32?
+    /// The audio stream, when there is one (Opus); its ports in plain mode.
+    private var audio: AudioReceiver?
+    private let audioRTP: UDPListener?
+    private let audioRTCP: UDPListener?
+    private var audioSSRC: UInt32?
+    private var recordOriginArrival: UInt64?
+    private var audioPlaybackWarning: String?
     /// In a room: every stream of the publisher we receive; packets of other SSRCs are counted
     /// as foreign (the relay should never send them).
     private var subscribedSSRCs: Set<UInt32> = []
@@ -117,6 +129,24 @@ public final class Viewer: @unchecked Sendable {
             throw SettingsError("the SDP's video is \(video.encoding.isEmpty ? "of unknown encoding" : video.encoding); only VP8 is supported")
         }
         media = video
+        var audioPorts: (UInt16, UInt16)?
+        if let a = config.description.audio, a.encoding.lowercased() == "opus" {
+            var playback: PulsePlayback?
+            if config.audioPlayback {
+                do { playback = try PulsePlayback(sink: config.audioSink) } catch {
+                    audioPlaybackWarning = "\(error); the audio is received (and recorded) but not played"
+                }
+            }
+            audio = try AudioReceiver(payloadType: a.payloadType, playback: playback, logger: logger)
+            if config.room == nil { audioPorts = (a.port, a.rtcpPort) }
+        }
+        if let (p, r) = audioPorts {
+            audioRTP = try UDPListener(port: p)
+            audioRTCP = try UDPListener(port: r)
+        } else {
+            audioRTP = nil
+            audioRTCP = nil
+        }
         if let roomSettings = config.room, let server = config.server {
             rtp = try UDPListener(port: 0)
             rtcp = nil
@@ -159,7 +189,14 @@ public final class Viewer: @unchecked Sendable {
             started["room"] = .string(r.name)
             started["server"] = .string(r.server)
         }
+        if let a = config.description.audio, audio != nil {
+            started["audio_port"] = config.room == nil ? .int(Int(a.port)) : .null
+            started["audio_playback"] = .bool(audio?.isPlaying ?? false)
+        }
         events.emit(BroadcastEvent("started", started))
+        if let w = audioPlaybackWarning {
+            events.emit(BroadcastEvent("warning", ["kind": "audio_playback_unavailable", "message": .string(w)]))
+        }
         if room != nil {
             room!.start(now: startNanos)
             flushRoom()
@@ -176,11 +213,16 @@ public final class Viewer: @unchecked Sendable {
             if let j = jitter.nextWakeup { wake = min(wake, j) }
             if let n = nack.nextWakeup(rtt: nackRTT) { wake = min(wake, n) }
             if let r = room?.nextWakeup { wake = min(wake, max(r, now)) }
-            var fds = [pollfd(fd: rtp.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: rtcp?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
+            if let a = audio?.nextWakeup { wake = min(wake, max(a, now)) }
+            var fds = [pollfd(fd: rtp.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: rtcp?.fd ?? -1, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: audioRTP?.fd ?? -1, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: audioRTCP?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
             let ms = wake > now ? Int32(min((wake - now + 999_999) / 1_000_000, 50)) : 0
-            _ = poll(&fds, 2, ms)
+            _ = poll(&fds, 4, ms)
             if fds[0].revents & Int16(POLLIN) != 0 { drainRTP() }
             if fds[1].revents & Int16(POLLIN) != 0 { drainRTCP() }
+            if fds[2].revents & Int16(POLLIN) != 0 { drainAudioRTP() }
+            if fds[3].revents & Int16(POLLIN) != 0, let l = audioRTCP { drainRTCP(from: l) }
             let t = clock.nowNanos()
             timers(now: t)
             if let w = window, !w.handleEvents() { stop(.windowClosed) }
@@ -234,11 +276,19 @@ public final class Viewer: @unchecked Sendable {
     }
 
     private func handleRTP(_ bytes: UnsafeRawBufferPointer, source: sockaddr_in) {
-        guard let (header, offset, length) = try? RTPHeader.parse(bytes), header.payloadType == media.payloadType else {
+        guard let (header, offset, length) = try? RTPHeader.parse(bytes) else {
             receiveRejected += 1
             return
         }
         let now = clock.nowNanos()
+        if room != nil, header.ssrc == audioSSRC, audio != nil {
+            handleAudio(header: header, payload: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)]), now: now)
+            return
+        }
+        guard header.payloadType == media.payloadType else {
+            receiveRejected += 1
+            return
+        }
         if room != nil {
             guard header.ssrc == expectedSSRC else {
                 // Audio (handled elsewhere), or a stream we did not ask for.
@@ -272,6 +322,54 @@ public final class Viewer: @unchecked Sendable {
     }
 
     private var receiveRejected = 0
+
+    // MARK: - Audio
+
+    /// Plain mode: the audio port (PORT+2).
+    private func drainAudioRTP() {
+        guard let audioRTP else { return }
+        var source = sockaddr_in()
+        while true {
+            let n = packetBuffer.withUnsafeMutableBytes { audioRTP.receive(into: $0, from: &source) }
+            guard n > 0 else { return }
+            packetBuffer.withUnsafeBytes { raw in
+                let bytes = UnsafeRawBufferPointer(rebasing: raw[0..<n])
+                guard let (header, offset, length) = try? RTPHeader.parse(bytes), header.payloadType == audio?.payloadType else {
+                    receiveRejected += 1
+                    return
+                }
+                handleAudio(header: header, payload: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)]), now: clock.nowNanos())
+            }
+        }
+    }
+
+    private func handleAudio(header: RTPHeader, payload: UnsafeRawBufferPointer, now: UInt64) {
+        guard let audio else { return }
+        audio.handle(header: header, payload: payload, now: now)
+        recordAudio(header: header, payload: payload, now: now)
+    }
+
+    /// Writes an Opus packet into the recording, on the video's timeline: both streams' sender
+    /// reports map RTP time to the sender's wall clock (before they arrive: arrival times).
+    private func recordAudio(header: RTPHeader, payload: UnsafeRawBufferPointer, now: UInt64) {
+        guard let recorder, let originTicks = recordOrigin else { return }
+        var nanos: Int64
+        if let v = receive?.lastSenderReport, let a = audio?.lastSenderReport {
+            func ntpNanos(_ t: NTPTimestamp) -> Int64 { Int64(t.seconds) * 1_000_000_000 + Int64((UInt64(t.fraction) * 1_000_000_000) >> 32) }
+            let originTs = UInt32(truncatingIfNeeded: originTicks)
+            let videoOrigin = ntpNanos(v.ntp) + Int64(Int32(bitPattern: originTs &- v.rtpTimestamp)) * 1_000_000_000 / Int64(max(media.clockRate, 1))
+            let audioTime = ntpNanos(a.ntp) + Int64(Int32(bitPattern: header.timestamp &- a.rtpTimestamp)) * 1_000_000_000 / 48_000
+            nanos = audioTime - videoOrigin
+        } else if let origin = recordOriginArrival {
+            nanos = Int64(now) - Int64(origin)
+        } else {
+            return
+        }
+        guard nanos >= 0 else { return }  // before the first recorded picture
+        do { try recorder.writeAudio(payload, timestampNanos: UInt64(nanos)) } catch {
+            events.emit(BroadcastEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
+        }
+    }
     /// Retries wait for the answer: the RTT measured from NACK to retransmission (the sender
     /// resends a packet at most once per its RTT, so asking faster only wastes requests).
     private var nackRTT: UInt64 { nack.measuredRTT ?? 0 }
@@ -301,6 +399,7 @@ public final class Viewer: @unchecked Sendable {
             requestKeyframe(now: now)
         }
         while jitter.pop(now: now, { frame in decodeAndShow(frame, now: now) }) {}
+        audio?.poll(now: now)
         if room != nil {
             room!.poll(now: now)
             flushRoom()
@@ -360,14 +459,17 @@ public final class Viewer: @unchecked Sendable {
         if recorder == nil {
             guard frame.isKeyframe else { return }  // a file starts with a keyframe
             do {
-                recorder = try WebMRecorder(path: path, video: pictureSize, audio: false)
+                recorder = try WebMRecorder(path: path, video: pictureSize, audio: audio != nil)
             } catch {
                 events.emit(BroadcastEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
                 return
             }
         }
         let ticks = recordUnwrapper.unwrap(frame.rtpTimestamp)
-        if recordOrigin == nil { recordOrigin = ticks }
+        if recordOrigin == nil {
+            recordOrigin = ticks
+            recordOriginArrival = frame.arrival
+        }
         let nanos = UInt64(max(0, ticks - recordOrigin!)) * 1_000_000_000 / UInt64(max(media.clockRate, 1))
         do {
             try recorder?.writeVideo(frame.data, keyframe: frame.isKeyframe, timestampNanos: nanos)
@@ -381,11 +483,15 @@ public final class Viewer: @unchecked Sendable {
 
     private func drainRTCP() {
         guard let rtcp else { return }
+        drainRTCP(from: rtcp)
+    }
+
+    private func drainRTCP(from rtcp: UDPListener) {
         var source = sockaddr_in()
         while true {
             let n = rtcpBuffer.withUnsafeMutableBytes { rtcp.receive(into: $0, from: &source) }
             guard n > 0 else { return }
-            rtcpPeer = source  // the sender's RTCP address: reports and feedback go there
+            if rtcp === self.rtcp { rtcpPeer = source }  // the sender's RTCP address: reports and feedback go there
             rtcpBuffer.withUnsafeBytes { handleRTCP(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
         }
     }
@@ -397,6 +503,8 @@ public final class Viewer: @unchecked Sendable {
             switch p {
             case .senderReport(let sr) where sr.ssrc == senderSSRC:
                 receive?.onSenderReport(sr, arrival: now)
+            case .senderReport(let sr) where sr.ssrc == audio?.ssrc:
+                audio?.onSenderReport(sr, arrival: now)
             case .goodbye(let bye) where senderSSRC.map({ bye.sources.contains($0) }) ?? false:
                 events.emit(BroadcastEvent("sender_left", ["ssrc": .int(Int(senderSSRC!))]))
                 lastPacketNanos = 0  // a new sender may take over at once
@@ -434,6 +542,7 @@ public final class Viewer: @unchecked Sendable {
             switch e {
             case let .subscribed(_, streams):
                 subscribedSSRCs.formUnion(streams.map(\.ssrc))
+                audioSSRC = streams.first { $0.kind == .audio }?.ssrc
                 if let screen = streams.first(where: { $0.kind == .screen }) {
                     if expectedSSRC != screen.ssrc {
                         expectedSSRC = screen.ssrc
@@ -459,11 +568,15 @@ public final class Viewer: @unchecked Sendable {
     }
 
     private func sendReport(bye: Bool) {
-        guard var r = receive else { return }
-        let block = r.makeReport(now: clock.nowNanos())
-        receive = r
+        var blocks: [ReceptionReport] = []
+        if var r = receive {
+            blocks.append(r.makeReport(now: clock.nowNanos()))
+            receive = r
+        }
+        if let a = audio?.reportBlock(now: clock.nowNanos()) { blocks.append(a) }
+        guard !blocks.isEmpty else { return }
         let n = rtcpBuffer.withUnsafeMutableBytes {
-            RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [block], cname: config.cname, bye: bye, into: $0)
+            RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: blocks, cname: config.cname, bye: bye, into: $0)
         }
         sendRTCP(n)
     }
@@ -487,7 +600,18 @@ public final class Viewer: @unchecked Sendable {
             "jitter_ms": .double((receive?.jitterSeconds ?? 0) * 1000), "buffer_ms": .double(Double(jitter.targetDelay) / 1e6),
             "frames_decoded": .int(stats.framesDecoded), "freeze_count": .int(stats.freezeCount),
             "nack_count": .int(stats.nackCount), "pli_count": .int(stats.pliCount),
-        ]))
+        ].merging(audioFields()) { a, _ in a }))
+    }
+
+    private func audioFields() -> [String: JSONValue] {
+        guard let a = audio else { return [:] }
+        let c = a.counters
+        return [
+            "audio_packets": .int(c.packets), "audio_decoded": .int(c.decoded), "audio_fec_recovered": .int(c.fecRecovered),
+            "audio_concealed": .int(c.concealed), "audio_late": .int(c.late), "audio_silence_frames": .int(c.silenceFrames),
+            "audio_packets_lost": .int(Int(a.receive.map { $0.expected - $0.packetsReceived } ?? 0)),
+            "audio_playing": .bool(a.isPlaying),
+        ]
     }
 
     private func summaryFields() -> [String: JSONValue] {
@@ -505,6 +629,7 @@ public final class Viewer: @unchecked Sendable {
             "width": .int(pictureSize.width), "height": .int(pictureSize.height),
             "recorded_frames": .int(recorder?.videoFramesWritten ?? 0),
             "duration_s": .double(Double(clock.nowNanos() - startNanos) / 1e9),
-        ]
+            "recorded_audio_packets": .int(recorder?.audioPacketsWritten ?? 0),
+        ].merging(audioFields()) { a, _ in a }
     }
 }

@@ -3,6 +3,8 @@
 // unions Swift cannot see.
 #pragma once
 #include <pulse/pulseaudio.h>
+#include <pulse/simple.h>
+#include <pulse/error.h>
 
 // PA_INVALID_INDEX is a cast macro ((uint32_t) -1); Swift does not import it.
 static inline uint32_t cpulse_invalid_index(void) { return PA_INVALID_INDEX; }

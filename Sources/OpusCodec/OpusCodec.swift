@@ -97,4 +97,13 @@ public final class OpusFrameDecoder {
         guard n >= 0 else { throw OpusError("opus_decode_float", code: n) }
         return Int(n)
     }
+
+    /// Recovers a lost 20 ms frame from the in-band FEC data of the packet that followed it.
+    /// - Returns: sample frames per channel written (960).
+    public func decodeFEC(from next: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>) throws -> Int {
+        let n = opus_decode_float(state, next.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(next.count),
+                                  pcm.baseAddress!, Int32(min(960, pcm.count / 2)), 1)
+        guard n >= 0 else { throw OpusError("opus_decode_float (FEC)", code: n) }
+        return Int(n)
+    }
 }

@@ -396,8 +396,14 @@ struct Watch: ParsableCommand {
     @Option(help: ArgumentHelp("X display for the window (default: $DISPLAY).", valueName: ":N"))
     var display: String?
 
-    @Option(help: ArgumentHelp("Write what arrived to a WebM file (VP8 as received, not re-encoded).", valueName: "file"))
+    @Option(help: ArgumentHelp("Write what arrived to a WebM file (VP8 and Opus as received, not re-encoded).", valueName: "file"))
     var record: String?
+
+    @Flag(help: "Do not play the audio (it is still received, reported and recorded).")
+    var noAudioPlayback = false
+
+    @Option(help: ArgumentHelp("Play the audio to this PulseAudio sink (default: the default sink).", valueName: "sink"))
+    var audioSink: String?
 
     @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
     var duration: Double?
@@ -453,6 +459,8 @@ struct Watch: ParsableCommand {
         config.window = !headless
         config.display = display
         config.recordPath = record
+        config.audioPlayback = !noAudioPlayback
+        config.audioSink = audioSink
         config.durationSeconds = duration
         var logger = Logger(label: "screenshare")
         logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)

@@ -1,0 +1,208 @@
+import AudioIO
+import Logging
+import OpusCodec
+import RTCP
+import RTP
+import RTPSession
+
+/// The viewer's audio: Opus RTP (RFC 7587) in, decoded 20 ms frames out to PulseAudio.
+///
+/// Driven from the viewer's single thread: `handle` stores each packet in a small ring keyed
+/// by sequence number (a fixed playout delay absorbs jitter and leaves time for the next packet
+/// to arrive), `poll` plays out what is due — decoding the packet, or for a lost one the
+/// in-band FEC copy carried by the packet after it, or libopus's concealment (PLC) when that
+/// is missing too. Silence the sender did not send (DTX, a pause) is played as silence. No
+/// allocation per packet: the ring and the PCM buffer are allocated once.
+final class AudioReceiver {
+    struct Counters: Sendable, Equatable {
+        var packets = 0
+        var decoded = 0
+        var fecRecovered = 0
+        var concealed = 0
+        var late = 0
+        var silenceFrames = 0
+    }
+
+    let payloadType: UInt8
+    private(set) var ssrc: UInt32?
+    private(set) var receive: ReceiveStatistics?
+    private(set) var counters = Counters()
+    private(set) var lastSenderReport: SenderReport?
+    private let decoder: OpusFrameDecoder
+    private let playback: PulsePlayback?
+    private let logger: Logger
+
+    private static let slots = 64
+    private static let maxPacket = 1500
+    private static let frameTicks: UInt32 = 960  // 20 ms at 48 kHz
+    /// Playout delay after the first packet's arrival.
+    static let delayNanos: UInt64 = 60_000_000
+    private var stored = [Bool](repeating: false, count: slots)
+    private var seqs = [UInt16](repeating: 0, count: slots)
+    private var stamps = [UInt32](repeating: 0, count: slots)
+    private var lengths = [Int](repeating: 0, count: slots)
+    private var bytes = [UInt8](repeating: 0, count: slots * maxPacket)
+    private let pcm = UnsafeMutableBufferPointer<Float>.allocate(capacity: 5760 * 2)
+
+    /// Playout state: the next sequence number and RTP time to play, and the local time
+    /// RTP time `baseTicks` plays at.
+    private var nextSeq: UInt16 = 0
+    private var nextTicks: Int64 = 0
+    private var baseTicks: Int64 = 0
+    private var baseNanos: UInt64 = 0
+    private var started = false
+    private var gapFrames = 0
+    private var unwrapper = TimestampUnwrapper()
+
+    init(payloadType: UInt8, playback: PulsePlayback?, logger: Logger) throws {
+        self.payloadType = payloadType
+        self.playback = playback
+        self.logger = logger
+        decoder = try OpusFrameDecoder()
+    }
+
+    deinit {
+        playback?.stop()
+        pcm.deallocate()
+    }
+
+    var isPlaying: Bool { playback != nil }
+
+    /// Follows a new sender (a new SSRC): playout starts again.
+    private func reset(ssrc: UInt32) {
+        self.ssrc = ssrc
+        var config = ReceiveStatistics.Configuration()
+        config.clockRate = 48_000
+        receive = ReceiveStatistics(ssrc: ssrc, configuration: config)
+        for i in stored.indices { stored[i] = false }
+        started = false
+        unwrapper = TimestampUnwrapper()
+        lastSenderReport = nil
+    }
+
+    /// Takes one audio RTP packet that arrived at `now`.
+    func handle(header: RTPHeader, payload: UnsafeRawBufferPointer, now: UInt64) {
+        if ssrc != header.ssrc { reset(ssrc: header.ssrc) }
+        counters.packets += 1
+        receive?.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: payload.count)
+        let ticks = unwrapper.unwrap(header.timestamp)
+        if !started {
+            started = true
+            nextSeq = header.sequenceNumber
+            nextTicks = ticks
+            baseTicks = ticks
+            baseNanos = now + Self.delayNanos
+        } else if Int16(bitPattern: header.sequenceNumber &- nextSeq) < 0 {
+            counters.late += 1  // its turn has passed (played as FEC or PLC)
+            return
+        }
+        guard payload.count <= Self.maxPacket else { return }
+        let i = Int(header.sequenceNumber) % Self.slots
+        stored[i] = true
+        seqs[i] = header.sequenceNumber
+        stamps[i] = header.timestamp
+        lengths[i] = payload.count
+        bytes.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[(i * Self.maxPacket)...]).copyMemory(from: payload) }
+    }
+
+    func onSenderReport(_ sr: SenderReport, arrival: UInt64) {
+        guard sr.ssrc == ssrc else { return }
+        receive?.onSenderReport(sr, arrival: arrival)
+        lastSenderReport = sr
+    }
+
+    private func playTime(_ ticks: Int64) -> UInt64 {
+        let offset = (ticks - baseTicks) * 1_000_000 / 48
+        return offset >= 0 ? baseNanos + UInt64(offset) : baseNanos
+    }
+
+    /// When `poll` next has a frame to play, or nil.
+    var nextWakeup: UInt64? { started ? playTime(nextTicks) : nil }
+
+    private func slot(_ seq: UInt16) -> Int? {
+        let i = Int(seq) % Self.slots
+        return stored[i] && seqs[i] == seq ? i : nil
+    }
+
+    private func packet(_ i: Int) -> UnsafeRawBufferPointer {
+        bytes.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[(i * Self.maxPacket)..<(i * Self.maxPacket + lengths[i])]) }
+    }
+
+    /// Whether a packet after `seq` is already here (so `seq` was lost, not silence).
+    private func hasLater(than seq: UInt16) -> Bool {
+        for i in 0..<Self.slots where stored[i] {
+            let d = Int16(bitPattern: seqs[i] &- seq)
+            if d > 0 { return true }
+        }
+        return false
+    }
+
+    /// Plays every frame due at `now`.
+    ///
+    /// DTX and pauses consume no sequence numbers, so a missing packet with nothing after it
+    /// may be silence, not loss: the first 40 ms are concealed (PLC), then silence is played
+    /// and the sequence number kept, until a packet says which it was.
+    func poll(now: UInt64) {
+        guard started else { return }
+        var budget = 50  // at most 1 s per call (after a stall, skip rather than burst)
+        while budget > 0, playTime(nextTicks) <= now {
+            budget -= 1
+            var n = 0
+            if let i = slot(nextSeq) {
+                let ticks = unwrapper.extended(stamps[i])
+                if ticks > nextTicks {
+                    // The sender sent nothing for this 20 ms (DTX, pause): silence.
+                    pcm.update(repeating: 0)
+                    counters.silenceFrames += 1
+                    nextTicks += Int64(Self.frameTicks)
+                    play(960)
+                    continue
+                }
+                n = (try? decoder.decode(packet(i), into: pcm)) ?? 0
+                stored[i] = false
+                counters.decoded += 1
+                gapFrames = 0
+                nextSeq &+= 1
+            } else if hasLater(than: nextSeq) {
+                // Lost: its FEC copy rides in the next packet; else conceal.
+                if let j = slot(nextSeq &+ 1) {
+                    n = (try? decoder.decodeFEC(from: packet(j), into: pcm)) ?? 0
+                    counters.fecRecovered += 1
+                } else {
+                    n = (try? decoder.decode(nil, into: pcm)) ?? 0
+                    counters.concealed += 1
+                }
+                nextSeq &+= 1
+            } else if gapFrames < 2 {
+                n = (try? decoder.decode(nil, into: pcm)) ?? 0
+                counters.concealed += 1
+                gapFrames += 1
+            } else {
+                pcm.update(repeating: 0)
+                n = 960
+                counters.silenceFrames += 1
+                gapFrames += 1
+            }
+            nextTicks += Int64(Self.frameTicks)
+            play(n)
+        }
+        if budget == 0 {
+            // Far behind (the machine stalled): start again from what comes next.
+            baseTicks = nextTicks
+            baseNanos = now + Self.delayNanos
+        }
+    }
+
+    private func play(_ frames: Int) {
+        guard frames > 0, let playback else { return }
+        playback.push(UnsafeBufferPointer(rebasing: pcm[0..<(frames * 2)]))
+    }
+
+    /// The receiver-report block for this stream, or nil before any packet.
+    func reportBlock(now: UInt64) -> ReceptionReport? {
+        guard var r = receive else { return nil }
+        let block = r.makeReport(now: now)
+        receive = r
+        return block
+    }
+}

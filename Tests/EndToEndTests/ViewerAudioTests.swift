@@ -1,0 +1,57 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+/// `watch` plays the audio through PulseAudio and records it: a shared app's 440 Hz tone comes
+/// out of the viewer's sink and is in the WebM, checked by tone detection (Goertzel) after
+/// PulseAudio's and ffmpeg's decoding.
+@Suite struct ViewerAudioTests {
+    @Test func theSharedAppsToneIsPlayedAndRecorded() throws {
+        let pulse = try PrivatePulse()
+        let dir = try makeTempDir()
+        let tone = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
+        let input = try RoomEndToEndTests.motion(dir, 320, 240)
+        let port = freeEvenPort()
+        let sdp = "\(dir)/s.sdp"
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--sdp", sdp, "--input", input, "--input-size", "320x240",
+            "--audio-app", "lecture-app", "--no-mic", "--duration", "9", "--json",
+        ], dir: dir, name: "sender", environment: pulse.environment)
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: sdp) && Date() < deadline { usleep(20_000) }
+        // The viewer plays into the "virtmic" null sink; its monitor is what a listener would hear.
+        let viewer = try Child(screenshareBinary(), [
+            "watch", "--sdp", sdp, "--headless", "--record", "\(dir)/got.webm", "--audio-sink", "virtmic", "--duration", "7", "--json",
+        ], dir: dir, name: "viewer", environment: pulse.environment)
+        _ = try RoomEndToEndTests.wait(for: "first_frame", in: viewer)
+        usleep(2_500_000)  // the app's first sound reaches the stream after up to 2 s (see the README's known limits)
+        let heard = try Child(which("parecord"), ["--device=virtmic.monitor", "--raw", "--format=s16le", "--rate=48000", "--channels=2",
+                                                 "\(dir)/heard.raw"], dir: dir, name: "parecord", environment: pulse.environment)
+        usleep(2_000_000)
+        kill(heard.pid, SIGINT)
+        _ = heard.finish(within: 5)
+        #expect(viewer.finish(within: 20) == 0, "\(viewer.stderr)")
+        #expect(sender.finish(within: 20) == 0, "\(sender.stderr)")
+        _ = tone.finish(within: 0)
+
+        let summary = try stoppedEvent(viewer.stdout)
+        #expect(summary["audio_playing"] as? Bool == true, "\(summary)")
+        #expect((summary["audio_decoded"] as? Int ?? 0) > 100, "\(summary)")
+        #expect(summary["audio_late"] as? Int == 0, "\(summary)")
+        // Played: the tone at about its level (0.25) in what the sink played.
+        let played = try readS16Stereo("\(dir)/heard.raw")
+        #expect(played.count > 48_000, "parecord got \(played.count) samples")
+        let window = hann(Array(played.suffix(48_000)))
+        let a440 = amplitude(window, 440) * 2, a1000 = amplitude(window, 1000) * 2
+        #expect(a440 > 0.15, "440 Hz played at \(a440)")
+        #expect(a1000 < a440 / 100, "1 kHz at \(a1000)")
+        // Recorded: an Opus track that ffmpeg decodes to the same tone.
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-c:a", "libopus", "-i", "\(dir)/got.webm", "-vn",
+                                          "-ac", "2", "-ar", "48000", "-f", "s16le", "-y", "\(dir)/rec.raw"]) == 0)
+        let recorded = try readS16Stereo("\(dir)/rec.raw")
+        #expect(recorded.count > 48_000 * 3, "recorded \(recorded.count) samples")
+        let r440 = amplitude(hann(Array(recorded.suffix(48_000))), 440) * 2
+        #expect(r440 > 0.2, "440 Hz recorded at \(r440)")
+        #expect((summary["recorded_audio_packets"] as? Int ?? 0) > 100)
+    }
+}
