@@ -82,6 +82,8 @@ public final class PulseCapture: @unchecked Sendable {
     private var attempt = 0
     private var nextAttemptNanos: UInt64 = 0
     private var stopped = false
+    /// What the server had when this capture connected (what `check` validated names against).
+    private var initialInventory: AudioInventory?
     private let released = Atomic<Bool>(false)
 
     /// Connects to PulseAudio and starts capturing.
@@ -106,6 +108,7 @@ public final class PulseCapture: @unchecked Sendable {
         do {
             try connectAndWait(timeoutSeconds: 5)
             let inventory = try fetchInventory(timeoutSeconds: 5)
+            initialInventory = inventory
             try check(against: inventory)
             setUpStreams()
             unlock()
@@ -458,7 +461,9 @@ public final class PulseCapture: @unchecked Sendable {
         return inv
     }
 
-    /// Connects, lists applications, sources and sinks, and disconnects.
+    /// Connects, lists applications (sink inputs), sources and sinks, and disconnects: the
+    /// same query `start` checks `--mic` and `--audio-output` names against.
+    /// - Throws: `AudioError` when the server cannot be reached or does not answer.
     public static func inventory(server: String? = nil, logger: Logger) throws -> AudioInventory {
         var config = AudioCaptureConfig(program: .none, mic: nil)
         config.server = server
@@ -466,7 +471,8 @@ public final class PulseCapture: @unchecked Sendable {
         defer { capture.stop() }
         capture.lock()
         defer { capture.unlock() }
-        return try capture.fetchInventory(timeoutSeconds: 5)
+        guard let inventory = capture.initialInventory else { throw AudioError("PulseAudio query failed") }
+        return inventory
     }
 }
 
