@@ -281,6 +281,10 @@ import X11TestSupport
         #expect(abs(micDB - -6) <= 3, "named mic at \(micDB) dB relative to the output (asked -6)")
         #expect(20 * log10(max(a660, 1e-9) / a440) <= -40, "the default sink's app leaks in: \(a660)")
         #expect(20 * log10(max(a1500, 1e-9) / a440) <= -40, "the default microphone leaks in: \(a1500)")
+        // The capture-to-send latency is measured (its size is for bench/audio.sh, not a test).
+        let stats = jsonEvents(sender.stdout).filter { $0["event"] as? String == "stats" }
+        let latency = try #require(stats.last?["audio_latency_ms_p50"] as? Double, "\(stats.last ?? [:])")
+        #expect(latency > 0 && (stats.last?["audio_latency_ms_p95"] as? Double ?? 0) >= latency)
     }
 
     @Test func pauseSendsSilenceWithContinuousTimestampsAndResumeBringsTheToneBack() throws {
