@@ -35,6 +35,8 @@ public struct AudioMixer: Sendable {
         var gain: Float = 1
         var primed = false
         var active = false
+        /// Monotonic capture time (ns) of the sample just after the newest buffered one; 0: unknown.
+        var captureEnd: UInt64 = 0
     }
 
     public let inputCount: Int
@@ -42,6 +44,9 @@ public struct AudioMixer: Sendable {
     public let primeFrames: Int
     public let maxLatencyFrames: Int
     public private(set) var counters = Counters()
+    /// When the oldest sample of the last mixed frame was captured (monotonic ns), over the
+    /// sources that contributed and whose pushes carried a capture time; nil when unknown.
+    public private(set) var lastFrameCaptureNanos: UInt64?
     private var inputs: [Input]
 
     /// - Parameters:
@@ -85,13 +90,17 @@ public struct AudioMixer: Sendable {
         inputs[input].read = 0
         inputs[input].count = 0
         inputs[input].primed = false
+        inputs[input].captureEnd = 0
     }
 
     /// Appends interleaved stereo samples to a source. A trailing odd sample is ignored. When the
     /// ring is full, the oldest samples make room (counted as dropped).
-    public mutating func push(_ samples: UnsafeBufferPointer<Float>, input: Int) {
+    /// - Parameter capturedAtNanos: when the first of these samples was captured (monotonic ns),
+    ///   if known; the mixer then knows the age of every sample it mixes (`lastFrameCaptureNanos`).
+    public mutating func push(_ samples: UnsafeBufferPointer<Float>, input: Int, capturedAtNanos: UInt64? = nil) {
         guard inputs[input].active else { return }
         var frames = samples.count / Self.channels
+        inputs[input].captureEnd = capturedAtNanos.map { $0 &+ Self.nanos(frames: frames) } ?? 0
         var src = 0
         let cap = capacityFrames
         if frames > cap {  // only the newest `cap` frames can be kept
@@ -132,10 +141,15 @@ public struct AudioMixer: Sendable {
         for i in 0..<Self.frameSamples { out[i] = 0 }
         var any = false
         let cap = capacityFrames
+        lastFrameCaptureNanos = nil
         for n in 0..<inputCount where inputs[n].active {
             if !inputs[n].primed {
                 guard inputs[n].count >= Self.frameLength + primeFrames else { continue }
                 inputs[n].primed = true
+            }
+            if inputs[n].captureEnd != 0, inputs[n].count > 0 {
+                let oldest = inputs[n].captureEnd &- Self.nanos(frames: inputs[n].count)
+                lastFrameCaptureNanos = min(lastFrameCaptureNanos ?? oldest, oldest)
             }
             let take = min(Self.frameLength, inputs[n].count)
             if take < Self.frameLength {
@@ -172,6 +186,10 @@ public struct AudioMixer: Sendable {
         if clipped { counters.clippedFrames += 1 }
         return any
     }
+
+    /// The duration of `frames` sample frames at 48 kHz, in nanoseconds.
+    @inline(__always)
+    public static func nanos(frames: Int) -> UInt64 { UInt64(frames) * 1_000_000_000 / UInt64(sampleRate) }
 
     /// Below this magnitude samples pass unchanged; above it they bend smoothly towards ±1.
     public static let knee: Float = 0.8

@@ -82,6 +82,8 @@ public final class PulseCapture: @unchecked Sendable {
     private var attempt = 0
     private var nextAttemptNanos: UInt64 = 0
     private var stopped = false
+    /// What the server had when this capture connected (what `check` validated names against).
+    private var initialInventory: AudioInventory?
     private let released = Atomic<Bool>(false)
 
     /// Connects to PulseAudio and starts capturing.
@@ -98,6 +100,7 @@ public final class PulseCapture: @unchecked Sendable {
             m.setGain(decibels: config.micGainDecibels, input: MixerSlot.mic)
             for s in MixerSlot.firstProgram..<MixerSlot.count { m.setGain(decibels: config.programGainDecibels, input: s) }
         }
+        pa_threaded_mainloop_set_name(ml, "ss-pulse")  // the thread's name in top -H and /proc (bench/audio.sh)
         guard pa_threaded_mainloop_start(ml) >= 0 else {
             pa_threaded_mainloop_free(ml)
             throw AudioError("cannot start the PulseAudio mainloop thread")
@@ -106,6 +109,7 @@ public final class PulseCapture: @unchecked Sendable {
         do {
             try connectAndWait(timeoutSeconds: 5)
             let inventory = try fetchInventory(timeoutSeconds: 5)
+            initialInventory = inventory
             try check(against: inventory)
             setUpStreams()
             unlock()
@@ -317,7 +321,8 @@ public final class PulseCapture: @unchecked Sendable {
                 r.owner?.streamEnded(r)
             }
         }, ud)
-        var flags = PA_STREAM_ADJUST_LATENCY.rawValue
+        // Timing updates let each read know how old its samples are (the capture-to-send latency).
+        var flags = PA_STREAM_ADJUST_LATENCY.rawValue | PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue
         if let sinkInput {
             pa_stream_set_monitor_stream(s, sinkInput)
             flags |= PA_STREAM_DONT_MOVE.rawValue
@@ -359,9 +364,9 @@ public final class PulseCapture: @unchecked Sendable {
         for r in streams { close(r) }
     }
 
-    fileprivate func push(_ samples: UnsafeBufferPointer<Float>, slot: Int) {
+    fileprivate func push(_ samples: UnsafeBufferPointer<Float>, slot: Int, capturedAtNanos: UInt64?) {
         guard slot != RecordStream.discard else { return }
-        mixer.state.withLock { $0.push(samples, input: slot) }
+        mixer.state.withLock { $0.push(samples, input: slot, capturedAtNanos: capturedAtNanos) }
     }
 
     // MARK: - Following the application
@@ -458,7 +463,9 @@ public final class PulseCapture: @unchecked Sendable {
         return inv
     }
 
-    /// Connects, lists applications, sources and sinks, and disconnects.
+    /// Connects, lists applications (sink inputs), sources and sinks, and disconnects: the
+    /// same query `start` checks `--mic` and `--audio-output` names against.
+    /// - Throws: `AudioError` when the server cannot be reached or does not answer.
     public static func inventory(server: String? = nil, logger: Logger) throws -> AudioInventory {
         var config = AudioCaptureConfig(program: .none, mic: nil)
         config.server = server
@@ -466,7 +473,8 @@ public final class PulseCapture: @unchecked Sendable {
         defer { capture.stop() }
         capture.lock()
         defer { capture.unlock() }
-        return try capture.fetchInventory(timeoutSeconds: 5)
+        guard let inventory = capture.initialInventory else { throw AudioError("PulseAudio query failed") }
+        return inventory
     }
 }
 
@@ -490,16 +498,31 @@ private final class RecordStream {
         self.owner = owner
     }
 
-    /// Moves every fragment PulseAudio has into the mixer (no copy beyond the mixer's ring).
+    /// Moves every fragment PulseAudio has into the mixer (no copy beyond the mixer's ring),
+    /// with the time its first sample was captured: now minus the stream's latency (the age of
+    /// the oldest unread sample), when PulseAudio's timing information is there yet.
     func readAvailable() {
+        var captured: UInt64?
+        if slot != Self.discard {
+            var usec: pa_usec_t = 0
+            var negative: Int32 = 0
+            if pa_stream_get_latency(stream, &usec, &negative) == 0 {
+                var ts = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &ts)
+                let now = UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+                captured = negative != 0 ? now &+ usec * 1_000 : now &- min(usec * 1_000, now)
+            }
+        }
         while pa_stream_readable_size(stream) > 0 {
             var data: UnsafeRawPointer?
             var bytes = 0
             guard pa_stream_peek(stream, &data, &bytes) >= 0, bytes > 0 else { return }
+            let frames = bytes / (MemoryLayout<Float>.size * AudioMixer.channels)
             if let data {
                 let samples = UnsafeBufferPointer(start: data.assumingMemoryBound(to: Float.self), count: bytes / MemoryLayout<Float>.size)
-                owner?.push(samples, slot: slot)
+                owner?.push(samples, slot: slot, capturedAtNanos: captured)
             }
+            captured = captured.map { $0 &+ AudioMixer.nanos(frames: frames) }
             // data == nil with bytes > 0 is a hole in the stream: skipped (the mixer pads silence).
             pa_stream_drop(stream)
         }

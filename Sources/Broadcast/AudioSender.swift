@@ -29,6 +29,42 @@ struct AudioCounters: Sendable {
     var encodeErrors = 0
     var threadCPUNanos: UInt64 = 0
     var mixer = AudioMixer.Counters()
+    /// Capture-to-send latency of each sent frame (from the capture of its oldest sample).
+    var latency = LatencyHistogram()
+}
+
+/// Latencies in 0.5 ms bins from 0 to 200 ms (the last bin holds everything above). Fixed
+/// size: adding never allocates (a snapshot taken for stats makes the next add copy it once).
+struct LatencyHistogram: Sendable {
+    static let binMillis = 0.5
+    private(set) var bins = [UInt32](repeating: 0, count: 1000)
+    private(set) var count = 0
+
+    mutating func add(millis: Double) {
+        let i = min(max(Int(millis / Self.binMillis), 0), bins.count - 1)
+        bins[i] &+= 1
+        count += 1
+    }
+
+    /// The latencies added since `earlier` (a snapshot of this histogram).
+    func since(_ earlier: LatencyHistogram) -> LatencyHistogram {
+        var d = self
+        for i in bins.indices { d.bins[i] = bins[i] &- earlier.bins[i] }
+        d.count = count - earlier.count
+        return d
+    }
+
+    /// The q-quantile in milliseconds (the upper edge of its bin); nil when empty.
+    func quantile(_ q: Double) -> Double? {
+        guard count > 0 else { return nil }
+        let rank = max(1, Int((Double(count) * q).rounded(.up)))
+        var seen = 0
+        for (i, n) in bins.enumerated() {
+            seen += Int(n)
+            if seen >= rank { return Double(i + 1) * Self.binMillis }
+        }
+        return Double(bins.count) * Self.binMillis
+    }
 }
 
 /// The audio sender: PulseAudio → mixer → (audio thread, every 20 ms) Opus → RTP (RFC 7587) to
@@ -125,10 +161,11 @@ final class AudioSender: @unchecked Sendable {
                 packetizer.skipped()
             }
             capture.supervise(now: now)
-            var (heard, mixCounters) = mixer.state.withLock { ($0.mix(into: pcm), $0.counters) }
+            var (heard, mixCounters, captured) = mixer.state.withLock { ($0.mix(into: pcm), $0.counters, $0.lastFrameCaptureNanos) }
             if paused() {
                 pcm.update(repeating: 0)
                 heard = false
+                captured = nil
             }
             let ts = rtpBase &+ UInt32(truncatingIfNeeded: frameIndex &* UInt64(AudioMixer.frameLength))
             frameIndex += 1
@@ -145,7 +182,10 @@ final class AudioSender: @unchecked Sendable {
             } catch {
                 encodeFailed = true
             }
+            let sentAt = clock.nowNanos()
+            let latencyMillis = captured.flatMap { sent > 0 && error == 0 && sentAt > $0 ? Double(sentAt - $0) / 1e6 : nil }
             counters.withLock { c in
+                if let latencyMillis { c.latency.add(millis: latencyMillis) }
                 c.framesEncoded += 1
                 c.mixer = mixCounters
                 if !heard { c.silentFrames += 1 }

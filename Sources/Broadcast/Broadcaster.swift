@@ -276,6 +276,7 @@ public final class Broadcaster: @unchecked Sendable {
         let deadline = config.durationSeconds.map { Date().addingTimeInterval($0) }
         var nextStats = Date().addingTimeInterval(1)
         var last = counters.withLock { $0 }
+        var lastAudio = audioSender?.counters.withLock { $0 }
         while isRunning {
             let wake = min(nextStats, deadline ?? .distantFuture)
             Thread.sleep(until: min(wake, Date().addingTimeInterval(0.05)))
@@ -290,8 +291,10 @@ public final class Broadcaster: @unchecked Sendable {
                     c.sendMillis.removeAll(keepingCapacity: true)
                     return copy
                 }
-                emitStats(now, since: last, audio: audioSender?.counters.withLock { $0 })
+                let audioNow = audioSender?.counters.withLock { $0 }
+                emitStats(now, since: last, audio: audioNow, audioSince: lastAudio)
                 last = now
+                lastAudio = audioNow
             }
         }
         mailbox.close()
@@ -321,14 +324,20 @@ public final class Broadcaster: @unchecked Sendable {
             summary["audio_underruns"] = .int(a.mixer.underruns)
             summary["audio_dropped_frames"] = .int(a.mixer.droppedFrames)
             summary["audio_clipped_frames"] = .int(a.mixer.clippedFrames)
+            summary["audio_latency_ms_p50"] = a.latency.quantile(0.5).map { .double($0) } ?? .null
+            summary["audio_latency_ms_p95"] = a.latency.quantile(0.95).map { .double($0) } ?? .null
         }
         events.emit(BroadcastEvent("stopped", summary))
         return (reason, detail, summary)
     }
 
+    /// Starts a thread. The kernel knows it as "ss-…" (15 bytes at most: `screenshare-audio` is
+    /// `ss-audio`), so `top -H` and /proc/PID/task/*/comm (bench/audio.sh) tell the threads apart.
     private func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
         done.enter()
+        let kernelName = String(name.replacingOccurrences(of: "screenshare-", with: "ss-").utf8.prefix(15))!
         let t = Thread { [done] in
+            setThreadName(kernelName)
             body()
             done.leave()
         }
@@ -336,7 +345,7 @@ public final class Broadcaster: @unchecked Sendable {
         t.start()
     }
 
-    private func emitStats(_ c: SenderCounters, since p: SenderCounters, audio: AudioCounters?) {
+    private func emitStats(_ c: SenderCounters, since p: SenderCounters, audio: AudioCounters?, audioSince pa: AudioCounters?) {
         func pct(_ values: [Double], _ q: Double) -> Double {
             let sorted = values.sorted()
             return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]
@@ -360,6 +369,9 @@ public final class Broadcaster: @unchecked Sendable {
             fields["audio_bytes_sent"] = .int(audio.bytesSent)
             fields["audio_kbps"] = .int((audio.bytesSent - lastAudioBytes) * 8 / 1000)
             lastAudioBytes = audio.bytesSent
+            let recent = pa.map { audio.latency.since($0.latency) } ?? audio.latency
+            fields["audio_latency_ms_p50"] = recent.quantile(0.5).map { .double($0) } ?? .null
+            fields["audio_latency_ms_p95"] = recent.quantile(0.95).map { .double($0) } ?? .null
         }
         events.emit(BroadcastEvent("stats", fields))
         // Receivers asked for many packets again: the path is losing them (even if the
@@ -943,4 +955,14 @@ struct UncheckedBox<T>: @unchecked Sendable {
 func sleepNanos(_ nanos: UInt64) {
     var ts = timespec(tv_sec: Int(nanos / 1_000_000_000), tv_nsec: Int(nanos % 1_000_000_000))
     nanosleep(&ts, nil)
+}
+
+/// Names the calling thread for the kernel (pthread_setname_np and prctl are not visible to
+/// Swift here; /proc/thread-self/comm is the same thing). Best effort.
+private func setThreadName(_ name: String) {
+    let fd = open("/proc/thread-self/comm", O_WRONLY)
+    guard fd >= 0 else { return }
+    var n = name
+    n.withUTF8 { _ = write(fd, $0.baseAddress, $0.count) }
+    close(fd)
 }

@@ -23,6 +23,35 @@ extension AudioMixer {
         #expect(abs(Double(AudioMixer.linearGain(decibels: db)) - linear) <= linear * 1e-6)
     }
 
+    @Test func theCaptureTimeOfEachMixedFrameFollowsTheSamples() {
+        var m = AudioMixer(inputs: 2, primeFrames: 480)
+        m.setActive(true, input: 0)
+        m.setActive(true, input: 1)
+        let t0: UInt64 = 5_000_000_000
+        let push = { (m: inout AudioMixer, frames: Int, at: UInt64?, input: Int) in
+            constant(0.1, frames: frames).withUnsafeBufferPointer { m.push($0, input: input, capturedAtNanos: at) }
+        }
+        push(&m, 480, t0, 0)                  // 10 ms captured at t0
+        push(&m, 960, t0 + 10_000_000, 0)     // the next 20 ms
+        _ = m.mixFrame()
+        #expect(m.lastFrameCaptureNanos == t0)  // the frame starts with the first sample pushed
+        push(&m, 960, t0 + 30_000_000, 0)
+        _ = m.mixFrame()
+        #expect(m.lastFrameCaptureNanos == t0 + 20_000_000)  // 960 samples later
+        // A second source whose samples are older: the frame's oldest sample counts.
+        push(&m, 1_440, t0 - 40_000_000, 1)
+        _ = m.mixFrame()
+        #expect(m.lastFrameCaptureNanos == t0 - 40_000_000)
+        // Silence, or samples of unknown age: unknown.
+        m.clear(input: 0)
+        m.clear(input: 1)
+        _ = m.mixFrame()
+        #expect(m.lastFrameCaptureNanos == nil)
+        push(&m, 1_440, nil, 0)
+        _ = m.mixFrame()
+        #expect(m.lastFrameCaptureNanos == nil)
+    }
+
     @Test func silenceWhenNoSourceHasData() {
         var m = AudioMixer(inputs: 2)
         m.setActive(true, input: 0)

@@ -118,6 +118,237 @@ import X11TestSupport
         #expect(implicit.stdout.contains("\"audio_unavailable\""))
         #expect((try stoppedEvent(implicit.stdout)["frames_sent"] as? Int ?? 0) > 0)
     }
+
+    @Test func sourcesListsPlayingApplicationsAndMicrophones() throws {
+        let xvfb = try PrivateXvfb(width: 320, height: 240)
+        let dir = try makeTempDir()
+        let player = try pulse.play(tone: 440, app: "listed-app ✓", device: "headset", dir: dir)
+        defer { player.finish(within: 0, interrupt: false) }
+        func sources(json: Bool, environment: [String: String]) throws -> Child {
+            let c = try Child(screenshareBinary(), ["sources", "--display", xvfb.name] + (json ? ["--json"] : []), dir: dir,
+                              name: "sources-\(UUID().uuidString.prefix(4))", environment: environment)
+            #expect(c.finish(within: 15) == 0, "\(c.stderr)")
+            return c
+        }
+        // pacat connects asynchronously: list until it shows up.
+        var audio: [String: Any] = [:]
+        try waitUntil(seconds: 10, "the playing app in `sources --json`") {
+            let obj = (try? JSONSerialization.jsonObject(with: Data((try? sources(json: true, environment: pulse.environment))?.stdout.utf8 ?? "".utf8))) as? [String: Any]
+            audio = obj?["audio"] as? [String: Any] ?? [:]
+            return (audio["applications"] as? [[String: Any]] ?? []).contains { $0["name"] as? String == "listed-app ✓" }
+        }
+        #expect(audio["available"] as? Bool == true)
+        #expect(audio["server"] as? String == pulse.server)
+        let app = try #require((audio["applications"] as? [[String: Any]])?.first { $0["name"] as? String == "listed-app ✓" })
+        #expect(app["binary"] as? String == "pacat")
+        #expect(app["pid"] as? Int == Int(player.pid))
+        #expect(app["sink"] as? String == "headset")
+        // The index is PulseAudio's own, as pactl shows it.
+        let pactl = try Child(which("pactl"), ["list", "short", "sink-inputs"], dir: dir, name: "pactl", environment: pulse.environment)
+        #expect(pactl.finish(within: 5) == 0)
+        let indices = pactl.stdout.split(separator: "\n").compactMap { $0.split(separator: "\t").first.flatMap { Int($0) } }
+        #expect(indices.count == 1 && indices.first == app["index"] as? Int, "pactl: \(pactl.stdout) ours: \(app)")
+        let sourceList = try #require(audio["sources"] as? [[String: Any]])
+        #expect(Set(sourceList.compactMap { $0["name"] as? String }) == ["speakers.monitor", "virtmic.monitor", "headset.monitor", "mic2.monitor"])
+        #expect(sourceList.filter { $0["default"] as? Bool == true }.compactMap { $0["name"] as? String } == ["virtmic.monitor"])
+        let virtmic = try #require(sourceList.first { $0["name"] as? String == "virtmic.monitor" })
+        #expect(virtmic["description"] as? String == "Monitor of Virtual-microphone")
+        #expect(virtmic["monitor_of"] as? String == "virtmic")
+        let sinks = try #require(audio["sinks"] as? [[String: Any]])
+        #expect(sinks.filter { $0["default"] as? Bool == true }.compactMap { $0["name"] as? String } == ["speakers"])
+        #expect(sinks.contains { $0["name"] as? String == "headset" && $0["description"] as? String == "Headset" })
+
+        let text = try sources(json: false, environment: pulse.environment).stdout
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.contains("listed-app ✓") && $0.contains("binary pacat") && $0.contains("pid \(player.pid)") }, "\(text)")
+        #expect(lines.contains { $0.contains("virtmic.monitor") && $0.contains("Monitor of Virtual-microphone") && $0.hasSuffix("default") }, "\(text)")
+        #expect(lines.contains { $0.contains("mic2.monitor") && !$0.hasSuffix("default") }, "\(text)")
+        #expect(text.contains("windows:") && text.contains("monitors:"))
+
+        // No PulseAudio: the X11 part is still listed, and a clear line says audio is unavailable.
+        let none = ["PULSE_SERVER": "unix:\(dir)/no-such-socket"]
+        let noAudio = try sources(json: false, environment: none).stdout
+        #expect(noAudio.contains("monitors:") && noAudio.contains("windows:"))
+        #expect(noAudio.split(separator: "\n").contains { $0.hasPrefix("audio: unavailable") && $0.contains("no-such-socket") }, "\(noAudio)")
+        let noAudioJSON = try #require(try JSONSerialization.jsonObject(with: Data(sources(json: true, environment: none).stdout.utf8)) as? [String: Any])
+        let unavailable = try #require(noAudioJSON["audio"] as? [String: Any])
+        #expect(unavailable["available"] as? Bool == false)
+        #expect((unavailable["error"] as? String)?.contains("no-such-socket") == true)
+        #expect(noAudioJSON["monitors"] as? [[String: Any]] != nil)
+    }
+
+    @Test func pulseAudioRestartingMidStreamKeepsVideoAndBringsAudioBack() throws {
+        let dir = try makeTempDir()
+        let video = try changingVideo(dir: dir)
+        let port = freeEvenPort()
+        let videoLog = try RTPPacketLog(port: port)
+        let receiver = try OpusRTPReceiver(port: port + 2)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "10",
+            "--fps", "10", "--audio-app", "lecture-app", "--no-mic", "--duration", "60", "--json",
+        ], dir: dir, name: "sender", environment: pulse.environment)
+        try waitForEvent("started", in: sender)
+        // Low-latency players, so what is measured is the reconnection, not a null sink's 2 s blocks.
+        let first = try pulse.play(tone: 440, app: "lecture-app", latencyMillis: 20, dir: dir)
+        let heard = receiver.waitFor(seconds: 5) { $0.level440 > 0.15 }
+        try #require(heard != nil, "the tone was never heard before the restart: \(sender.stdout)")
+
+        pulse.kill()
+        let killedAt = Date()
+        first.finish(within: 2, interrupt: false)
+        // The capture notices, and retries while the server is away (at least twice).
+        try waitUntil(seconds: 5, "two audio_reconnecting events") {
+            sender.stdout.components(separatedBy: "\"event\":\"audio_reconnecting\"").count > 2
+        }
+        try waitUntil(seconds: 5, "an outage of 1.5 s") { Date() > killedAt.addingTimeInterval(1.5) }
+        let restartAt = Date()
+        try pulse.restart()
+        let backAt = Date()
+        let second = try pulse.play(tone: 440, app: "lecture-app", latencyMillis: 20, dir: dir)
+        defer { second.finish(within: 0, interrupt: false) }
+        let again = receiver.waitFor(seconds: 4) { $0.arrival > backAt && $0.level440 > 0.15 }
+        let resumedSeen = (try? waitForEvent("audio_resumed", in: sender, seconds: 2)) != nil
+        usleep(300_000)  // a little more stream after the tone is back
+        kill(sender.pid, SIGINT)
+        #expect(sender.finish(within: 15) == 130, "sender: \(sender.stderr)")
+        let frames = receiver.stop()
+        let packets = videoLog.stop()
+
+        // Video kept flowing while PulseAudio was away (10 fps, one packet per 64x64 frame).
+        let outage = packets.filter { $0.payloadType == 96 && $0.arrival > killedAt && $0.arrival < restartAt }
+        let expected = restartAt.timeIntervalSince(killedAt) * 10
+        #expect(Double(outage.count) >= expected * 0.6, "\(outage.count) video packets during a \(restartAt.timeIntervalSince(killedAt)) s outage")
+        #expect(packets.contains { $0.payloadType == 96 && $0.arrival > backAt })
+        // No tone while the server was gone.
+        #expect(!frames.contains { $0.arrival > killedAt.addingTimeInterval(0.2) && $0.arrival < backAt && $0.level440 > 0.05 })
+        // Audio is back within 3 s of the server answering again.
+        let back = try #require(again, "the tone did not come back: \(sender.stdout)")
+        let delay = back.arrival.timeIntervalSince(backAt)
+        #expect(delay < 3, "audio back \(delay) s after PulseAudio")
+        // Each step was reported, in order.
+        #expect(resumedSeen)
+        let names = jsonEvents(sender.stdout).compactMap { e -> String? in
+            let name = e["event"] as? String
+            if name == "warning" { return e["kind"] as? String == "audio_source_lost" ? "audio_source_lost" : nil }
+            return ["audio_reconnecting", "audio_resumed", "audio_app_attached"].contains(name ?? "") ? name : nil
+        }
+        let lost = try #require(names.firstIndex(of: "audio_source_lost"), "\(names)")
+        #expect(names[..<lost] == ["audio_app_attached"], "\(names)")
+        let resumed = try #require(names.firstIndex(of: "audio_resumed"), "\(names)")
+        #expect(names[(lost + 1)..<resumed].count >= 2 && names[(lost + 1)..<resumed].allSatisfy { $0 == "audio_reconnecting" }, "\(names)")
+        #expect(names[(resumed + 1)...].first == "audio_app_attached", "\(names)")
+    }
+
+    @Test func wholeOutputOfANamedSinkAndANamedMicrophone() throws {
+        let dir = try makeTempDir()
+        let video = try tinyVideo(dir: dir)
+        let port = freeEvenPort()
+        let receiver = try OpusRTPReceiver(port: port + 2)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "5",
+            "--audio-output", "headset", "--mic", "mic2.monitor", "--mic-gain", "-6", "--duration", "60", "--json",
+        ], dir: dir, name: "sender", environment: pulse.environment)
+        try waitForEvent("started", in: sender)
+        // Two apps on the shared sink, one on the default sink; one tone into the named
+        // microphone, one into the default microphone.
+        let players = try [
+            pulse.play(tone: 440, app: "lecture-app", device: "headset", dir: dir),
+            pulse.play(tone: 2500, app: "chat-app", device: "headset", dir: dir),
+            pulse.play(tone: 660, app: "elsewhere-app", device: "speakers", dir: dir),
+            pulse.play(tone: 1000, app: "mic-feeder", device: "mic2", dir: dir),
+            pulse.play(tone: 1500, app: "default-mic-feeder", device: "virtmic", dir: dir),
+        ]
+        defer { players.forEach { $0.finish(within: 0, interrupt: false) } }
+        // Once all three are heard, take 1 s more.
+        func present(_ f: Double, in frames: ArraySlice<OpusRTPReceiver.Frame>) -> Bool {
+            amplitude(frames.flatMap(\.left), f) > 0.05
+        }
+        try waitUntil(seconds: 8, "440, 2500 and 1000 Hz in the stream") {
+            let recent = receiver.snapshot().suffix(10)
+            return recent.count == 10 && [440.0, 2500, 1000].allSatisfy { present($0, in: recent) }
+        }
+        let from = receiver.snapshot().count
+        try waitUntil(seconds: 5, "1 s more of audio") { receiver.snapshot().count >= from + 50 }
+        kill(sender.pid, SIGINT)
+        #expect(sender.finish(within: 15) == 130, "sender: \(sender.stderr)")
+        let frames = receiver.stop()
+        let window = hann(frames[from..<(from + 50)].flatMap(\.left))
+        let a440 = 2 * amplitude(window, 440), a2500 = 2 * amplitude(window, 2500), a1000 = 2 * amplitude(window, 1000)
+        let a660 = 2 * amplitude(window, 660), a1500 = 2 * amplitude(window, 1500)
+        #expect(abs(a440 - 0.25) < 0.05, "440 Hz (app on the shared sink) amplitude \(a440)")
+        #expect(abs(a2500 - 0.25) < 0.05, "2500 Hz (other app on the shared sink) amplitude \(a2500)")
+        let micDB = 20 * log10(a1000 / a440)
+        #expect(abs(micDB - -6) <= 3, "named mic at \(micDB) dB relative to the output (asked -6)")
+        #expect(20 * log10(max(a660, 1e-9) / a440) <= -40, "the default sink's app leaks in: \(a660)")
+        #expect(20 * log10(max(a1500, 1e-9) / a440) <= -40, "the default microphone leaks in: \(a1500)")
+        // The capture-to-send latency is measured (its size is for bench/audio.sh, not a test).
+        let stats = jsonEvents(sender.stdout).filter { $0["event"] as? String == "stats" }
+        let latency = try #require(stats.last?["audio_latency_ms_p50"] as? Double, "\(stats.last ?? [:])")
+        #expect(latency > 0 && (stats.last?["audio_latency_ms_p95"] as? Double ?? 0) >= latency)
+    }
+
+    @Test func pauseSendsSilenceWithContinuousTimestampsAndResumeBringsTheToneBack() throws {
+        let dir = try makeTempDir()
+        let video = try tinyVideo(dir: dir)
+        let port = freeEvenPort()
+        let socket = "\(dir)/ctl.sock"
+        let receiver = try OpusRTPReceiver(port: port + 2)
+        // --audio-output without a name: the default sink's monitor.
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "5",
+            "--audio-output", "--no-mic", "--control-socket", socket, "--duration", "60", "--json",
+        ], dir: dir, name: "sender", environment: pulse.environment)
+        try waitForEvent("started", in: sender)
+        let player = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
+        defer { player.finish(within: 0, interrupt: false) }
+        let tone: (OpusRTPReceiver.Frame) -> Bool = { $0.level440 > 0.15 }
+        let first = try #require(receiver.waitFor(seconds: 5, tone), "the tone was never heard")
+        try waitUntil(seconds: 5, "1 s of tone") { receiver.snapshot().last!.arrival > first.arrival.addingTimeInterval(1) }
+
+        kill(sender.pid, SIGUSR1)  // pause
+        let pausedAt = Date()
+        try waitForEvent("paused", in: sender, seconds: 5)
+        try waitUntil(seconds: 5, "a 1.5 s pause") { Date() > pausedAt.addingTimeInterval(1.5) }
+        let ctl = try Child(screenshareBinary(), ["ctl", "--socket", socket, "resume"], dir: dir, name: "ctl-resume")
+        let resumedAt = Date()
+        #expect(ctl.finish(within: 10) == 0, "\(ctl.stderr)")
+        let back = receiver.waitFor(seconds: 3) { $0.arrival > resumedAt && tone($0) }
+        if let back { try waitUntil(seconds: 5, "1 s of tone after resume") { receiver.snapshot().last!.arrival > back.arrival.addingTimeInterval(1) } }
+        let stop = try Child(screenshareBinary(), ["ctl", "--socket", socket, "stop"], dir: dir, name: "ctl-stop")
+        #expect(stop.finish(within: 10) == 0)
+        #expect(sender.finish(within: 15) == 0, "sender: \(sender.stderr)")
+        let frames = receiver.stop()
+
+        // Paused (after the packets in flight): silence, the tone absent.
+        let during = frames.filter { $0.arrival > pausedAt.addingTimeInterval(0.15) && $0.arrival < resumedAt }
+        #expect(during.count >= 5, "only \(during.count) packets while paused")
+        #expect(during.allSatisfy { $0.rms < 0.002 && $0.level440 < 0.002 },
+                "sound while paused: \(during.map { String(format: "%.4f", $0.rms) })")
+        // Resumed: the tone is back within 1 s.
+        let b = try #require(back, "the tone did not come back after resume")
+        #expect(b.arrival.timeIntervalSince(resumedAt) < 1, "tone back \(b.arrival.timeIntervalSince(resumedAt)) s after resume")
+
+        // Timestamps: one SSRC clock, 960 ticks (20 ms) per frame, no packet lost; a step of more
+        // than one frame only where DTX left silent frames out.
+        for (a, b) in zip(frames, frames.dropFirst()) {
+            #expect(b.sequence == a.sequence &+ 1, "sequence \(a.sequence) → \(b.sequence)")
+            let step = b.timestamp &- a.timestamp
+            #expect(step % 960 == 0 && step >= 960 && step < 48_000, "timestamp step \(step)")
+            if step > 960 { #expect(a.rms < 0.002, "a gap of \(step) ticks after a frame that was not silent") }
+            if tone(a) && tone(b) { #expect(step == 960) }
+        }
+        // ...and no jump: the timestamps keep time with the wall clock across the pause. (The
+        // least-delayed packet of each stretch shows the offset; the sender is never early.)
+        let t0 = frames[0].timestamp, a0 = frames[0].arrival
+        func offset(_ f: OpusRTPReceiver.Frame) -> Double {
+            f.arrival.timeIntervalSince(a0) - Double(f.timestamp &- t0) / 48_000
+        }
+        let before = frames.filter { $0.arrival < pausedAt }.map(offset).min()!
+        let after = frames.filter { $0.arrival > b.arrival }.map(offset).min()!
+        #expect(abs(after - before) <= 0.02, "the RTP clock moved \((before - after) * 1000) ms against the wall clock across the pause")
+        let names = jsonEvents(sender.stdout).compactMap { $0["event"] as? String }.filter { ["paused", "resumed"].contains($0) }
+        #expect(names == ["paused", "resumed"])
+    }
 }
 
 /// A 64x64 grey NV12 frame: video that costs nothing, so the audio tests measure audio.
@@ -128,7 +359,10 @@ func tinyVideo(dir: String) throws -> String {
 }
 
 /// A private PulseAudio for one test: null sinks "speakers" (default) and "virtmic" (its
-/// monitor is the default source). Stopped when the value goes away.
+/// monitor is the default source), and two that are not defaults: "headset" (an output) and
+/// "mic2" (its monitor is a second microphone). Listens on a fixed socket in its own directory
+/// and writes no pid file, so it can be killed and started again where clients find it.
+/// Stopped when the value goes away.
 final class PrivatePulse {
     let dir: String
     let server: String
@@ -140,8 +374,10 @@ final class PrivatePulse {
         server = "unix:\(dir)/native"
         try """
             load-module module-native-protocol-unix socket=\(dir)/native auth-anonymous=1
-            load-module module-null-sink sink_name=speakers rate=48000
-            load-module module-null-sink sink_name=virtmic rate=48000
+            load-module module-null-sink sink_name=speakers rate=48000 sink_properties=device.description=Speakers
+            load-module module-null-sink sink_name=virtmic rate=48000 sink_properties=device.description=Virtual-microphone
+            load-module module-null-sink sink_name=headset rate=48000 sink_properties=device.description=Headset
+            load-module module-null-sink sink_name=mic2 rate=48000 sink_properties=device.description=Second-microphone
             set-default-sink speakers
             set-default-source virtmic.monitor
             """.write(toFile: "\(dir)/default.pa", atomically: true, encoding: .utf8)
@@ -151,8 +387,9 @@ final class PrivatePulse {
 
     private static func start(dir: String) throws -> Child {
         try Child(which("pulseaudio"), [
-            "--daemonize=no", "--exit-idle-time=-1", "--system=false", "--disallow-exit", "-n", "-F", "\(dir)/default.pa",
-        ], dir: dir, name: "pulseaudio", environment: [
+            "--daemonize=no", "--exit-idle-time=-1", "--system=false", "--disallow-exit", "--use-pid-file=no", "-n",
+            "-F", "\(dir)/default.pa",
+        ], dir: dir, name: "pulseaudio-\(UUID().uuidString.prefix(4))", environment: [
             "HOME": dir, "XDG_CONFIG_HOME": dir, "PULSE_RUNTIME_PATH": "\(dir)/runtime", "PULSE_STATE_PATH": "\(dir)/state",
         ])
     }
@@ -177,7 +414,9 @@ final class PrivatePulse {
     }
 
     /// Plays a 0.25-amplitude sine (48 kHz stereo s16, 30 s) under an application name.
-    func play(tone: Double, app: String, device: String? = nil, dir: String) throws -> Child {
+    /// - Parameter latencyMillis: the playback latency pacat asks for (default: its own, up to
+    ///   2 s, which makes a null sink render 2 s blocks until a low-latency reader appears).
+    func play(tone: Double, app: String, device: String? = nil, latencyMillis: Int? = nil, dir: String) throws -> Child {
         let path = "\(dir)/tone-\(Int(tone)).raw"
         if !FileManager.default.fileExists(atPath: path) {
             let seconds = 30
@@ -190,7 +429,8 @@ final class PrivatePulse {
             try samples.withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: path)) }
         }
         return try Child(which("pacat"), ["--raw", "--format=s16le", "--rate=48000", "--channels=2",
-                                          "--property=application.name=\(app)"] + (device.map { ["--device=\($0)"] } ?? []) + [path],
+                                          "--property=application.name=\(app)"] + (device.map { ["--device=\($0)"] } ?? [])
+                                          + (latencyMillis.map { ["--latency-msec=\($0)"] } ?? []) + [path],
                          dir: dir, name: "pacat-\(app)-\(UUID().uuidString.prefix(4))", environment: environment)
     }
 
@@ -205,7 +445,12 @@ final class OpusRTPReceiver: @unchecked Sendable {
     struct Frame: Sendable {
         var arrival: Date
         var sequence: UInt16
+        var timestamp: UInt32
+        var marker: Bool
         var level440: Double
+        /// The decoded left channel.
+        var left: [Float]
+        var rms: Double { left.isEmpty ? 0 : sqrt(left.reduce(0) { $0 + Double($1) * Double($1) } / Double(left.count)) }
     }
     // `frames` is guarded by its Mutex; `fd` is immutable; `running` is atomic.
     private let fd: Int32
@@ -235,17 +480,30 @@ final class OpusRTPReceiver: @unchecked Sendable {
             let n = recv(fd, &buffer, buffer.count, 0)
             guard n > 12, buffer[1] & 0x7F == 111 else { continue }
             let seq = UInt16(buffer[2]) << 8 | UInt16(buffer[3])
+            let ts = UInt32(buffer[4]) << 24 | UInt32(buffer[5]) << 16 | UInt32(buffer[6]) << 8 | UInt32(buffer[7])
+            let marker = buffer[1] & 0x80 != 0
             let count = (try? buffer.withUnsafeBytes { b in
                 try pcm.withUnsafeMutableBufferPointer { try decoder.decode(UnsafeRawBufferPointer(rebasing: b[12..<n]), into: $0) }
             }) ?? 0
             let left = stride(from: 0, to: count * 2, by: 2).map { pcm[$0] }
-            frames.withLock { $0.append(Frame(arrival: Date(), sequence: seq, level440: amplitude(left, 440))) }
+            frames.withLock { $0.append(Frame(arrival: Date(), sequence: seq, timestamp: ts, marker: marker,
+                                              level440: amplitude(left, 440), left: left)) }
         }
         finished.signal()
     }
 
     /// The frames received so far.
     func snapshot() -> [Frame] { frames.withLock { $0 } }
+
+    /// Waits (bounded) until a received frame satisfies `condition`; returns it, or nil at the deadline.
+    func waitFor(seconds: Double, _ condition: (Frame) -> Bool) -> Frame? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let f = snapshot().first(where: condition) { return f }
+            usleep(10_000)
+        }
+        return snapshot().first(where: condition)
+    }
 
     /// Stops receiving and returns every frame received.
     func stop() -> [Frame] {
@@ -260,6 +518,73 @@ private struct UncheckedDecoder: @unchecked Sendable {
     // Handed to the receive thread, which is its only user from then on.
     let decoder: OpusFrameDecoder
     init(_ d: OpusFrameDecoder) { decoder = d }
+}
+
+/// Logs the RTP packets arriving on a UDP port (arrival time, payload type, sequence number).
+final class RTPPacketLog: @unchecked Sendable {
+    struct Packet: Sendable {
+        var arrival: Date
+        var payloadType: UInt8
+        var sequence: UInt16
+    }
+    // `packets` is guarded by its Mutex; `fd` is immutable; `running` is atomic.
+    private let fd: Int32
+    private let packets = Mutex<[Packet]>([])
+    private let running = Atomic<Bool>(true)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(port: UInt16) throws {
+        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 else { throw TestFailure("cannot bind UDP port \(port)") }
+        Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 2000)
+            while running.load(ordering: .relaxed) {
+                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 50) > 0 else { continue }
+                let n = recv(fd, &buffer, buffer.count, 0)
+                guard n >= 12, buffer[0] >> 6 == 2 else { continue }
+                let p = Packet(arrival: Date(), payloadType: buffer[1] & 0x7F, sequence: UInt16(buffer[2]) << 8 | UInt16(buffer[3]))
+                packets.withLock { $0.append(p) }
+            }
+            finished.signal()
+        }.start()
+    }
+
+    func snapshot() -> [Packet] { packets.withLock { $0 } }
+
+    func stop() -> [Packet] {
+        running.store(false, ordering: .relaxed)
+        finished.wait()
+        close(fd)
+        return packets.withLock { $0 }
+    }
+}
+
+/// Two different 64x64 NV12 frames: looped, every frame is a change, so video flows at the input rate.
+func changingVideo(dir: String) throws -> String {
+    let path = "\(dir)/changing.nv12"
+    let size = 64 * 64 * 3 / 2
+    try (Data(repeating: 60, count: size) + Data(repeating: 200, count: size)).write(to: URL(fileURLWithPath: path))
+    return path
+}
+
+/// The JSON events a child printed, in order.
+func jsonEvents(_ stdout: String) -> [[String: Any]] {
+    stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+}
+
+/// Waits (bounded) until `condition` holds.
+func waitUntil(seconds: Double, _ what: String, _ condition: () -> Bool) throws {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        guard Date() < deadline else { throw TestFailure("timed out after \(seconds) s waiting for \(what)") }
+        usleep(10_000)
+    }
 }
 
 /// Interleaved s16 stereo → the left channel as floats.
