@@ -23,6 +23,8 @@ public struct ViewerConfig: Sendable {
     public var recordPath: String?
     public var durationSeconds: Double?
     public var cname: String
+    /// Write one MD5 per decoded picture here (ffmpeg `framemd5` layout).
+    public var framesMD5Path: String?
     /// Play the audio through PulseAudio (when the stream has audio).
     public var audioPlayback = true
     /// The PulseAudio sink to play to (nil: the default one).
@@ -96,6 +98,7 @@ public final class Viewer: @unchecked Sendable {
 
     private var window: X11VideoWindow?
     private var recorder: WebMRecorder?
+    private let checksums: FrameChecksums?
     private let decoder: VP8Decoder
     private var senderSSRC: UInt32?
     private var lastPacketNanos: UInt64 = 0
@@ -160,6 +163,7 @@ public final class Viewer: @unchecked Sendable {
             roomEvents = RoomEventMapper(server: "")
         }
         decoder = try VP8Decoder()
+        checksums = try config.framesMD5Path.map { try FrameChecksums(path: $0) }
         startNanos = clock.nowNanos()
         stats = ReceiverStats(clockRate: UInt32(max(video.clockRate, 1)), startedAt: startNanos)
         nackList.reserveCapacity(512)
@@ -430,6 +434,8 @@ public final class Viewer: @unchecked Sendable {
                     }
                     pictureSize = size
                 }
+                checksums?.add(y: picture.y, u: picture.u, v: picture.v, strideY: picture.strideY, strideU: picture.strideU,
+                               strideV: picture.strideV, width: picture.width, height: picture.height)
                 window?.show(I420View(y: picture.y, u: picture.u, v: picture.v, strideY: picture.strideY, strideU: picture.strideU,
                                       strideV: picture.strideV, width: picture.width, height: picture.height))
             }

@@ -4,6 +4,7 @@
 #include <libavcodec/avcodec.h>
 #include <libavutil/avutil.h>
 #include <libavutil/mem.h>
+#include <libavutil/md5.h>
 #include <string.h>
 
 // AVERROR_EOF and friends are macros; av_err2str uses a compound literal.

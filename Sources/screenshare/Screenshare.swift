@@ -399,6 +399,9 @@ struct Watch: ParsableCommand {
     @Option(help: ArgumentHelp("Write what arrived to a WebM file (VP8 and Opus as received, not re-encoded).", valueName: "file"))
     var record: String?
 
+    @Option(help: ArgumentHelp("Write one MD5 per decoded picture to FILE, as ffmpeg's `-f framemd5` does for yuv420p.", valueName: "file"))
+    var framesMd5: String?
+
     @Flag(help: "Do not play the audio (it is still received, reported and recorded).")
     var noAudioPlayback = false
 
@@ -460,6 +463,7 @@ struct Watch: ParsableCommand {
         config.display = display
         config.recordPath = record
         config.audioPlayback = !noAudioPlayback
+        config.framesMD5Path = framesMd5
         config.audioSink = audioSink
         config.durationSeconds = duration
         var logger = Logger(label: "screenshare")
