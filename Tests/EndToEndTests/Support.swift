@@ -21,7 +21,12 @@ func freeEvenPort() -> UInt16 {
 func isUDPPortBound(_ port: UInt16) -> Bool {
     let hex = String(format: ":%04X ", port)
     for file in ["/proc/net/udp", "/proc/net/udp6"] {
-        if let text = try? String(contentsOfFile: file, encoding: .utf8), text.contains(hex) { return true }
+        // Not String(contentsOfFile:): it trusts the size stat reports (0 for /proc) and reads a
+        // single page, missing every socket listed after the first ~30.
+        guard let handle = FileHandle(forReadingAtPath: file) else { continue }
+        let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        try? handle.close()
+        if text.contains(hex) { return true }
     }
     return false
 }
