@@ -457,8 +457,7 @@ public final class Broadcaster: @unchecked Sendable {
         let converter = FrameConverter()
         var current = settings
         var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
-        var period = UInt64(1e9 / Double(max(current.fps, 1)))
-        var nextAllowed = clock.nowNanos()
+        var pacer = CapturePacer(fps: Double(max(current.fps, 1)), now: clock.nowNanos())
         var sourceSize = PixelSize(width: 0, height: 0)
         var unavailable: String?
         var tooSmall: PixelSize?
@@ -482,7 +481,7 @@ public final class Broadcaster: @unchecked Sendable {
                     force = true
                 }
                 if current.paused && !next.paused { force = true }
-                period = UInt64(1e9 / Double(max(next.fps, 1)))
+                pacer.periodNanos = UInt64(1e9 / Double(max(next.fps, 1)))
                 current = settings
             }
             if current.paused {
@@ -491,7 +490,7 @@ public final class Broadcaster: @unchecked Sendable {
                 continue
             }
             let now = clock.nowNanos()
-            if now < nextAllowed { sleepNanos(nextAllowed - now); continue }
+            if now < pacer.nextNanos { sleepNanos(pacer.nextNanos - now); continue }
             let grabStart = clock.nowNanos()
             let outcome = capturer.capture(force: force) { view in
                 let grabbed = clock.nowNanos()
@@ -523,14 +522,14 @@ public final class Broadcaster: @unchecked Sendable {
             force = false
             switch outcome {
             case .captured:
-                nextAllowed = now + period
+                pacer.grabbed(at: now)
                 if unavailable != nil {
                     unavailable = nil
                     events.emit(BroadcastEvent("source_restored", ["size": .string(sourceSize.description)]))
                 }
             case .placeholder(let reason):
                 // Privacy: never the screen instead of the window; a placeholder, and say so.
-                nextAllowed = now + period
+                pacer.retry(at: now)
                 if unavailable != reason {
                     unavailable = reason
                     events.emit(BroadcastEvent("warning", ["kind": "source_unavailable", "message": .string(reason + "; sending a placeholder")]))
@@ -540,7 +539,7 @@ public final class Broadcaster: @unchecked Sendable {
                 _ = capturer.waitForChange(timeoutNanos: 100_000_000)
             case .temporaryError(let message):
                 logger.warning("capture: \(message)")
-                nextAllowed = now + period
+                pacer.retry(at: now)
             case .permanentError(let message):
                 events.emit(BroadcastEvent("error", ["kind": "source_gone", "message": .string(message)]))
                 stop(.sourceGone, detail: message)

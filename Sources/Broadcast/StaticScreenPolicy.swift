@@ -128,3 +128,39 @@ public struct RateBucket: Sendable, Equatable {
         return UInt64((levelBits - limitBits) / Double(bitsPerSecond) * 1e9)
     }
 }
+
+/// When the capture loop may grab the next picture: `fps` a second on average with one frame of
+/// credit (a GCRA / token bucket of frame periods: at most one more in any second), never
+/// sooner than half a period after the last grab. Content that changes at the frame rate or
+/// slower is so grabbed as soon as it changes (XDamage), even when its timing jitters by up to
+/// half a period, instead of at a fixed phase of a frame tick, which waits up to a period (half
+/// on average). Faster content is grabbed once a period. Pure.
+public struct CapturePacer: Sendable, Equatable {
+    public var periodNanos: UInt64
+    /// Theoretical arrival time of the next grab at exactly `fps`.
+    private var tatNanos: UInt64
+    /// No grab before this (half a period after the last grab, or a period after a retry).
+    private var notBeforeNanos: UInt64
+
+    public init(fps: Double, now: UInt64) {
+        periodNanos = UInt64(1e9 / max(fps, 0.1))
+        tatNanos = now
+        notBeforeNanos = now
+    }
+
+    /// The earliest time of the next grab.
+    public var nextNanos: UInt64 {
+        max(tatNanos > periodNanos ? tatNanos - periodNanos : 0, notBeforeNanos)
+    }
+
+    /// A picture was grabbed at `now` (at or after `nextNanos`).
+    public mutating func grabbed(at now: UInt64) {
+        tatNanos = max(tatNanos, now) &+ periodNanos
+        notBeforeNanos = now &+ periodNanos / 2
+    }
+
+    /// Nothing usable was grabbed at `now` (an error, a placeholder): try again a period later.
+    public mutating func retry(at now: UInt64) {
+        notBeforeNanos = now &+ periodNanos
+    }
+}

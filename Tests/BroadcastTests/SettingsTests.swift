@@ -147,3 +147,96 @@ import Testing
         #expect(later)
     }
 }
+
+@Suite struct CapturePacerTests {
+    let ms: UInt64 = 1_000_000
+
+    /// Simulates the capture loop: a grab happens at the first moment the pacer allows and the
+    /// screen has changed since the last grab. `changes` are the times the screen changed.
+    func grabs(fps: Double, changes: [UInt64], until end: UInt64) -> [UInt64] {
+        var pacer = CapturePacer(fps: fps, now: 0)
+        var grabbed: [UInt64] = []
+        var pending = changes[...]
+        var dirtySince: UInt64?
+        while true {
+            // Next event: the pacer opening, or the next change when the screen is still clean.
+            let t: UInt64
+            if let since = dirtySince { t = max(since, pacer.nextNanos) } else if let c = pending.first { t = max(c, pacer.nextNanos) } else { break }
+            guard t < end else { break }
+            while let c = pending.first, c <= t { dirtySince = dirtySince ?? c; pending.removeFirst() }
+            guard dirtySince != nil else { continue }
+            grabbed.append(t)
+            pacer.grabbed(at: t)
+            dirtySince = nil
+        }
+        return grabbed
+    }
+
+    @Test func contentAtTheFrameRateIsGrabbedWhenItChanges() {
+        // Changes every 33.3 ms at an arbitrary phase, late at times (by up to 15 ms, under half
+        // a period): every change is grabbed at once, the jitter does not build up a lag.
+        let period: UInt64 = 1_000_000_000 / 30
+        let changes = (0..<90).map { k in 7 * ms + UInt64(k) * period + [0, 15, 3, 0, 9, 1, 0][k % 7] * ms }
+        let g = grabs(fps: 30, changes: changes, until: 3_000 * ms)
+        #expect(g.count == 90)
+        for (grab, change) in zip(g, changes) { #expect(grab == change) }
+    }
+
+    @Test func theFirstGrabsPhaseDoesNotStick() {
+        // A forced grab at 0, then changes at 30 ms + k periods: grabbed when they happen, not
+        // a period after the first grab.
+        let period: UInt64 = 1_000_000_000 / 30
+        let changes = [0] + (0..<60).map { k in 30 * ms + UInt64(k) * period }
+        let g = grabs(fps: 30, changes: changes, until: 2_100 * ms)
+        #expect(g == changes)
+    }
+
+    @Test func fasterContentIsGrabbedAtTheFrameRate() {
+        // Changes every 5 ms: about one grab per period (one more at most), never two within
+        // half a period.
+        let changes = (0..<400).map { UInt64($0) * 5 * ms }
+        let g = grabs(fps: 30, changes: changes, until: 1_990 * ms)
+        #expect(g.count >= 59 && g.count <= 61)  // 2 s × 30, one of them the credit
+        for (a, b) in zip(g, g.dropFirst()) { #expect(b - a >= 1_000_000_000 / 30 / 2) }
+    }
+
+    @Test func averageStaysAtTheFrameRateWhateverTheChanges() {
+        var rng = SplitMix(seed: 7)
+        var t: UInt64 = 0
+        var changes: [UInt64] = []
+        while t < 10_000 * ms { t += rng.next() % (40 * ms); changes.append(t) }
+        let g = grabs(fps: 15, changes: changes, until: 10_000 * ms)
+        #expect(g.count <= 151)
+        for (a, b) in zip(g, g.dropFirst()) { #expect(b - a >= 1_000_000_000 / 15 / 2) }
+        // Over any second, at most fps + 1 grabs.
+        for start in stride(from: UInt64(0), to: 9_000 * ms, by: Int(100 * ms)) {
+            #expect(g.filter { $0 >= start && $0 < start + 1_000 * ms }.count <= 16)
+        }
+    }
+
+    @Test func retryWaitsAPeriod() {
+        var p = CapturePacer(fps: 10, now: 0)
+        p.retry(at: 50 * ms)
+        #expect(p.nextNanos == 150 * ms)
+        p.grabbed(at: 150 * ms)  // one frame of credit: half a period later
+        #expect(p.nextNanos == 200 * ms)
+        p.grabbed(at: 200 * ms)  // credit used: back on the period grid
+        #expect(p.nextNanos == 250 * ms)
+        p.grabbed(at: 250 * ms)
+        #expect(p.nextNanos == 350 * ms)
+        p.grabbed(at: 900 * ms)  // after a still screen: credit again
+        #expect(p.nextNanos == 950 * ms)
+    }
+}
+
+private struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -8,9 +8,11 @@ full resolution. Candidates come from REF (yuv420p, made by ffmpeg from the same
 pictures xloop draws): every frame of REF (frames mode), or every scroll position
 k*STEP (k < PERIOD/STEP) of a tall REF frame (scroll mode).
 
-    psnr.py SAMPLES.yuv W H REF.yuv REF_H frames|scroll:STEP:PERIOD [WORST.pgm]  → JSON on stdout
+    psnr.py [--exclude X,Y,W,H] SAMPLES.yuv W H REF.yuv REF_H frames|scroll:STEP:PERIOD [WORST.pgm]  → JSON on stdout
 
 WORST.pgm (optional): the worst sample above its matched reference, Y plane, for inspection.
+--exclude: a rectangle left out of matching and PSNR (the latency barcode, which is drawn on
+top of the content and is not in REF).
 """
 import json
 import sys
@@ -26,8 +28,18 @@ def y_planes(path, w, h):
 
 
 def main():
-    samples_path, w, h, ref_path, ref_h, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
-        sys.argv[4], int(sys.argv[5]), sys.argv[6]
+    args = sys.argv[1:]
+    exclude = None
+    if args and args[0] == "--exclude":
+        exclude = [int(v) for v in args[1].split(",")]
+        args = args[2:]
+    samples_path, w, h, ref_path, ref_h, mode = args[0], int(args[1]), int(args[2]), \
+        args[3], int(args[4]), args[5]
+    keep = np.ones((h, w), dtype=bool)
+    if exclude:
+        x, y, ew, eh = exclude
+        keep[y:y + eh, x:x + ew] = False
+    keep_small = keep[::8, ::8]
     samples = y_planes(samples_path, w, h)
     tall = y_planes(ref_path, w, ref_h).reshape(-1, w)  # all reference frames stacked
     if mode == "frames":
@@ -38,10 +50,10 @@ def main():
     small = np.stack([tall[o:o + h:8, ::8] for o in offsets]).astype(np.float32)
     values, matches, worst = [], [], None
     for s in samples:
-        d = ((small - s[::8, ::8].astype(np.float32)) ** 2).mean(axis=(1, 2))
+        d = ((small - s[::8, ::8].astype(np.float32)) ** 2)[:, keep_small].mean(axis=1)
         best = offsets[int(np.argmin(d))]
         ref = tall[best:best + h]
-        mse = float(((s.astype(np.float32) - ref.astype(np.float32)) ** 2).mean())
+        mse = float(((s.astype(np.float32) - ref.astype(np.float32)) ** 2)[keep].mean())
         values.append(99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse))
         matches.append(best)
         if worst is None or values[-1] < worst[0]:
@@ -52,8 +64,8 @@ def main():
         out.update(psnr_mean=round(float(v.mean()), 2), psnr_median=round(float(np.median(v)), 2),
                    psnr_min=round(float(v.min()), 2), psnr_max=round(float(v.max()), 2),
                    distinct_matches=len(set(matches)))
-    if worst is not None and len(sys.argv) > 7:
-        with open(sys.argv[7], "wb") as f:
+    if worst is not None and len(args) > 6:
+        with open(args[6], "wb") as f:
             f.write(b"P5\n%d %d\n255\n" % (w, 2 * h))
             f.write(np.ascontiguousarray(np.vstack([worst[1], worst[2]])).tobytes())
     json.dump(out, sys.stdout)

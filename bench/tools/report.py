@@ -4,7 +4,8 @@
     report.py RAW_DIR RESULTS_DIR STAMP [--no-plot]
 
 RAW_DIR holds config.json and one directory per run (meta.json from Scripts/bench,
-wire.json from rtpcount.py, psnr.json from psnr.py, sender.out: screenshare's JSON events).
+wire.json and relay-frames.tsv from rtpcount.py, psnr.json from psnr.py, latency.tsv from
+latency.py, sender.out: screenshare's JSON events).
 Writes RESULTS_DIR/latest.{md,json,png} and bench-STAMP.{md,json,png}; prints the table.
 """
 import json
@@ -13,8 +14,15 @@ import shutil
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import latency  # noqa: E402
+
 TOOLS = ["screenshare", "ffmpeg", "gstreamer"]
-CONTENTS = ["slides", "motion", "scroll"]
+CONTENTS = ["slides", "motion", "scroll", "latency"]
+STAGES = ["capture", "convert", "encode", "send"]
+# Latency and stage timings leave out the first seconds of a run (start-up: the receiver
+# waits for the first keyframe and probes the stream, encoders are created).
+WARMUP_S = 2
 
 # (key, column title, format)
 COLUMNS = [
@@ -68,6 +76,12 @@ def run_record(d):
         "sender_exit_status": meta["sender_exit_status"],
         "loadavg": meta.get("loadavg"),
     }
+    if meta.get("barcode"):
+        lat = latency.analyze(os.path.join(d, "latency.tsv"), os.path.join(d, "relay-frames.tsv"),
+                              int((meta["t0_unix"] + WARMUP_S) * 1000))
+        r["_latency_values"] = lat.pop("values_ms")
+        r["latency"] = lat
+        r["latency_p50_ms"] = lat.get("p50_ms")
     if meta["tool"] == "screenshare":
         events = []
         try:
@@ -86,13 +100,45 @@ def run_record(d):
                 "reason", "frames_captured", "frames_encoded", "frames_sent", "keyframes_sent", "bytes_sent",
                 "send_errors", "encode_errors", "width", "height", "duration_s")}
         if stats:
-            p50 = [e["encode_ms_p50"] for e in stats if e.get("encode_ms_p50")]
-            p95 = [e["encode_ms_p95"] for e in stats if e.get("encode_ms_p95")]
-            r["screenshare_encode_ms_p50"] = statistics.median(p50) if p50 else None
-            r["screenshare_encode_ms_p95"] = max(p95) if p95 else None
             r["screenshare_stats_fps"] = [e.get("fps") for e in stats]
+            # Per-second p50/p95 of each stage (0: no frame went through it that second),
+            # after the warm-up.
+            steady = stats[WARMUP_S:]
+            r["_stage_seconds"] = {st: {q: [e[f"{st}_ms_{q}"] for e in steady if e.get(f"{st}_ms_{q}")]
+                                        for q in ("p50", "p95")} for st in STAGES}
+            r["screenshare_stages_ms"] = stage_summary([r])
         r["screenshare_errors"] = [e for e in events if e.get("event") in ("error", "warning")][:5]
     return r
+
+
+def stage_summary(runs):
+    """Stage timings over the steady seconds of RUNS: the median of the per-second p50s and of
+    the per-second p95s, and the worst second's p95 (the stats events carry only p50/p95)."""
+    out = {}
+    for st in STAGES:
+        p50 = [v for r in runs for v in r.get("_stage_seconds", {}).get(st, {}).get("p50", [])]
+        p95 = [v for r in runs for v in r.get("_stage_seconds", {}).get(st, {}).get("p95", [])]
+        out[st] = {"p50": round(statistics.median(p50), 2) if p50 else None,
+                   "p95": round(statistics.median(p95), 2) if p95 else None,
+                   "p95_max": round(max(p95), 2) if p95 else None, "seconds": len(p50)}
+    return out
+
+
+def latency_summary(runs):
+    """Latency over all runs of a cell: percentiles of the pooled pictures, and the medians of
+    the runs' sender and receiver parts."""
+    values = [v for r in runs for v in r.get("_latency_values", [])]
+    out = latency.summarize(values)
+    out["frames_read"] = sum(r["latency"].get("frames_read", 0) for r in runs if "latency" in r)
+    out["unreadable"] = sum(r["latency"].get("unreadable", 0) for r in runs if "latency" in r)
+    for k in ("sender_p50_ms", "receiver_p50_ms", "receiver_p95_ms"):
+        v = [r["latency"][k] for r in runs if k in r.get("latency", {})]
+        out[k] = round(statistics.median(v), 1) if v else None
+    return out
+
+
+def fmt_ms(v):
+    return "–" if v is None else f"{v:.0f}"
 
 
 def summarize(values):
@@ -128,6 +174,10 @@ def main():
         entry = {"content": content, "tool": tool, "runs": len(rs), "fps_target": rs[0]["fps_target"]}
         for k in keys:
             entry[k] = summarize([r.get(k) for r in rs])
+        if any("latency" in r for r in rs):
+            entry["latency"] = latency_summary(rs)
+        if tool == "screenshare" and any("_stage_seconds" in r for r in rs):
+            entry["screenshare_stages_ms"] = stage_summary(rs)
         summary.append(entry)
 
     lines = ["# screenshare benchmark", ""]
@@ -140,13 +190,18 @@ def main():
                  f"load average at start {config.get('loadavg_start')}.")
     lines.append("")
     lines.append("1920x1080 Xvfb, VP8 at 2 Mbit/s over RTP to 127.0.0.1; slides and scroll sent at 15 fps, "
-                 "motion at 30 fps. Values are the median (min–max over runs).")
+                 "motion and latency at 30 fps. Values are the median (min–max over runs); latency: "
+                 "percentiles of all pictures of all runs.")
     lines.append("")
-    header = "| content | sender | " + " | ".join(c[1] for c in COLUMNS) + " |"
-    lines += [header, "|" + "---|" * (len(COLUMNS) + 2)]
-    for e in sorted(summary, key=lambda e: (CONTENTS.index(e["content"]), TOOLS.index(e["tool"]))):
+    header = "| content | sender | " + " | ".join(c[1] for c in COLUMNS) + " | latency ms p50 / p95 / p99 |"
+    lines += [header, "|" + "---|" * (len(COLUMNS) + 3)]
+    ordered = sorted(summary, key=lambda e: (CONTENTS.index(e["content"]), TOOLS.index(e["tool"])))
+    for e in ordered:
+        lat = e.get("latency")
+        lat_cell = (f"{fmt_ms(lat.get('p50_ms'))} / {fmt_ms(lat.get('p95_ms'))} / {fmt_ms(lat.get('p99_ms'))}"
+                    if lat else "–")
         lines.append(f"| {e['content']} ({e['fps_target']} fps) | {e['tool']} | "
-                     + " | ".join(cell(e[k], fmt) for k, _, fmt in COLUMNS) + " |")
+                     + " | ".join(cell(e[k], fmt) for k, _, fmt in COLUMNS) + f" | {lat_cell} |")
     lines += ["",
               "- **CPU s/s**: user+system CPU seconds of the sender process (all threads) per second of "
               "stream, from /proc/PID/stat just before SIGINT; 1.00 = one core busy.",
@@ -161,25 +216,61 @@ def main():
               "- **lost pkts**: RTP sequence gaps seen by the relay.",
               "- **Xvfb CPU**: X server CPU during the run; it includes drawing the content and the copies "
               "each sender's screen grabs cost the server.",
+              "- **latency**: capture-to-decode. The content loop draws a barcode of the current time "
+              "(ms) 30 times a second; the receiver crops it out of every decoded frame and a reader "
+              "notes the arrival; latency of a picture = first arrival of its barcode − the time in it. "
+              f"The first {WARMUP_S} s of each run are left out. It includes the receiver's own delay "
+              "(depacketize, decode, crop, pipe), the same for every sender: see the table below. "
+              "Not measured on slides (a barcode would make the still slides move).",
               ""]
+    lat_rows = [e for e in ordered if e.get("latency")]
+    if lat_rows:
+        lines += ["Latency in detail (all runs pooled; sender part = barcode drawn → the frame's last packet "
+                  "through the relay; receiver part = relay → decoded frame read, medians of the runs):", "",
+                  "| content | sender | pictures | p50 | p95 | p99 | max | sender part p50 | receiver part p50 / p95 | unreadable frames |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for e in lat_rows:
+            lat = e["latency"]
+            lines.append(f"| {e['content']} ({e['fps_target']} fps) | {e['tool']} | {lat['pictures']} | "
+                         f"{fmt_ms(lat.get('p50_ms'))} | {fmt_ms(lat.get('p95_ms'))} | {fmt_ms(lat.get('p99_ms'))} | "
+                         f"{fmt_ms(lat.get('max_ms'))} | {fmt_ms(lat.get('sender_p50_ms'))} | "
+                         f"{fmt_ms(lat.get('receiver_p50_ms'))} / {fmt_ms(lat.get('receiver_p95_ms'))} | "
+                         f"{lat['unreadable']} of {lat['frames_read']} |")
+        lines.append("")
+    stage_rows = [e for e in ordered if e.get("screenshare_stages_ms")]
+    if stage_rows:
+        lines += ["screenshare's stage timings, ms (from its `stats` events: median over the steady seconds of all "
+                  "runs of the per-second p50 and p95, and the worst second's p95; capture = XShmGetImage, "
+                  "convert = BGRA→I420, encode = VP8, send = packetize and send):", "",
+                  "| content | " + " | ".join(f"{st} p50 / p95 (max)" for st in STAGES) + " |",
+                  "|---|" + "---|" * len(STAGES)]
+        for e in stage_rows:
+            st = e["screenshare_stages_ms"]
+
+            def f(v):
+                return "–" if v is None else f"{v:.2f}"
+            lines.append(f"| {e['content']} ({e['fps_target']} fps) | "
+                         + " | ".join(f"{f(st[k]['p50'])} / {f(st[k]['p95'])} ({f(st[k]['p95_max'])})"
+                                      for k in STAGES) + " |")
+        lines.append("")
     ss = [r for r in runs if r["tool"] == "screenshare" and r.get("screenshare_stopped")]
     if ss:
         lines += ["screenshare's own counters (per run):", "",
-                  "| content | run | captured | encoded | sent | keyframes | encode ms p50 | encode ms p95 (max) |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| content | run | captured | encoded | sent | keyframes |",
+                  "|---|---|---|---|---|---|"]
         for r in ss:
             s = r["screenshare_stopped"]
-            p50 = r.get("screenshare_encode_ms_p50")
-            p95 = r.get("screenshare_encode_ms_p95")
             lines.append(f"| {r['content']} | {r['run']} | {s['frames_captured']} | {s['frames_encoded']} | "
-                         f"{s['frames_sent']} | {s['keyframes_sent']} | "
-                         f"{'–' if p50 is None else f'{p50:.1f}'} | {'–' if p95 is None else f'{p95:.1f}'} |")
+                         f"{s['frames_sent']} | {s['keyframes_sent']} |")
         lines.append("")
     early = [r for r in runs if r["sender_exited_early"]]
     for r in early:
         lines.append(f"**Warning**: {r['tool']} exited before the end of {r['content']} run {r['run']}.")
     md = "\n".join(lines) + "\n"
 
+    for r in runs:  # internal: pooled above, too bulky for the JSON
+        r.pop("_latency_values", None)
+        r.pop("_stage_seconds", None)
     doc = {"config": config, "summary": summary, "runs": runs}
     os.makedirs(results, exist_ok=True)
     with open(os.path.join(results, f"bench-{stamp}.md"), "w") as f:
@@ -205,8 +296,12 @@ def draw(summary, path):
     contents = [c for c in CONTENTS if any(e["content"] == c for e in summary)]
     tools = [t for t in TOOLS if any(e["tool"] == t for e in summary)]
     metrics = [("cpu_per_s", "sender CPU (s per s)"), ("fps_decoded", "frames decoded per s"),
-               ("kbps", "kbit/s sent"), ("psnr", "Y-PSNR (dB)"), ("rss_mb", "peak RSS (MB)")]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 4))
+               ("kbps", "kbit/s sent"), ("psnr", "Y-PSNR (dB)"), ("rss_mb", "peak RSS (MB)"),
+               ("latency", "latency p50 ms (bar: p95)")]
+    cols = 3
+    rows = (len(metrics) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.8 * rows), squeeze=False)
+    axes = axes.reshape(-1)
     width = 0.8 / max(len(tools), 1)
     colors = {"screenshare": "#1a3d7c", "ffmpeg": "#c0392b", "gstreamer": "#27ae60"}
     for ax, (key, title) in zip(axes, metrics):
@@ -215,6 +310,12 @@ def draw(summary, path):
             for c in contents:
                 e = next((e for e in summary if e["content"] == c and e["tool"] == tool), None)
                 s = e and e.get(key)
+                if key == "latency":  # the p50, with a bar up to the p95
+                    p50 = s.get("p50_ms") if s else None
+                    med.append(p50 or 0)
+                    lo.append(0)
+                    hi.append(s["p95_ms"] - p50 if p50 is not None else 0)
+                    continue
                 med.append(s["median"] if s else 0)
                 lo.append(s["median"] - s["min"] if s else 0)
                 hi.append(s["max"] - s["median"] if s else 0)

@@ -8,9 +8,16 @@ timestamps), marker bits, VP8 keyframes, sequence gaps (lost/reordered before th
 first/last arrival times, RTCP packets (SR, BYE). Receiver→sender RTCP (RR) is relayed back.
 SIGUSR1 closes the measurement window: later datagrams are neither forwarded nor counted
 (only tallied in after_window_*), so the receiver sees exactly the measured seconds even if
-the sender takes a while to stop.
+the sender takes a while to stop. On SIGINT/SIGTERM, before it exits, it sends the receiver
+an RTCP BYE (on FWD+1), which makes an ffmpeg receiver end at once and cleanly (at end of
+file, outputs complete) instead of waiting for its 10 s read timeout: one SIGINT does not
+interrupt ffmpeg's blocking read, and a second one aborts it without writing its trailers.
 
-    rtpcount.py PORT FWD OUT.json
+With FRAMES.tsv, one line per RTP packet with the marker bit (the end of a video frame), at
+the moment it was forwarded: "unix_ns rtp_timestamp bytes_of_the_frame" (for the latency
+split: sender up to here, receiver after).
+
+    rtpcount.py PORT FWD OUT.json [FRAMES.tsv]
 """
 import json
 import selectors
@@ -23,6 +30,8 @@ import time
 
 def main():
     port, fwd, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    frames_log = open(sys.argv[4], "w") if len(sys.argv) > 4 else None
+    frame_bytes = 0
     sel = selectors.DefaultSelector()
     socks = {}
     for kind, p, f in (("rtp", port, fwd), ("rtcp", port + 1, fwd + 1)):
@@ -102,6 +111,10 @@ def main():
                         length = (struct.unpack_from("!H", data, off + 2)[0] + 1) * 4
                         if pt == 200:
                             stats["rtcp_sr"] += 1
+                            if off + 20 <= len(data):  # NTP time ↔ RTP timestamp of the sender's clock
+                                sec, frac, rtp_ts = struct.unpack_from("!III", data, off + 8)
+                                stats["last_sr"] = {"ntp_unix_ns": (sec - 2208988800) * 10**9 + (frac * 10**9 >> 32),
+                                                    "rtp_ts": rtp_ts, "arrival_unix_ns": time.time_ns()}
                         elif pt == 203:
                             stats["rtcp_bye"] += 1
                         off += length
@@ -133,6 +146,11 @@ def main():
                     stats["frames"] += 1
                     last_ts = ts
                 stats["markers"] += marker
+                frame_bytes += len(data)
+                if marker:
+                    if frames_log:
+                        frames_log.write(f"{time.time_ns()}\t{ts}\t{frame_bytes}\n")
+                    frame_bytes = 0
                 # VP8 payload descriptor (RFC 7741) → keyframe bit of the payload header.
                 off = 12 + 4 * (b0 & 0x0F)
                 if b0 & 0x10:  # header extension
@@ -152,6 +170,16 @@ def main():
                             p += 1
                     if start and pid == 0 and len(data) > p and data[p] & 0x01 == 0:
                         stats["keyframes"] += 1
+    if frames_log:
+        frames_log.close()
+    # RTCP BYE (V=2, SC=1, PT=203, length 2) for the last SSRC seen, with the reason "end"
+    # (ffmpeg ignores RTP/RTCP datagrams shorter than 12 bytes).
+    ssrc = stats["ssrcs"][-1] if stats["ssrcs"] else 0
+    try:
+        socks["rtcp"][1].send(struct.pack("!BBHIB3s", 0x81, 203, 2, ssrc, 3, b"end"))
+        stats["bye_sent_to_receiver"] = True
+    except OSError:
+        stats["bye_sent_to_receiver"] = False
     if stats["first_arrival"] is not None:
         stats["span_s"] = stats["last_arrival"] - stats["first_arrival"]
     with open(out, "w") as f:
