@@ -52,7 +52,7 @@ final class FanOutSender {
             var m = ss_mmsghdr()
             m.msg_hdr.msg_name = UnsafeMutableRawPointer(names + i)
             m.msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_in>.size)
-            m.msg_hdr.msg_iov = iov
+            m.msg_hdr.msg_iov = UnsafeMutableRawPointer(iov)
             m.msg_hdr.msg_iovlen = 1
             (messages + i).initialize(to: m)
         }
@@ -107,7 +107,7 @@ final class ReceiveBatch {
             (iovs + i).initialize(to: iovec(iov_base: storage.baseAddress! + i * bufferSize, iov_len: bufferSize))
             var m = ss_mmsghdr()
             m.msg_hdr.msg_name = UnsafeMutableRawPointer(names + i)
-            m.msg_hdr.msg_iov = iovs + i
+            m.msg_hdr.msg_iov = UnsafeMutableRawPointer(iovs + i)
             m.msg_hdr.msg_iovlen = 1
             (messages + i).initialize(to: m)
         }
