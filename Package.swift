@@ -23,6 +23,9 @@ let package = Package(
         .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
 
+        // sendmmsg/recvmmsg (Glibc hides them behind _GNU_SOURCE): the relay's batched socket I/O.
+        .target(name: "CSocketBatch"),
+
         // Pure Swift modules.
         .target(name: "MediaCore"),
         .target(name: "RTP"),
@@ -44,7 +47,7 @@ let package = Package(
         // The pipeline and the CLI.
         .target(name: "Broadcast", dependencies: [
             "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room",
-            "Recording", "VideoOutput", "AudioIO", "OpusCodec",
+            "Recording", "VideoOutput", "AudioIO", "OpusCodec", "CSocketBatch",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "screenshare", dependencies: [
@@ -67,7 +70,10 @@ let package = Package(
         .testTarget(name: "RecordingTests", dependencies: ["Recording", "VP8Codec", "MediaCore"]),
         .testTarget(name: "AudioIOTests", dependencies: ["AudioIO"]),
         .testTarget(name: "OpusCodecTests", dependencies: ["OpusCodec"]),
-        .testTarget(name: "BroadcastTests", dependencies: ["Broadcast", "RTP", "MediaCore", "ScreenCapture", "VideoProcessing", "OpusCodec", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "BroadcastTests", dependencies: [
+            "Broadcast", "RTP", "MediaCore", "ScreenCapture", "VideoProcessing", "Room", "OpusCodec",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec"]),
     ],
     swiftLanguageModes: [.v6]

@@ -805,7 +805,8 @@ public final class Broadcaster: @unchecked Sendable {
     // MARK: - RTCP
 
     private func rtcpLoop() {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
+        // Big enough for the relay's largest message (a `welcome` listing a big room).
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
         defer { buffer.deallocate() }
         var nextReport = clock.nowNanos()
         var reported = false
@@ -833,7 +834,7 @@ public final class Broadcaster: @unchecked Sendable {
                     let t = clock.nowNanos()
                     room!.heard(now: t)
                     if DatagramKind.of(bytes) == .control {
-                        if let envelope = try? ControlEnvelope.parse(bytes) { room!.receive(envelope, now: t) }
+                        if let envelope = try? ControlEnvelope.parse(bytes, maxSize: RoomProtocol.maxRelayMessageSize) { room!.receive(envelope, now: t) }
                     } else {
                         handleRTCP(bytes)
                     }

@@ -180,6 +180,24 @@ public final class UDPListener: @unchecked Sendable {
 
     deinit { close(fd) }
 
+    /// Asks for kernel socket buffers of these sizes (bytes): with `SO_RCVBUFFORCE`/
+    /// `SO_SNDBUFFORCE` when the process may (CAP_NET_ADMIN), else within
+    /// `net.core.rmem_max`/`wmem_max`. Returns what the kernel granted (Linux reports twice
+    /// the size asked for: the other half is its bookkeeping).
+    @discardableResult
+    public func setBufferSizes(receive: Int32, send: Int32) -> (receive: Int, send: Int) {
+        func set(_ force: Int32, _ plain: Int32, _ size: Int32) -> Int {
+            var v = size
+            let len = socklen_t(MemoryLayout<Int32>.size)
+            if setsockopt(fd, SOL_SOCKET, force, &v, len) != 0 { setsockopt(fd, SOL_SOCKET, plain, &v, len) }
+            var got: Int32 = 0
+            var gotLen = len
+            getsockopt(fd, SOL_SOCKET, plain, &got, &gotLen)
+            return Int(got)
+        }
+        return (set(SO_RCVBUFFORCE, SO_RCVBUF, receive), set(SO_SNDBUFFORCE, SO_SNDBUF, send))
+    }
+
     /// Reads one waiting datagram without blocking: its size (0 when none), and its source.
     public func receive(into buffer: UnsafeMutableRawBufferPointer, from source: inout sockaddr_in) -> Int {
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)

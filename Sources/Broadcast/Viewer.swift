@@ -117,7 +117,8 @@ public final class Viewer: @unchecked Sendable {
     private var pictureSize = PixelSize(width: 0, height: 0)
     private var decodeErrors = 0
     private var firstFrameReported = false
-    private var packetBuffer = [UInt8](repeating: 0, count: 2048)
+    /// Big enough for the relay's largest message (a `welcome` listing a big room).
+    private var packetBuffer = [UInt8](repeating: 0, count: 65536)
     private var rtcpBuffer = [UInt8](repeating: 0, count: 1500)
 
     /// - Throws: `NetworkError` when a port cannot be bound, `VideoOutputError` when the window
@@ -261,7 +262,7 @@ public final class Viewer: @unchecked Sendable {
                 let kind = packetBuffer.withUnsafeBytes { DatagramKind.of(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
                 switch kind {
                 case .control:
-                    let envelope = packetBuffer.withUnsafeBytes { try? ControlEnvelope.parse(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                    let envelope = packetBuffer.withUnsafeBytes { try? ControlEnvelope.parse(UnsafeRawBufferPointer(rebasing: $0[0..<n]), maxSize: RoomProtocol.maxRelayMessageSize) }
                     if let envelope { room!.receive(envelope, now: clock.nowNanos()) } else { receiveRejected += 1 }
                     flushRoom()
                     continue

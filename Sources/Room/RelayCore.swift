@@ -51,6 +51,15 @@ public struct RelayCounters: Sendable, Equatable {
 /// Where the relay's datagrams go (a UDP socket in production, an array in unit tests).
 public protocol RelayTransport: AnyObject {
     func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress)
+    /// Sends the same datagram to each address, in order: one forwarded packet's fan-out.
+    /// A socket sends them with one `sendmmsg`; the default calls `send(_:to:)` for each.
+    func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress])
+}
+
+extension RelayTransport {
+    public func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress]) {
+        for a in addresses { send(bytes, to: a) }
+    }
 }
 
 /// The room relay as a pure state machine: datagrams and time in, datagrams and events out.
@@ -92,7 +101,16 @@ public final class RelayCore {
     public func peers(in room: String) -> [PeerInfo] { rooms[room]?.snapshot() ?? [] }
     /// Where a stream's packets go now.
     public func subscribers(room: String, ssrc: UInt32) -> [PeerAddress] {
-        rooms[room]?.streams[ssrc]?.subscribers.map(\.address) ?? []
+        rooms[room]?.streams[ssrc]?.addresses ?? []
+    }
+
+    /// RTP packets missing from what publishers sent the relay (sequence gaps, RFC 3550 A.3),
+    /// summed over the streams published now. On loopback they can only be the relay's own
+    /// receive queue overflowing.
+    public var rtpLostIn: Int {
+        rooms.values.reduce(0) { sum, room in
+            room.streams.values.reduce(sum) { $0 + max(0, Int($1.receive.cumulativeLost)) }
+        }
     }
 
     /// What each subscriber of a stream last reported: loss fraction and round-trip time to the relay.
@@ -178,9 +196,9 @@ public final class RelayCore {
                 stream.keyframePending = false  // whoever asked gets this one
             }
         }
-        for s in stream.subscribers { transport.send(bytes, to: s.address) }
-        counters.rtpForwarded += stream.subscribers.count
-        counters.bytesForwarded += stream.subscribers.count * bytes.count
+        transport.send(bytes, toEach: stream.addresses)
+        counters.rtpForwarded += stream.addresses.count
+        counters.bytesForwarded += stream.addresses.count * bytes.count
     }
 
     // MARK: - RTCP
@@ -234,7 +252,7 @@ public final class RelayCore {
             }
         }
         if let stream = forwardTo {
-            for s in stream.subscribers { transport.send(bytes, to: s.address) }
+            transport.send(bytes, toEach: stream.addresses)
         }
     }
 
@@ -264,9 +282,8 @@ public final class RelayCore {
 
     private func broadcast(_ message: ControlMessage, in room: RoomState, except: PeerState?) {
         let bytes = ControlEnvelope(message).encoded()
-        bytes.withUnsafeBytes { b in
-            for p in room.peers.values where p !== except { transport.send(b, to: p.address) }
-        }
+        let addresses = room.peers.values.compactMap { $0 === except ? nil : $0.address }
+        bytes.withUnsafeBytes { transport.send($0, toEach: addresses) }
     }
 
     private func reject(_ address: PeerAddress, _ error: RoomProtocolError, now: UInt64) {
@@ -320,7 +337,7 @@ public final class RelayCore {
             var changed = false
             for info in streams {
                 guard let stream = room.streams[info.ssrc], stream.subscriberIndex(peer) == nil else { continue }
-                stream.subscribers.append(Subscriber(peer: peer))
+                stream.addSubscriber(peer)
                 changed = true
                 requestKeyframe(stream, now: now)  // a late joiner needs a keyframe to start
             }
@@ -336,7 +353,7 @@ public final class RelayCore {
             var changed = false
             for info in publisher.streams where gone.contains(info.kind) {
                 if let stream = room.streams[info.ssrc], let i = stream.subscriberIndex(peer) {
-                    stream.subscribers.remove(at: i)
+                    stream.removeSubscriber(at: i)
                     changed = true
                 }
             }
@@ -419,7 +436,7 @@ public final class RelayCore {
             let stream = StreamState(info: s, owner: peer, history: s.kind == .audio ? limits.audioHistory : limits.videoHistory)
             // Whoever already subscribed to this kind of this publisher receives it at once.
             for viewer in room.peers.values where viewer.subscriptions[peer.id]?.contains(s.kind) == true {
-                stream.subscribers.append(Subscriber(peer: viewer))
+                stream.addSubscriber(viewer)
             }
             room.streams[s.ssrc] = stream
             if !stream.subscribers.isEmpty { requestKeyframe(stream, now: now) }
@@ -448,7 +465,7 @@ public final class RelayCore {
         var publishers: [PeerState] = []
         for stream in room.streams.values {
             if let i = stream.subscriberIndex(peer) {
-                stream.subscribers.remove(at: i)
+                stream.removeSubscriber(at: i)
                 if !publishers.contains(where: { $0 === stream.owner }) { publishers.append(stream.owner) }
             }
         }
@@ -519,7 +536,11 @@ struct Subscriber {
 final class StreamState {
     let info: StreamInfo
     unowned let owner: PeerState
+    /// Change with `addSubscriber` and `removeSubscriber(at:)`, which keep `addresses` in step.
     var subscribers: [Subscriber] = []
+    /// `subscribers`' addresses in the same order: the fan-out list, handed to the transport
+    /// as it is (no array built per packet).
+    private(set) var addresses: [PeerAddress] = []
     var history: PacketHistory
     var receive: ReceiveStatistics
     var lastKeyframeRequest: UInt64?
@@ -543,6 +564,16 @@ final class StreamState {
     }
 
     func subscriberIndex(_ peer: PeerState) -> Int? { subscribers.firstIndex { $0.peer === peer } }
+
+    func addSubscriber(_ peer: PeerState) {
+        subscribers.append(Subscriber(peer: peer))
+        addresses.append(peer.address)
+    }
+
+    func removeSubscriber(at i: Int) {
+        subscribers.remove(at: i)
+        addresses.remove(at: i)
+    }
 
     func noteForwardedReport(middle: UInt32, wallNanos: UInt64) {
         forwarded[forwardedNext] = (middle, wallNanos)

@@ -21,7 +21,12 @@ public enum RoomProtocol {
     public static let version: UInt8 = 1
     public static let magic: UInt8 = 0x53
     public static let headerSize = 8
+    /// The longest message a peer may send (the relay rejects longer ones).
     public static let maxMessageSize = 1200
+    /// The longest message a peer accepts from the relay: `welcome` and `state` list the whole
+    /// room (about 60 octets per peer), so they outgrow `maxMessageSize` past about 20 peers.
+    /// The largest UDP payload over IPv4, room for about 1000 peers.
+    public static let maxRelayMessageSize = 65507
     /// How often a peer sends `ping` (any datagram also counts as a sign of life).
     public static let keepaliveNanos: UInt64 = 1_000_000_000
     /// The relay removes a peer it has not heard from for this long.
@@ -281,9 +286,10 @@ extension ControlEnvelope {
         return out
     }
 
-    /// Parses one control datagram.
+    /// Parses one control datagram of at most `maxSize` octets: the relay takes
+    /// `RoomProtocol.maxMessageSize` from peers, peers take `maxRelayMessageSize` from the relay.
     /// - Throws: `RoomProtocolError` naming what is wrong (never crashes on any input).
-    public static func parse(_ bytes: UnsafeRawBufferPointer) throws -> ControlEnvelope {
+    public static func parse(_ bytes: UnsafeRawBufferPointer, maxSize: Int = RoomProtocol.maxMessageSize) throws -> ControlEnvelope {
         guard bytes.count >= RoomProtocol.headerSize else {
             throw RoomProtocolError(.badMessage, "control message of \(bytes.count) bytes is shorter than its 8-byte header")
         }
@@ -294,8 +300,8 @@ extension ControlEnvelope {
         guard bytes[2] == RoomProtocol.version else {
             throw RoomProtocolError(.unsupportedVersion, "protocol version \(bytes[2]); this relay speaks \(RoomProtocol.version)", requestID: id)
         }
-        guard bytes.count <= RoomProtocol.maxMessageSize else {
-            throw RoomProtocolError(.badMessage, "control message of \(bytes.count) bytes is longer than \(RoomProtocol.maxMessageSize)", requestID: id)
+        guard bytes.count <= maxSize else {
+            throw RoomProtocolError(.badMessage, "control message of \(bytes.count) bytes is longer than \(maxSize)", requestID: id)
         }
         guard let type = MessageType(rawValue: bytes[3]) else {
             throw RoomProtocolError(.unknownType, "unknown message type \(bytes[3])", requestID: id)
@@ -338,8 +344,8 @@ extension ControlEnvelope {
         return ControlEnvelope(requestID: id, message)
     }
 
-    public static func parse(_ bytes: [UInt8]) throws -> ControlEnvelope {
-        try bytes.withUnsafeBytes { try parse($0) }
+    public static func parse(_ bytes: [UInt8], maxSize: Int = RoomProtocol.maxMessageSize) throws -> ControlEnvelope {
+        try bytes.withUnsafeBytes { try parse($0, maxSize: maxSize) }
     }
 }
 

@@ -27,6 +27,18 @@ import Testing
         }
     }
 
+    @Test func aWelcomeListingABigRoomIsLongerThanAPeerMessageAndPeersStillTakeIt() throws {
+        let peers = (1...500).map { PeerInfo(id: UInt32($0), name: "viewer \($0)", role: "viewer") }
+        let welcome = ControlEnvelope(requestID: 7, .welcome(peer: 500, room: "class", version: 500, peers: peers))
+        let bytes = welcome.encoded()
+        #expect(bytes.count > RoomProtocol.maxMessageSize)
+        #expect(bytes.count <= RoomProtocol.maxRelayMessageSize)
+        // The relay's limit for what peers send…
+        #expect(throws: RoomProtocolError.self) { try ControlEnvelope.parse(bytes) }
+        // …is not the limit for what the relay sends them.
+        #expect(try ControlEnvelope.parse(bytes, maxSize: RoomProtocol.maxRelayMessageSize) == welcome)
+    }
+
     @Test func errorsNameWhatIsWrong() {
         func error(_ bytes: [UInt8]) -> RoomProtocolError? {
             do { _ = try ControlEnvelope.parse(bytes); return nil } catch { return error as? RoomProtocolError }

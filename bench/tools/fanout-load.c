@@ -1,0 +1,554 @@
+/*
+ * fanout-load: plays N room viewers cheaply, for Scripts/bench-fanout.
+ *
+ * Each viewer is one UDP socket connected to the relay that speaks the room protocol
+ * (docs/PROTOCOL.md) like `screenshare watch --room` does on the wire — join, subscribe to the
+ * screen stream of the first peer that publishes one, ping every second, an RTCP receiver
+ * report (RR + SDES CNAME, with LSR/DLSR from the forwarded sender reports) every second,
+ * leave at the end — but decodes nothing: it only counts the RTP it receives. All sockets are
+ * served by one thread (epoll + recvmmsg), so 200 viewers cost a few percent of a core.
+ *
+ *   fanout-load -s HOST:PORT -r ROOM -n N [-d SECONDS] [-p PEER] [-j JOINS_PER_S]
+ *               [-k SECONDS] [-b RCVBUF_BYTES]
+ *
+ *   -p PEER  subscribe to this peer id instead of learning the publisher from welcome,
+ *            peer_joined and streams messages
+ *   -j       how many viewers start joining per second (default 100)
+ *   -k S     viewer 0 sends a PLI every S seconds (keyframe bursts; default: never)
+ *   -b       SO_RCVBUF of each viewer socket (default 4 MiB; SO_RCVBUFFORCE when permitted)
+ *   -d S     stop after S seconds (default: run until SIGINT/SIGTERM)
+ *
+ * stdout: "ready N MS" once every viewer has received RTP (MS since start); "window" when
+ * SIGUSR1 marks the start of the measured window; at the end (SIGINT, SIGTERM or -d) one JSON
+ * object with totals since the start ("total") and since SIGUSR1 ("window").
+ *
+ * Counted per viewer: unique RTP packets and bytes, the expected count (highest extended
+ * sequence number − first + 1, RFC 3550 A.3), lost = expected − received (sequence gaps that
+ * were never filled: no NACKs are sent, so retransmissions cannot hide loss), duplicates (a
+ * 4096-packet window), and the kernel's drop count for the socket (SO_RXQ_OVFL): datagrams the
+ * viewer's own receive queue overflowed on, i.e. loss caused by this tool, not by the relay.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define VLEN 32
+#define BUFSZ 65536
+#define WINDOW_BITS 4096
+
+enum { T_JOIN = 1, T_WELCOME = 2, T_LEAVE = 3, T_PING = 4, T_PONG = 5, T_SUBSCRIBE = 7, T_OK = 9, T_ERROR = 10,
+       T_PEER_JOINED = 11, T_PEER_LEFT = 12, T_STREAMS = 13 };
+enum { S_JOINING, S_WAITING, S_SUBSCRIBING, S_SUBSCRIBED };
+
+struct counts {
+    uint64_t received, bytes, dups, drops;
+    int64_t expected, lost;
+};
+
+struct viewer {
+    int fd, state;
+    uint32_t id, publisher, ssrc, req, pending_req, media_ssrc;
+    uint64_t version, start_ns, next_send_ns, next_ping_ns, next_rr_ns, next_pli_ns;
+    /* RTP sequence state (RFC 3550 A.1, without probation) */
+    int started;
+    int64_t base_ext, max_ext;
+    uint64_t received, bytes, dups, drops;
+    uint64_t rr_expected_prior, rr_received_prior;
+    uint8_t seen[WINDOW_BITS / 8];
+    /* last forwarded sender report: NTP middle 32 bits and when it arrived */
+    uint32_t lsr;
+    uint64_t lsr_arrival_ns;
+    /* at SIGUSR1 */
+    int w_started;
+    int64_t w_max_ext;
+    uint64_t w_received, w_bytes, w_dups, w_drops;
+};
+
+static volatile sig_atomic_t stop_requested = 0, window_requested = 0;
+static void on_stop(int sig) { (void)sig; stop_requested = 1; }
+static void on_usr1(int sig) { (void)sig; window_requested = 1; }
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *msg) { fprintf(stderr, "fanout-load: %s\n", msg); exit(1); }
+
+static uint64_t control_sent, control_in, rtcp_in, rtcp_sent, plis_sent, errors_in, send_errors, truncated;
+
+static void send_bytes(struct viewer *v, const void *b, size_t n) {
+    if (send(v->fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) send_errors++;
+}
+
+static void send_control(struct viewer *v, uint8_t type, uint32_t req, const char *json) {
+    uint8_t b[1200];
+    size_t n = strlen(json);
+    if (n > sizeof b - 8) n = sizeof b - 8;
+    b[0] = 'S'; b[1] = 'S'; b[2] = 1; b[3] = type;
+    b[4] = req >> 24; b[5] = req >> 16; b[6] = req >> 8; b[7] = req;
+    memcpy(b + 8, json, n);
+    send_bytes(v, b, n + 8);
+    control_sent++;
+}
+
+static const char *room_name;
+static uint32_t fixed_publisher;
+
+static void send_join(struct viewer *v, int index) {
+    char json[256];
+    snprintf(json, sizeof json, "{\"name\":\"load-%d\",\"role\":\"viewer\",\"room\":\"%s\"}", index, room_name);
+    send_control(v, T_JOIN, v->pending_req, json);
+}
+
+static void send_subscribe(struct viewer *v) {
+    char json[128];
+    snprintf(json, sizeof json, "{\"kinds\":[\"screen\"],\"publisher\":%u}", v->publisher);
+    send_control(v, T_SUBSCRIBE, v->pending_req, json);
+}
+
+/* The JSON of the relay is compact with sorted keys (JSONEncoder .sortedKeys). Strings in it
+ * escape '"', so a literal `"id":` or `"kind":"screen"` can only be a key (or that key and its
+ * value), never part of a name. */
+static int find_u64(const char *s, const char *end, const char *key, uint64_t *out) {
+    size_t k = strlen(key);
+    for (const char *p = s; p + k < end; p++) {
+        if (memcmp(p, key, k) == 0) {
+            char *e;
+            unsigned long long v = strtoull(p + k, &e, 10);
+            if (e == p + k) return 0;
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static const char *find(const char *s, const char *end, const char *needle) {
+    size_t k = strlen(needle);
+    for (const char *p = s; p + k <= end; p++) if (memcmp(p, needle, k) == 0) return p;
+    return NULL;
+}
+
+/* In a list of peers (welcome, peer_joined): the id of the first one with a screen stream. */
+static int screen_publisher_in_peers(const char *s, const char *end, uint32_t *out) {
+    const char *p = find(s, end, "\"id\":");
+    while (p) {
+        const char *next = find(p + 5, end, "\"id\":");
+        const char *seg_end = next ? next : end;
+        if (find(p, seg_end, "\"kind\":\"screen\"")) {
+            *out = (uint32_t)strtoul(p + 5, NULL, 10);
+            return 1;
+        }
+        p = next;
+    }
+    return 0;
+}
+
+static void on_control(struct viewer *v, const uint8_t *b, size_t n, uint64_t now) {
+    control_in++;
+    if (n < 8) return;
+    uint8_t type = b[3];
+    uint32_t req = (uint32_t)b[4] << 24 | (uint32_t)b[5] << 16 | (uint32_t)b[6] << 8 | b[7];
+    const char *body = (const char *)b + 8, *end = (const char *)b + n;
+    uint64_t version;
+    if (find_u64(body, end, "\"version\":", &version) && version > v->version) v->version = version;
+    uint32_t publisher;
+    switch (type) {
+    case T_WELCOME: {
+        if (v->state != S_JOINING || req != v->pending_req) return;
+        uint64_t id;
+        if (!find_u64(body, end, "\"peer\":", &id)) return;
+        v->id = (uint32_t)id;
+        v->state = S_WAITING;
+        const char *peers = find(body, end, "\"peers\":");
+        if (fixed_publisher) {
+            v->publisher = fixed_publisher;
+        } else if (!(peers && screen_publisher_in_peers(peers, end, &publisher))) {
+            return;  /* wait for peer_joined / streams */
+        } else {
+            v->publisher = publisher;
+        }
+        v->state = S_SUBSCRIBING;
+        v->pending_req = ++v->req;
+        v->next_send_ns = now;  /* sent by the timer pass */
+        return;
+    }
+    case T_PEER_JOINED:
+    case T_STREAMS:
+        if (v->state != S_WAITING) return;
+        if (type == T_PEER_JOINED) {
+            if (!screen_publisher_in_peers(body, end, &publisher)) return;
+        } else {
+            uint64_t peer;
+            if (!find(body, end, "\"kind\":\"screen\"") || !find_u64(body, end, "\"peer\":", &peer)) return;
+            publisher = (uint32_t)peer;
+        }
+        if (fixed_publisher && publisher != fixed_publisher) return;
+        v->publisher = publisher;
+        v->state = S_SUBSCRIBING;
+        v->pending_req = ++v->req;
+        v->next_send_ns = now;
+        return;
+    case T_OK:
+        if (v->state == S_SUBSCRIBING && req == v->pending_req) v->state = S_SUBSCRIBED;
+        return;
+    case T_PEER_LEFT: {
+        uint64_t peer;
+        if (v->state >= S_SUBSCRIBING && find_u64(body, end, "\"peer\":", &peer) && peer == v->publisher) v->state = S_WAITING;
+        return;
+    }
+    case T_ERROR:
+        errors_in++;
+        if (find(body, end, "\"not_joined\"")) {  /* relay restarted or timed us out: join again */
+            v->state = S_JOINING;
+            v->pending_req = ++v->req;
+            v->next_send_ns = now;
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+static inline int bit(struct viewer *v, int64_t ext) { return v->seen[(ext % WINDOW_BITS) / 8] >> (ext % 8) & 1; }
+static inline void set_bit(struct viewer *v, int64_t ext) { v->seen[(ext % WINDOW_BITS) / 8] |= 1 << (ext % 8); }
+static inline void clear_bit(struct viewer *v, int64_t ext) { v->seen[(ext % WINDOW_BITS) / 8] &= ~(1 << (ext % 8)); }
+
+static void on_rtp(struct viewer *v, const uint8_t *b, size_t n) {
+    if (n < 12) return;
+    uint16_t seq = (uint16_t)(b[2] << 8 | b[3]);
+    uint32_t ssrc = (uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 | (uint32_t)b[10] << 8 | b[11];
+    if (!v->started || ssrc != v->media_ssrc) {  /* first packet, or the publisher restarted */
+        v->started = 1;
+        v->media_ssrc = ssrc;
+        v->base_ext = v->max_ext = (int64_t)seq + 65536;  /* room to go back */
+        memset(v->seen, 0, sizeof v->seen);
+        set_bit(v, v->max_ext);
+        v->received++;
+        v->bytes += n;
+        v->rr_expected_prior = v->rr_received_prior = 0;
+        return;
+    }
+    int16_t delta = (int16_t)(seq - (uint16_t)v->max_ext);
+    int64_t ext = v->max_ext + delta;
+    if (delta > 0) {
+        if (delta >= WINDOW_BITS) memset(v->seen, 0, sizeof v->seen);
+        else for (int64_t e = v->max_ext + 1; e <= ext; e++) clear_bit(v, e);
+        v->max_ext = ext;
+    } else if (v->max_ext - ext >= WINDOW_BITS || ext < v->base_ext) {
+        return;  /* too old to tell */
+    } else if (bit(v, ext)) {
+        v->dups++;
+        return;
+    }
+    set_bit(v, ext);
+    v->received++;
+    v->bytes += n;
+}
+
+static void on_rtcp(struct viewer *v, const uint8_t *b, size_t n, uint64_t now) {
+    rtcp_in++;
+    /* a forwarded sender report (first packet of the compound): keep its NTP middle 32 bits */
+    if (n >= 28 && b[1] == 200) {
+        v->lsr = (uint32_t)b[10] << 24 | (uint32_t)b[11] << 16 | (uint32_t)b[12] << 8 | b[13];
+        v->lsr_arrival_ns = now;
+    }
+}
+
+static void put32(uint8_t *p, uint32_t x) { p[0] = x >> 24; p[1] = x >> 16; p[2] = x >> 8; p[3] = x; }
+
+static void send_rr(struct viewer *v, int index, uint64_t now) {
+    uint8_t b[128];
+    int64_t expected = v->max_ext - v->base_ext + 1;
+    int64_t lost = expected - (int64_t)v->received;
+    int64_t exp_int = expected - (int64_t)v->rr_expected_prior, rec_int = (int64_t)v->received - (int64_t)v->rr_received_prior;
+    v->rr_expected_prior = (uint64_t)expected;
+    v->rr_received_prior = v->received;
+    int64_t lost_int = exp_int - rec_int;
+    uint8_t fraction = (exp_int > 0 && lost_int > 0) ? (uint8_t)((lost_int << 8) / exp_int) : 0;
+    if (lost < 0) lost = 0;
+    if (lost > 0x7FFFFF) lost = 0x7FFFFF;
+    b[0] = 0x81; b[1] = 201; b[2] = 0; b[3] = 7;
+    put32(b + 4, v->ssrc);
+    put32(b + 8, v->media_ssrc);
+    put32(b + 12, (uint32_t)fraction << 24 | (uint32_t)lost);
+    put32(b + 16, (uint32_t)(v->max_ext - 65536));
+    put32(b + 20, 0);  /* jitter: not measured */
+    uint32_t dlsr = 0;
+    if (v->lsr) dlsr = (uint32_t)((now - v->lsr_arrival_ns) * 65536 / 1000000000ull);
+    put32(b + 24, v->lsr);
+    put32(b + 28, v->lsr ? dlsr : 0);
+    /* SDES CNAME */
+    char cname[32];
+    int len = snprintf(cname, sizeof cname, "load-%d@fanout", index);
+    int chunk = 4 + 2 + len + 1;  /* ssrc, type+len, text, END */
+    int padded = (chunk + 3) & ~3;
+    uint8_t *s = b + 32;
+    s[0] = 0x81; s[1] = 202; s[2] = 0; s[3] = (uint8_t)(padded / 4);
+    put32(s + 4, v->ssrc);
+    s[8] = 1; s[9] = (uint8_t)len;
+    memcpy(s + 10, cname, (size_t)len);
+    memset(s + 10 + len, 0, (size_t)(padded - chunk + 1));
+    send_bytes(v, b, (size_t)(32 + 4 + padded));
+    rtcp_sent++;
+}
+
+static void send_pli(struct viewer *v) {
+    uint8_t b[12];
+    b[0] = 0x81; b[1] = 206; b[2] = 0; b[3] = 2;
+    put32(b + 4, v->ssrc);
+    put32(b + 8, v->media_ssrc);
+    send_bytes(v, b, sizeof b);
+    plis_sent++;
+}
+
+static struct counts total_of(struct viewer *v, int window) {
+    struct counts c = {0};
+    if (window) {
+        if (!v->w_started && !v->started) return c;
+        int64_t from = v->w_started ? v->w_max_ext : v->base_ext - 1;
+        c.received = v->received - v->w_received;
+        c.bytes = v->bytes - v->w_bytes;
+        c.dups = v->dups - v->w_dups;
+        c.drops = v->drops - v->w_drops;
+        c.expected = v->max_ext - from;
+    } else {
+        if (!v->started) return c;
+        c.received = v->received;
+        c.bytes = v->bytes;
+        c.dups = v->dups;
+        c.drops = v->drops;
+        c.expected = v->max_ext - v->base_ext + 1;
+    }
+    c.lost = c.expected - (int64_t)c.received;
+    return c;
+}
+
+static void print_counts(const char *name, struct viewer *vs, int n, int window, double seconds) {
+    struct counts sum = {0};
+    uint64_t minr = UINT64_MAX, maxr = 0;
+    int with_loss = 0, with_dups = 0;
+    for (int i = 0; i < n; i++) {
+        struct counts c = total_of(&vs[i], window);
+        sum.received += c.received; sum.bytes += c.bytes; sum.dups += c.dups; sum.drops += c.drops;
+        sum.expected += c.expected; sum.lost += c.lost;
+        if (c.received < minr) minr = c.received;
+        if (c.received > maxr) maxr = c.received;
+        if (c.lost > 0) with_loss++;
+        if (c.dups > 0) with_dups++;
+    }
+    if (n == 0) minr = 0;
+    printf("\"%s\":{\"seconds\":%.3f,\"rtp_packets\":%llu,\"rtp_bytes\":%llu,\"expected\":%lld,\"lost\":%lld,"
+           "\"duplicates\":%llu,\"socket_drops\":%llu,\"min_received\":%llu,\"max_received\":%llu,"
+           "\"viewers_with_loss\":%d,\"viewers_with_duplicates\":%d,\"loss_percent\":%.4f}",
+           name, seconds, (unsigned long long)sum.received, (unsigned long long)sum.bytes, (long long)sum.expected,
+           (long long)sum.lost, (unsigned long long)sum.dups, (unsigned long long)sum.drops, (unsigned long long)minr,
+           (unsigned long long)maxr, with_loss, with_dups,
+           sum.expected > 0 ? 100.0 * (double)sum.lost / (double)sum.expected : 0.0);
+}
+
+int main(int argc, char **argv) {
+    const char *server = NULL;
+    int n = 0, opt, rcvbuf = 4 << 20;
+    double duration = 0, joins_per_s = 100, pli_every = 0;
+    while ((opt = getopt(argc, argv, "s:r:n:d:p:j:k:b:")) != -1) {
+        switch (opt) {
+        case 's': server = optarg; break;
+        case 'r': room_name = optarg; break;
+        case 'n': n = atoi(optarg); break;
+        case 'd': duration = atof(optarg); break;
+        case 'p': fixed_publisher = (uint32_t)strtoul(optarg, NULL, 10); break;
+        case 'j': joins_per_s = atof(optarg); break;
+        case 'k': pli_every = atof(optarg); break;
+        case 'b': rcvbuf = atoi(optarg); break;
+        default:
+            fprintf(stderr, "usage: fanout-load -s HOST:PORT -r ROOM -n N [-d S] [-p PEER] [-j JOINS_PER_S] [-k S] [-b BYTES]\n");
+            return 2;
+        }
+    }
+    if (!server || !room_name || n <= 0 || joins_per_s <= 0) die("need -s HOST:PORT, -r ROOM and -n N > 0");
+    if (strlen(room_name) > 64 || strpbrk(room_name, "\"\\ ")) die("-r: a room name of at most 64 bytes without quotes or spaces");
+
+    char host[256];
+    const char *colon = strrchr(server, ':');
+    if (!colon || (size_t)(colon - server) >= sizeof host) die("-s: expected HOST:PORT");
+    memcpy(host, server, (size_t)(colon - server));
+    host[colon - server] = 0;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai;
+    if (getaddrinfo(host[0] ? host : "127.0.0.1", colon + 1, &hints, &ai) != 0) die("cannot resolve the relay address");
+
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0) die("epoll_create1");
+    struct viewer *vs = calloc((size_t)n, sizeof *vs);
+    if (!vs) die("out of memory");
+    uint64_t start = now_ns();
+    srandom((unsigned)(start ^ (uint64_t)getpid()));
+    int granted_rcvbuf = 0;
+    for (int i = 0; i < n; i++) {
+        struct viewer *v = &vs[i];
+        v->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (v->fd < 0) die("socket() (too many open files? ulimit -n)");
+        if (setsockopt(v->fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0)
+            setsockopt(v->fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+        int one = 1;
+        setsockopt(v->fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);
+        if (i == 0) {
+            socklen_t len = sizeof granted_rcvbuf;
+            getsockopt(v->fd, SOL_SOCKET, SO_RCVBUF, &granted_rcvbuf, &len);
+        }
+        if (connect(v->fd, ai->ai_addr, ai->ai_addrlen) != 0) die("connect()");
+        struct epoll_event e = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, v->fd, &e) != 0) die("epoll_ctl");
+        v->ssrc = (uint32_t)random() | 1;
+        v->req = (uint32_t)(random() & 0xFFFF) + 1;
+        v->pending_req = v->req;
+        v->state = S_JOINING;
+        v->start_ns = start + (uint64_t)(i * 1e9 / joins_per_s);
+        v->next_send_ns = v->start_ns;
+        v->next_ping_ns = v->start_ns + 1000000000ull;
+        v->next_rr_ns = v->start_ns + 1000000000ull;
+        v->next_pli_ns = UINT64_MAX;
+    }
+    freeaddrinfo(ai);
+
+    struct sigaction sa = {0};
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
+
+    static uint8_t bufs[VLEN][BUFSZ];
+    static char ctrl[VLEN][CMSG_SPACE(sizeof(uint32_t))];
+    struct iovec iov[VLEN];
+    struct mmsghdr msgs[VLEN];
+    for (int k = 0; k < VLEN; k++) {
+        iov[k].iov_base = bufs[k];
+        iov[k].iov_len = BUFSZ;
+    }
+    struct epoll_event events[256];
+    int ready_printed = 0;
+    uint64_t window_start = 0, deadline = duration > 0 ? start + (uint64_t)(duration * 1e9) : UINT64_MAX;
+
+    while (!stop_requested) {
+        int ne = epoll_wait(ep, events, 256, 5);
+        uint64_t now = now_ns();
+        for (int e = 0; e < ne; e++) {
+            struct viewer *v = &vs[events[e].data.u32];
+            for (;;) {
+                for (int k = 0; k < VLEN; k++) {
+                    memset(&msgs[k].msg_hdr, 0, sizeof msgs[k].msg_hdr);
+                    msgs[k].msg_hdr.msg_iov = &iov[k];
+                    msgs[k].msg_hdr.msg_iovlen = 1;
+                    msgs[k].msg_hdr.msg_control = ctrl[k];
+                    msgs[k].msg_hdr.msg_controllen = sizeof ctrl[k];
+                }
+                int got = recvmmsg(v->fd, msgs, VLEN, MSG_DONTWAIT, NULL);
+                if (got <= 0) break;
+                for (int k = 0; k < got; k++) {
+                    const uint8_t *b = bufs[k];
+                    size_t len = msgs[k].msg_len;
+                    if (msgs[k].msg_hdr.msg_flags & MSG_TRUNC) truncated++;
+                    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[k].msg_hdr); c; c = CMSG_NXTHDR(&msgs[k].msg_hdr, c)) {
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+                            uint32_t d;
+                            memcpy(&d, CMSG_DATA(c), sizeof d);
+                            if (d > v->drops) v->drops = d;
+                        }
+                    }
+                    if (len < 2) continue;
+                    if (b[0] == 'S') on_control(v, b, len, now);
+                    else if (b[0] >> 6 == 2 && b[1] >= 192 && b[1] <= 223) on_rtcp(v, b, len, now);
+                    else if (b[0] >> 6 == 2) on_rtp(v, b, len);
+                }
+                if (got < VLEN) break;
+            }
+        }
+        if (window_requested) {
+            window_requested = 0;
+            window_start = now;
+            for (int i = 0; i < n; i++) {
+                struct viewer *v = &vs[i];
+                v->w_started = v->started;
+                v->w_max_ext = v->max_ext;
+                v->w_received = v->received;
+                v->w_bytes = v->bytes;
+                v->w_dups = v->dups;
+                v->w_drops = v->drops;
+            }
+            printf("window\n");
+            fflush(stdout);
+        }
+        /* timers: (re)transmissions every 300 ms, ping and RR every second, PLI every -k s */
+        int receiving = 0;
+        for (int i = 0; i < n; i++) {
+            struct viewer *v = &vs[i];
+            if (now < v->start_ns) continue;
+            if ((v->state == S_JOINING || v->state == S_SUBSCRIBING) && now >= v->next_send_ns) {
+                if (v->state == S_JOINING) send_join(v, i); else send_subscribe(v);
+                v->next_send_ns = now + 300000000ull;
+            }
+            if (v->state != S_JOINING && now >= v->next_ping_ns) {
+                char json[64];
+                snprintf(json, sizeof json, "{\"version\":%llu}", (unsigned long long)v->version);
+                send_control(v, T_PING, ++v->req, json);
+                v->next_ping_ns = now + 1000000000ull;
+            }
+            if (v->started && now >= v->next_rr_ns) {
+                send_rr(v, i, now);
+                v->next_rr_ns = now + 1000000000ull;
+            }
+            if (v->started) {
+                receiving++;
+                if (i == 0 && pli_every > 0) {
+                    if (v->next_pli_ns == UINT64_MAX) v->next_pli_ns = now + (uint64_t)(pli_every * 1e9);
+                    if (now >= v->next_pli_ns) {
+                        send_pli(v);
+                        v->next_pli_ns = now + (uint64_t)(pli_every * 1e9);
+                    }
+                }
+            }
+        }
+        if (!ready_printed && receiving == n) {
+            ready_printed = 1;
+            printf("ready %d %llu\n", n, (unsigned long long)((now - start) / 1000000));
+            fflush(stdout);
+        }
+        if (now >= deadline) break;
+    }
+
+    uint64_t end = now_ns();
+    int joined = 0, subscribed = 0, receiving = 0;
+    for (int i = 0; i < n; i++) {
+        struct viewer *v = &vs[i];
+        joined += v->state != S_JOINING;
+        subscribed += v->state == S_SUBSCRIBED;
+        receiving += v->started;
+        if (v->state != S_JOINING) send_control(v, T_LEAVE, ++v->req, "{}");
+    }
+    printf("{\"viewers\":%d,\"joined\":%d,\"subscribed\":%d,\"receiving\":%d,\"rcvbuf\":%d,", n, joined, subscribed, receiving,
+           granted_rcvbuf);
+    print_counts("total", vs, n, 0, (double)(end - start) / 1e9);
+    printf(",");
+    print_counts("window", vs, n, 1, window_start ? (double)(end - window_start) / 1e9 : 0.0);
+    printf(",\"control_in\":%llu,\"control_sent\":%llu,\"rtcp_in\":%llu,\"rtcp_sent\":%llu,\"plis_sent\":%llu,"
+           "\"errors_in\":%llu,\"send_errors\":%llu,\"truncated\":%llu}\n",
+           (unsigned long long)control_in, (unsigned long long)control_sent, (unsigned long long)rtcp_in,
+           (unsigned long long)rtcp_sent, (unsigned long long)plis_sent, (unsigned long long)errors_in,
+           (unsigned long long)send_errors, (unsigned long long)truncated);
+    fflush(stdout);
+    return 0;
+}
