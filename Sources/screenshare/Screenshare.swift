@@ -152,14 +152,7 @@ struct Start: ParsableCommand {
     @Option(help: "Opus bit rate, e.g. 64k (6k to 510k).")
     var audioBitrate: String = "64k"
 
-    @Flag(help: "Print events as JSON lines on stdout.")
-    var json = false
-
-    @Flag(help: "Print nothing but errors.")
-    var quiet = false
-
-    @Option(help: ArgumentHelp("Log detail on stderr: debug, info, warning or error.", valueName: "level"))
-    var logLevel: String = "info"
+    @OptionGroup var output: OutputOptions
 
     /// The audio part of the broadcast, or nil for none.
     func audioConfig() throws -> AudioSendConfig? {
@@ -180,9 +173,6 @@ struct Start: ParsableCommand {
     }
 
     func validate() throws {
-        guard Logger.Level(rawValue: logLevel) != nil, ["debug", "info", "warning", "error", "trace", "notice", "critical"].contains(logLevel) else {
-            throw ValidationError("--log-level '\(logLevel)': use debug, info, warning or error")
-        }
         if room != nil, to != nil { throw ValidationError("--room and --to cannot be used together: share in a room, or send plain RTP to one receiver") }
         if let room {
             do { try validateRoomName(room) } catch { throw ValidationError("--room: \(error)") }
@@ -254,9 +244,8 @@ struct Start: ParsableCommand {
             else { spec = .screen }
             source = .x11(display: display, source: spec, drawCursor: !noCursor)
         }
-        var logger = Logger(label: "screenshare")
-        logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
-        let sink: EventSink = json ? JSONLineSink() : HumanSink(quiet: quiet)
+        let logger = output.logger()
+        let sink = output.sink()
         var destination: Endpoint
         var relay: RelayServer?
         var roomSettings: RoomSettings?
@@ -411,19 +400,9 @@ struct Watch: ParsableCommand {
     @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
     var duration: Double?
 
-    @Flag(help: "Print events as JSON lines on stdout.")
-    var json = false
-
-    @Flag(help: "Print nothing but errors.")
-    var quiet = false
-
-    @Option(help: ArgumentHelp("Log detail on stderr: debug, info, warning or error.", valueName: "level"))
-    var logLevel: String = "info"
+    @OptionGroup var output: OutputOptions
 
     func validate() throws {
-        guard ["debug", "info", "warning", "error"].contains(logLevel) else {
-            throw ValidationError("--log-level '\(logLevel)': use debug, info, warning or error")
-        }
         if room != nil && sdp != nil { throw ValidationError("--room and --sdp cannot be used together: join a room, or receive a plain stream") }
         if let room {
             do { try validateRoomName(room) } catch { throw ValidationError("--room: \(error)") }
@@ -466,9 +445,8 @@ struct Watch: ParsableCommand {
         config.framesMD5Path = framesMd5
         config.audioSink = audioSink
         config.durationSeconds = duration
-        var logger = Logger(label: "screenshare")
-        logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
-        let sink: EventSink = json ? JSONLineSink() : HumanSink(quiet: quiet)
+        let logger = output.logger()
+        let sink = output.sink()
         let viewer: Viewer
         do {
             viewer = try Viewer(config: config, events: sink, logger: logger)
@@ -515,27 +493,16 @@ struct Serve: ParsableCommand {
     @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
     var duration: Double?
 
-    @Flag(help: "Print events as JSON lines on stdout.")
-    var json = false
-
-    @Flag(help: "Print nothing but errors.")
-    var quiet = false
-
-    @Option(help: ArgumentHelp("Log detail on stderr: debug, info, warning or error.", valueName: "level"))
-    var logLevel: String = "info"
+    @OptionGroup var output: OutputOptions
 
     func validate() throws {
         do { _ = try parseListen(listen) } catch { throw ValidationError("--listen: \(error)") }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
-        guard ["debug", "info", "warning", "error"].contains(logLevel) else {
-            throw ValidationError("--log-level '\(logLevel)': use debug, info, warning or error")
-        }
     }
 
     func run() throws {
-        var logger = Logger(label: "screenshare")
-        logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
-        let sink: EventSink = json ? JSONLineSink() : HumanSink(quiet: quiet)
+        let logger = output.logger()
+        let sink = output.sink()
         let at = try parseListen(listen)
         let relay: RelayServer
         do {
@@ -554,6 +521,32 @@ struct Serve: ParsableCommand {
         _ = signals
         if stopped.load(ordering: .relaxed) { throw Exit.interrupted }
     }
+}
+
+/// `--json`, `--quiet` and `--log-level`, shared by the long-running commands.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print events as JSON lines on stdout.")
+    var json = false
+
+    @Flag(help: "Print nothing but errors.")
+    var quiet = false
+
+    @Option(help: ArgumentHelp("Log detail on stderr: debug, info, warning or error.", valueName: "level"))
+    var logLevel: String = "info"
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level '\(logLevel)': use debug, info, warning or error")
+        }
+    }
+
+    func logger() -> Logger {
+        var logger = Logger(label: "screenshare")
+        logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
+        return logger
+    }
+
+    func sink() -> EventSink { json ? JSONLineSink() : HumanSink(quiet: quiet) }
 }
 
 /// `--listen`: ADDR:PORT, or :PORT for all addresses.
