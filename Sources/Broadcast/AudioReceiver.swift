@@ -41,7 +41,9 @@ final class AudioReceiver {
     private var seqs = [UInt16](repeating: 0, count: slots)
     private var stamps = [UInt32](repeating: 0, count: slots)
     private var lengths = [Int](repeating: 0, count: slots)
-    private var bytes = [UInt8](repeating: 0, count: slots * maxPacket)
+    /// Packet storage, one `maxPacket` slot per ring entry (raw memory: `packet(_:)` hands out
+    /// views of it, which must not outlive a closure the way an Array's would).
+    private let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: slots * maxPacket, alignment: 16)
     private let pcm = UnsafeMutableBufferPointer<Float>.allocate(capacity: 5760 * 2)
 
     /// Playout state: the next sequence number and RTP time to play, and the local time
@@ -64,6 +66,7 @@ final class AudioReceiver {
     deinit {
         playback?.stop()
         pcm.deallocate()
+        bytes.deallocate()
     }
 
     var isPlaying: Bool { playback != nil }
@@ -102,7 +105,7 @@ final class AudioReceiver {
         seqs[i] = header.sequenceNumber
         stamps[i] = header.timestamp
         lengths[i] = payload.count
-        bytes.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[(i * Self.maxPacket)...]).copyMemory(from: payload) }
+        UnsafeMutableRawBufferPointer(rebasing: bytes[(i * Self.maxPacket)...]).copyMemory(from: payload)
     }
 
     func onSenderReport(_ sr: SenderReport, arrival: UInt64) {
@@ -125,7 +128,7 @@ final class AudioReceiver {
     }
 
     private func packet(_ i: Int) -> UnsafeRawBufferPointer {
-        bytes.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[(i * Self.maxPacket)..<(i * Self.maxPacket + lengths[i])]) }
+        UnsafeRawBufferPointer(rebasing: bytes[(i * Self.maxPacket)..<(i * Self.maxPacket + lengths[i])])
     }
 
     /// Whether a packet after `seq` is already here (so `seq` was lost, not silence).
