@@ -2,112 +2,212 @@ internal import CPulse
 import Foundation
 import Synchronization
 
-/// Plays 48 kHz stereo float audio through PulseAudio.
+/// A PulseAudio playback stream: 48 kHz stereo float, fed by one thread with `write(_:)`.
 ///
-/// The viewer's thread pushes decoded samples into a ring (`push`); a playback thread of its
-/// own writes them to a `pa_simple` stream in 10 ms blocks — `pa_simple_write` blocks at the
-/// server's pace, so the viewer never waits on the sound card. When the ring runs dry the
-/// thread writes silence (counted as underruns) so the stream never stalls.
+/// Push model: the caller writes each 20 ms frame when it is due (its jitter buffer decides
+/// when) and PulseAudio plays it after what it already holds. The stream asks for a short
+/// buffer (`targetLatencyMillis`, starting once two frames are in) so what is written is heard
+/// soon, and reports the whole delay to the speaker (`latencyNanos`: its buffer plus the sink's
+/// own latency) so the caller can line the sound up with the pictures.
+///
+/// Uses a threaded mainloop; `write` and `latencyNanos` take its lock. When the server goes away
+/// the stream fails and `write` returns false (the caller stops playing; no reconnect).
 public final class PulsePlayback: @unchecked Sendable {
-    // `stream` is used by the playback thread only (and freed after it ended); the ring by
-    // its Mutex.
-    private let stream: OpaquePointer
-    private let ring: Mutex<Ring>
-    private let running = Atomic<Bool>(true)
-    private let finished = DispatchSemaphore(value: 0)
-    public let sinkName: String?
+    public static let sampleRate = 48_000
+    public static let channels = 2
 
-    struct Ring {
-        var samples: [Float]
-        var read = 0
-        var count = 0
-        var underruns = 0
-        var overruns = 0
-        var written = 0
-    }
+    /// The sink played to (its name), as PulseAudio reports it once connected.
+    public private(set) var sinkName = ""
+    private let mainloop: OpaquePointer
+    // Guarded by the mainloop lock.
+    private var context: OpaquePointer?
+    private var stream: OpaquePointer?
+    private var latency: UInt64?
+    private let released = Atomic<Bool>(false)
+    private var floorNanos: UInt64 = .max
+    private var floorWrites = 0
+    private var flushes = 0
+    static let prebufferNanos: UInt64 = 40_000_000
+    static let maxExcessNanos: UInt64 = 60_000_000
 
-    /// Capacity: 1 s of audio (more is dropped, oldest first).
-    static let capacity = 48_000 * 2
-
+    /// Connects and opens the stream; returns when it is ready to play.
     /// - Parameters:
-    ///   - sink: a PulseAudio sink name, or nil for the default one.
-    ///   - latencyMillis: the target buffer in the server (what is queued ahead of the speaker).
-    /// - Throws: `AudioError` naming PulseAudio's reason (no server, no such sink).
-    public init(sink: String?, appName: String = "screenshare watch", latencyMillis: Int = 60) throws {
-        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: 48_000, channels: 2)
-        let bytesPerMs = UInt32(48 * 2 * 4)
-        var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: bytesPerMs * UInt32(latencyMillis),
-                                  prebuf: UInt32.max, minreq: UInt32.max, fragsize: UInt32.max)
-        var error: Int32 = 0
-        guard let s = pa_simple_new(nil, appName, PA_STREAM_PLAYBACK, sink, "screen share", &spec, nil, &attr, &error) else {
-            let reason = String(cString: pa_strerror(error))
-            throw AudioError(sink.map { "cannot play to PulseAudio sink '\($0)': \(reason)" } ?? "cannot play through PulseAudio: \(reason)")
+    ///   - sink: a sink name or index, or nil for the default sink.
+    ///   - server: a PulseAudio server (nil: `$PULSE_SERVER` or the default).
+    ///   - targetLatencyMillis: how much PulseAudio should buffer ahead of the sink.
+    /// - Throws: `AudioError` naming the server or the sink when either cannot be used.
+    public init(sink: String?, server: String? = nil, streamName: String = "screenshare watch",
+                targetLatencyMillis: Int = 80) throws {
+        guard let ml = pa_threaded_mainloop_new() else { throw AudioError("cannot create a PulseAudio mainloop") }
+        mainloop = ml
+        guard pa_threaded_mainloop_start(ml) >= 0 else {
+            pa_threaded_mainloop_free(ml)
+            throw AudioError("cannot start the PulseAudio mainloop thread")
         }
-        stream = s
-        sinkName = sink
-        ring = Mutex(Ring(samples: [Float](repeating: 0, count: Self.capacity)))
-        let t = Thread { [self] in playLoop() }
-        t.name = "screenshare-playback"
-        t.start()
-    }
-
-    deinit {
-        stop()
-        pa_simple_free(stream)
-    }
-
-    /// Queues interleaved stereo samples for playback (never blocks).
-    public func push(_ pcm: UnsafeBufferPointer<Float>) {
-        ring.withLock { r in
-            let cap = r.samples.count
-            for s in pcm {
-                if r.count == cap {  // full: drop the oldest
-                    r.read = (r.read + 1) % cap
-                    r.count -= 1
-                    r.overruns += 1
-                }
-                r.samples[(r.read + r.count) % cap] = s
-                r.count += 1
-            }
+        let where_ = server ?? ProcessInfo.processInfo.environment["PULSE_SERVER"] ?? "the default PulseAudio server"
+        lock()
+        do {
+            try connect(server: server, description: where_)
+            try openStream(sink: sink, name: streamName, latencyMillis: targetLatencyMillis)
+            unlock()
+        } catch {
+            unlock()
+            stop()
+            throw error
         }
     }
 
-    /// Samples queued here (not yet handed to PulseAudio).
-    public var queuedFrames: Int { ring.withLock { $0.count / 2 } }
-    /// Blocks written as silence because nothing was queued.
-    public var underruns: Int { ring.withLock { $0.underruns } }
+    deinit { stop() }
 
-    /// Stops the playback thread (idempotent; waits for it).
+    /// Closes the stream and the connection. Idempotent.
     public func stop() {
-        if running.exchange(false, ordering: .relaxed) { finished.wait() }
+        guard !released.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        lock()
+        if let s = stream {
+            pa_stream_disconnect(s)
+            pa_stream_unref(s)
+        }
+        stream = nil
+        if let c = context {
+            pa_context_disconnect(c)
+            pa_context_unref(c)
+        }
+        context = nil
+        unlock()
+        pa_threaded_mainloop_stop(mainloop)
+        pa_threaded_mainloop_free(mainloop)
     }
 
-    private func playLoop() {
-        let block = 480 * 2  // 10 ms
-        var buffer = [Float](repeating: 0, count: block)
-        var error: Int32 = 0
-        var started = false
-        while running.load(ordering: .relaxed) {
-            let got = ring.withLock { r -> Int in
-                let n = min(block, r.count)
-                let cap = r.samples.count
-                for i in 0..<n { buffer[i] = r.samples[(r.read + i) % cap] }
-                r.read = (r.read + n) % cap
-                r.count -= n
-                if n < block && started { r.underruns += 1 }
-                r.written += n
-                return n
-            }
-            if got == 0 && !started {
-                // Nothing to play yet: do not fill the server with silence ahead of the first sound.
-                usleep(5_000)
-                continue
-            }
-            started = true
-            for i in got..<block { buffer[i] = 0 }
-            let rc = buffer.withUnsafeBytes { pa_simple_write(stream, $0.baseAddress, $0.count, &error) }
-            if rc < 0 { usleep(10_000) }  // the server went away: keep the viewer going, silently
+    private func lock() { pa_threaded_mainloop_lock(mainloop) }
+    private func unlock() { pa_threaded_mainloop_unlock(mainloop) }
+
+    /// Waits with the lock held (released while sleeping) until `done` or the deadline.
+    private func wait(seconds: Double, until done: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !done() {
+            if Date() >= deadline { return false }
+            unlock()
+            usleep(2_000)
+            lock()
         }
-        finished.signal()
+        return true
+    }
+
+    private func contextError() -> String {
+        guard let context else { return "no context" }
+        return String(cString: pa_strerror(pa_context_errno(context)))
+    }
+
+    private func connect(server: String?, description: String) throws {
+        let api = pa_threaded_mainloop_get_api(mainloop)
+        let props = pa_proplist_new()
+        pa_proplist_sets(props, cpulse_prop_application_name(), "screenshare watch")
+        defer { pa_proplist_free(props) }
+        guard let ctx = pa_context_new_with_proplist(api, "screenshare watch", props) else {
+            throw AudioError("cannot create a PulseAudio context")
+        }
+        context = ctx
+        guard pa_context_connect(ctx, server, PA_CONTEXT_NOAUTOSPAWN, nil) >= 0 else {
+            throw AudioError("cannot connect to \(description): \(contextError())")
+        }
+        let ok = wait(seconds: 5) {
+            let s = pa_context_get_state(ctx)
+            return s == PA_CONTEXT_READY || s == PA_CONTEXT_FAILED || s == PA_CONTEXT_TERMINATED
+        }
+        guard ok, pa_context_get_state(ctx) == PA_CONTEXT_READY else {
+            throw AudioError("cannot connect to \(description): \(ok ? contextError() : "timed out")")
+        }
+    }
+
+    private func openStream(sink: String?, name: String, latencyMillis: Int) throws {
+        guard let ctx = context else { throw AudioError("not connected") }
+        var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(Self.sampleRate), channels: UInt8(Self.channels))
+        var map = pa_channel_map()
+        pa_channel_map_init_stereo(&map)
+        guard let s = pa_stream_new(ctx, name, &spec, &map) else { throw AudioError("cannot create a playback stream: \(contextError())") }
+        stream = s
+        let bytesPerMilli = UInt32(Self.sampleRate / 1000 * Self.channels * MemoryLayout<Float>.size)
+        // Start playing once two 20 ms frames are in: frames are written as they fall due, so
+        // PulseAudio then keeps about that much in hand and a late write is not an underrun.
+        var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32(latencyMillis) * bytesPerMilli, prebuf: UInt32(Self.prebufferNanos / 1_000_000) * bytesPerMilli,
+                                  minreq: 10 * bytesPerMilli, fragsize: UInt32.max)
+        var flags = PA_STREAM_ADJUST_LATENCY.rawValue | PA_STREAM_INTERPOLATE_TIMING.rawValue | PA_STREAM_AUTO_TIMING_UPDATE.rawValue
+        if sink != nil { flags |= PA_STREAM_DONT_MOVE.rawValue }
+        guard pa_stream_connect_playback(s, sink, &attr, pa_stream_flags_t(rawValue: flags), nil, nil) >= 0 else {
+            throw AudioError(sinkMessage(sink))
+        }
+        let ok = wait(seconds: 5) {
+            let st = pa_stream_get_state(s)
+            return st == PA_STREAM_READY || st == PA_STREAM_FAILED || st == PA_STREAM_TERMINATED
+        }
+        guard ok, pa_stream_get_state(s) == PA_STREAM_READY else {
+            throw AudioError(ok ? sinkMessage(sink) : "the playback stream did not become ready within 5 s")
+        }
+        if let n = pa_stream_get_device_name(s) { sinkName = String(cString: n) }
+    }
+
+    private func sinkMessage(_ sink: String?) -> String {
+        let reason = contextError()
+        if let sink { return "--audio-sink '\(sink)': cannot play to it: \(reason) (see `pactl list short sinks`)" }
+        return "cannot play to the default sink: \(reason)"
+    }
+
+    /// Whether the stream still plays (false after the server went away).
+    public var isPlaying: Bool {
+        lock()
+        defer { unlock() }
+        return stream.map { pa_stream_get_state($0) == PA_STREAM_READY } ?? false
+    }
+
+    /// Queues interleaved stereo samples for playback (PulseAudio copies them).
+    /// - Returns: false when the stream has failed (the server went away).
+    @discardableResult
+    public func write(_ pcm: UnsafeBufferPointer<Float>) -> Bool {
+        guard let base = pcm.baseAddress, pcm.count > 0 else { return true }
+        lock()
+        defer { unlock() }
+        guard let s = stream, pa_stream_get_state(s) == PA_STREAM_READY else { return false }
+        var usec: pa_usec_t = 0
+        var negative: Int32 = 0
+        if pa_stream_get_latency(s, &usec, &negative) == 0 {
+            latency = negative != 0 ? 0 : usec * 1000
+        }
+        // The stream's own buffer should hold about the prebuffer. It grows for good when the
+        // sink does not read for a while (a PulseAudio null sink sleeps through a block of up to
+        // 2 s before it takes a new client's latency), after an underrun, or when the sink's
+        // clock runs slower than the sender's; the sound would then stay that much late. Sinks
+        // read in blocks, so the level swings: when even its floor over half a second is more
+        // than `maxExcessNanos` above the target, the buffer is flushed (one short gap) and
+        // playback restarts at the target.
+        if let t = pa_stream_get_timing_info(s), t.pointee.write_index_corrupt == 0, t.pointee.read_index_corrupt == 0 {
+            let buffered = UInt64(max(0, t.pointee.write_index - t.pointee.read_index))
+            floorNanos = min(floorNanos, buffered * 1_000_000_000 / UInt64(Self.sampleRate * Self.channels * MemoryLayout<Float>.size))
+            floorWrites += 1
+            if floorWrites >= 25 {
+                let excess = floorNanos > Self.prebufferNanos + Self.maxExcessNanos
+                floorNanos = .max
+                floorWrites = 0
+                if excess, let op = pa_stream_flush(s, nil, nil) {
+                    pa_operation_unref(op)
+                    flushes += 1
+                }
+            }
+        }
+        return pa_stream_write(s, base, pcm.count * MemoryLayout<Float>.size, nil, 0, PA_SEEK_RELATIVE) >= 0
+    }
+
+    /// Times the stream's buffer was flushed because it held too much (see `write`).
+    public var flushCount: Int {
+        lock()
+        defer { unlock() }
+        return flushes
+    }
+
+    /// How long until a sample written now is heard (PulseAudio's buffer plus the sink's
+    /// latency), as of the last `write`; nil before PulseAudio has timing information.
+    public var latencyNanos: UInt64? {
+        lock()
+        defer { unlock() }
+        return latency
     }
 }

@@ -55,6 +55,18 @@ final class AudioReceiver {
     private var started = false
     private var gapFrames = 0
     private var unwrapper = TimestampUnwrapper()
+    /// Lip sync: how much later than `delayNanos` the audio plays (see ``extraDelay``), and
+    /// audio still to be skipped after that delay was shortened.
+    private var extra: UInt64 = 0
+    private var skipNanos: UInt64 = 0
+    /// The last frame written to PulseAudio: its RTP timestamp and when it will be heard.
+    private var lastHeard: (rtpTimestamp: UInt32, at: UInt64)?
+
+    /// The last frame written to PulseAudio since the previous call, and when it will be heard.
+    func takeHeard() -> (rtpTimestamp: UInt32, at: UInt64)? {
+        defer { lastHeard = nil }
+        return lastHeard
+    }
 
     init(payloadType: UInt8, playback: PulsePlayback?, logger: Logger) throws {
         self.payloadType = payloadType
@@ -69,7 +81,30 @@ final class AudioReceiver {
         bytes.deallocate()
     }
 
-    var isPlaying: Bool { playback != nil }
+    var isPlaying: Bool { playback != nil && !playbackFailed }
+    private var playbackFailed = false
+
+    /// Delay added to the playout for lip sync (ns). Lengthening it holds the audio back (one
+    /// short gap); shortening it skips that much audio, since playing faster would only fill
+    /// PulseAudio's buffer and be heard just as late.
+    var extraDelay: UInt64 {
+        get { extra }
+        set {
+            if newValue >= extra {
+                baseNanos += newValue - extra
+            } else {
+                let d = extra - newValue
+                baseNanos = baseNanos >= d ? baseNanos - d : 0
+                skipNanos += d
+            }
+            extra = newValue
+        }
+    }
+
+    /// PulseAudio's buffer and the sink's latency (ns), when known.
+    var outputLatencyNanos: UInt64? { playback?.latencyNanos }
+    /// Times PulseAudio's buffer was flushed because it held too much.
+    var outputFlushes: Int { playback?.flushCount ?? 0 }
 
     /// Follows a new sender (a new SSRC): playout starts again.
     private func reset(ssrc: UInt32) {
@@ -81,6 +116,8 @@ final class AudioReceiver {
         started = false
         unwrapper = TimestampUnwrapper()
         lastSenderReport = nil
+        lastHeard = nil
+        skipNanos = 0
     }
 
     /// Takes one audio RTP packet that arrived at `now`.
@@ -94,7 +131,7 @@ final class AudioReceiver {
             nextSeq = header.sequenceNumber
             nextTicks = ticks
             baseTicks = ticks
-            baseNanos = now + Self.delayNanos
+            baseNanos = now + Self.delayNanos + extra
         } else if Int16(bitPattern: header.sequenceNumber &- nextSeq) < 0 {
             counters.late += 1  // its turn has passed (played as FEC or PLC)
             return
@@ -151,6 +188,7 @@ final class AudioReceiver {
         while budget > 0, playTime(nextTicks) <= now {
             budget -= 1
             var n = 0
+            let ticks = nextTicks
             if let i = slot(nextSeq) {
                 let ticks = unwrapper.extended(stamps[i])
                 if ticks > nextTicks {
@@ -158,7 +196,7 @@ final class AudioReceiver {
                     pcm.update(repeating: 0)
                     counters.silenceFrames += 1
                     nextTicks += Int64(Self.frameTicks)
-                    play(960)
+                    play(960, ticks: ticks, now: now)
                     continue
                 }
                 n = (try? decoder.decode(packet(i), into: pcm)) ?? 0
@@ -187,18 +225,29 @@ final class AudioReceiver {
                 gapFrames += 1
             }
             nextTicks += Int64(Self.frameTicks)
-            play(n)
+            play(n, ticks: ticks, now: now)
         }
         if budget == 0 {
             // Far behind (the machine stalled): start again from what comes next.
             baseTicks = nextTicks
-            baseNanos = now + Self.delayNanos
+            baseNanos = now + Self.delayNanos + extra
         }
     }
 
-    private func play(_ frames: Int) {
-        guard frames > 0, let playback else { return }
-        playback.push(UnsafeBufferPointer(rebasing: pcm[0..<(frames * 2)]))
+    private func play(_ frames: Int, ticks: Int64, now: UInt64) {
+        guard frames > 0, let playback, !playbackFailed else { return }
+        if skipNanos >= 10_000_000 {
+            // The lip-sync delay was shortened: this frame is dropped instead of played.
+            skipNanos -= min(skipNanos, UInt64(frames) * 1_000_000 / 48)
+            return
+        }
+        let latency = playback.latencyNanos
+        if !playback.write(UnsafeBufferPointer(rebasing: pcm[0..<(frames * 2)])) {
+            playbackFailed = true
+            logger.warning("audio playback stopped: the PulseAudio stream failed (the server went away?); the audio is still received and recorded")
+            return
+        }
+        if let latency { lastHeard = (UInt32(truncatingIfNeeded: ticks), now + latency) }
     }
 
     /// The receiver-report block for this stream, or nil before any packet.

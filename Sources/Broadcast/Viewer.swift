@@ -29,6 +29,8 @@ public struct ViewerConfig: Sendable {
     public var audioPlayback = true
     /// The PulseAudio sink to play to (nil: the default one).
     public var audioSink: String?
+    /// Line the played audio up with the shown pictures (lip sync) from the sender reports.
+    public var avSync = true
     /// Join a room through the relay at `server` instead of listening on the SDP's ports.
     public var room: RoomSettings?
     public var server: Endpoint?
@@ -108,6 +110,9 @@ public final class Viewer: @unchecked Sendable {
     private var nack = NackGenerator()
     private var assembler = VP8FrameAssembler()
     private var jitter = JitterBuffer()
+    /// Lip sync: measures how late the sound is heard and the pictures are shown, and delays
+    /// the earlier of the two (applied once a second, with the stats).
+    private var sync = AVSync()
     private var stats: ReceiverStats
     private var nackList: [UInt16] = []
     private var lastPLI: UInt64 = 0
@@ -233,6 +238,10 @@ public final class Viewer: @unchecked Sendable {
             if let w = window, !w.handleEvents() { stop(.windowClosed) }
             if t >= nextStats {
                 nextStats += 1_000_000_000
+                if config.avSync, sync.update() {
+                    jitter.extraDelay = sync.videoExtraDelay
+                    audio?.extraDelay = sync.audioExtraDelay
+                }
                 let current = snapshot()
                 emitStats(current, since: previous)
                 previous = current
@@ -311,6 +320,7 @@ public final class Viewer: @unchecked Sendable {
             assembler = VP8FrameAssembler()
             jitter = JitterBuffer()
             recordUnwrapper = TimestampUnwrapper()
+            resetSync()
         }
         lastPacketNanos = now
         rtpSource = source
@@ -350,7 +360,9 @@ public final class Viewer: @unchecked Sendable {
 
     private func handleAudio(header: RTPHeader, payload: UnsafeRawBufferPointer, now: UInt64) {
         guard let audio else { return }
+        let ssrc = audio.ssrc
         audio.handle(header: header, payload: payload, now: now)
+        if ssrc != nil, audio.ssrc != ssrc { resetSync() }
         recordAudio(header: header, payload: payload, now: now)
     }
 
@@ -404,7 +416,10 @@ public final class Viewer: @unchecked Sendable {
             requestKeyframe(now: now)
         }
         while jitter.pop(now: now, { frame in decodeAndShow(frame, now: now) }) {}
-        audio?.poll(now: now)
+        if let audio {
+            audio.poll(now: now)
+            if let heard = audio.takeHeard() { sync.audioPlayed(rtpTimestamp: heard.rtpTimestamp, at: heard.at) }
+        }
         if room != nil {
             room!.poll(now: now)
             flushRoom()
@@ -449,6 +464,7 @@ public final class Viewer: @unchecked Sendable {
         guard shown else { return }
         stats.frameDecoded(isKeyframe: frame.isKeyframe)
         stats.frameRendered(rtpTimestamp: frame.rtpTimestamp, now: now)
+        sync.videoRendered(rtpTimestamp: frame.rtpTimestamp, at: clock.nowNanos())
         record(frame)
         if !firstFrameReported {
             firstFrameReported = true
@@ -510,8 +526,10 @@ public final class Viewer: @unchecked Sendable {
             switch p {
             case .senderReport(let sr) where sr.ssrc == senderSSRC:
                 receive?.onSenderReport(sr, arrival: now)
+                sync.videoClock = SenderClock(sr, clockRate: UInt32(max(media.clockRate, 1)))
             case .senderReport(let sr) where sr.ssrc == audio?.ssrc:
                 audio?.onSenderReport(sr, arrival: now)
+                sync.audioClock = SenderClock(sr, clockRate: 48_000)
             case .goodbye(let bye) where senderSSRC.map({ bye.sources.contains($0) }) ?? false:
                 events.emit(BroadcastEvent("sender_left", ["ssrc": .int(Int(senderSSRC!))]))
                 lastPacketNanos = 0  // a new sender may take over at once
@@ -610,10 +628,22 @@ public final class Viewer: @unchecked Sendable {
         ].merging(audioFields()) { a, _ in a }))
     }
 
+    /// Lip sync starts again (a stream restarted: its clock and delays no longer hold).
+    private func resetSync() {
+        sync.reset()
+        jitter.extraDelay = 0
+        audio?.extraDelay = 0
+    }
+
     private func audioFields() -> [String: JSONValue] {
         guard let a = audio else { return [:] }
         let c = a.counters
+        func ms(_ n: UInt64?) -> JSONValue { n.map { .double((Double($0) / 1e5).rounded() / 10) } ?? .null }
         return [
+            "av_offset_ms": sync.offset.map { .double((Double($0) / 1e5).rounded() / 10) } ?? .null,
+            "av_sync": .bool(config.avSync),
+            "video_sync_delay_ms": ms(sync.videoExtraDelay), "audio_sync_delay_ms": ms(sync.audioExtraDelay),
+            "audio_output_latency_ms": ms(a.outputLatencyNanos), "audio_output_flushes": .int(a.outputFlushes),
             "audio_packets": .int(c.packets), "audio_decoded": .int(c.decoded), "audio_fec_recovered": .int(c.fecRecovered),
             "audio_concealed": .int(c.concealed), "audio_late": .int(c.late), "audio_silence_frames": .int(c.silenceFrames),
             "audio_packets_lost": .int(Int(a.receive.map { $0.expected - $0.packetsReceived } ?? 0)),

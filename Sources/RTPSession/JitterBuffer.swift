@@ -58,6 +58,9 @@ public struct JitterBuffer: Sendable {
     private var lastTransit: Int64?
     private var jitterNanos: Double = 0
 
+    /// Extra delay on top of the target (ns), for lip sync; changes take effect at once.
+    public var extraDelay: UInt64 = 0
+
     /// Frames dropped because the buffer was full.
     public private(set) var overflowDrops = 0
     /// Times the RTP-to-local mapping was re-anchored after a timestamp jump.
@@ -145,8 +148,8 @@ public struct JitterBuffer: Sendable {
     }
 
     private func playoutTime(_ e: Entry) -> UInt64 {
-        let due = e.mediaTime + offset + Int64(targetDelay)
-        let latest = e.arrival + configuration.maxDelay
+        let due = e.mediaTime + offset + Int64(targetDelay) + Int64(extraDelay)
+        let latest = e.arrival + configuration.maxDelay + extraDelay
         return min(UInt64(max(0, due)), latest)
     }
 

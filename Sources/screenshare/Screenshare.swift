@@ -397,6 +397,9 @@ struct Watch: ParsableCommand {
     @Option(help: ArgumentHelp("Play the audio to this PulseAudio sink (default: the default sink).", valueName: "sink"))
     var audioSink: String?
 
+    @Flag(help: "Do not line the audio up with the pictures (lip sync): each plays as soon as it can, so the pictures are never held back for the sound.")
+    var noAvSync = false
+
     @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
     var duration: Double?
 
@@ -444,6 +447,7 @@ struct Watch: ParsableCommand {
         config.audioPlayback = !noAudioPlayback
         config.framesMD5Path = framesMd5
         config.audioSink = audioSink
+        config.avSync = !noAvSync
         config.durationSeconds = duration
         let logger = output.logger()
         let sink = output.sink()
