@@ -2,7 +2,11 @@
 ///
 /// A hole in the sequence becomes a candidate once it is unlikely to be mere reordering
 /// (``Configuration/reorderPackets`` newer packets arrived, or ``Configuration/reorderDelay``
-/// passed). It is asked for again at most once per max(RTT, ``Configuration/minRetryInterval``),
+/// passed). When the path has been seen to reorder by more than that (a hole filled before it
+/// was asked for, or too soon after to be the answer), holes wait for the observed reordering
+/// time instead, whatever arrived after them (``reorderWindow``, a decaying maximum up to
+/// ``Configuration/maxReorderWait``), as libwebrtc's NACK module waits by its reordering
+/// histogram: a burst of packets that all overtake one must not turn it into a NACK. It is asked for again at most once per max(RTT, ``Configuration/minRetryInterval``),
 /// at most ``Configuration/maxRetries`` times; holes older than ``Configuration/maxAge`` or
 /// ``Configuration/maxPacketAge`` packets, and the oldest beyond ``Configuration/maxListSize``,
 /// are given up: the caller then asks for a keyframe (PLI) and tells the frame assembler.
@@ -12,6 +16,10 @@
 /// may be a second away, so when the caller says which packets end a frame (the RTP marker) and
 /// the newest packet does not, and nothing newer arrives for ``Configuration/tailDelay``, the
 /// packet after it is asked for too (a tail probe; a sender that never sent it ignores the NACK).
+/// And while nothing newer arrives at all, the next packet is asked for every
+/// ``Configuration/idleProbeInterval`` (an idle probe): a keep-alive frame lost whole on a still
+/// slide would otherwise be noticed only when the next one comes a second later. Idle probes
+/// are not holes: they are never retried, given up or counted in ``requested``.
 ///
 /// Time is in nanoseconds of a monotonic clock; memory is one preallocated list.
 public struct NackGenerator: Sendable {
@@ -27,6 +35,10 @@ public struct NackGenerator: Sendable {
         /// nil: never (holes are found from later packets only). Longer than the reordering
         /// within one frame's burst.
         public var tailDelay: UInt64? = 30_000_000
+        /// The longest a hole waits for a reordered packet before it is asked for.
+        public var maxReorderWait: UInt64 = 100_000_000
+        /// While no newer packet arrives, how often the next one is asked for; nil: never.
+        public var idleProbeInterval: UInt64?
         public init() {}
     }
 
@@ -47,6 +59,17 @@ public struct NackGenerator: Sendable {
     /// Arrival of the newest packet while it does not end a frame (a tail probe is due after
     /// ``Configuration/tailDelay``); nil otherwise or once probed.
     private var tailSince: UInt64?
+
+    /// How late reordered packets have been arriving (ns; a decaying maximum), 0 until seen.
+    public private(set) var reorderWindow: UInt64 = 0
+    /// NACKed packets that arrived too soon after the request to be its answer (reordered).
+    public private(set) var spurious = 0
+
+    /// Arrival of the newest packet, and the last idle probe since.
+    private var newestAt: UInt64 = 0
+    private var idleProbedAt: UInt64?
+    /// Idle probes sent (see ``Configuration/idleProbeInterval``).
+    public private(set) var idleProbes = 0
 
     /// Sequence numbers put in NACKs (each retry counts).
     public private(set) var requested = 0
@@ -79,10 +102,14 @@ public struct NackGenerator: Sendable {
         guard let top = newest else {
             newest = unwrapper.unwrap(seq)
             tailSince = endsFrame == false ? now : nil
+            newestAt = now
             return false
         }
         if e > top {
             suspect = nil
+            newestAt = now
+            idleProbedAt = nil
+            reorderWindow -= reorderWindow >> 10  // forgotten over some thousand packets
             _ = unwrapper.unwrap(seq)
             tailSince = endsFrame == false ? now : nil
             var filledProbe = false
@@ -122,6 +149,13 @@ public struct NackGenerator: Sendable {
         }
         guard let i = index(of: e) else { return false }
         let asked = list[i].retries > 0
+        // Reordering: filled before it was asked for, or sooner after than half an RTT.
+        let rtt = measuredRTT ?? 100_000_000
+        if !asked || list[i].firstSentAt.map({ now < $0 &+ rtt / 2 }) == true {
+            if asked { spurious += 1 }
+            let late = min(now &- min(now, list[i].detectedAt), configuration.maxReorderWait)
+            reorderWindow = max(late, reorderWindow - reorderWindow / 32)
+        }
         if list[i].retries == 1, let sent = list[i].firstSentAt, now > sent {
             let sample = min(now - sent, 2_000_000_000)
             measuredRTT = measuredRTT.map { $0 - $0 / 8 + sample / 8 } ?? sample
@@ -192,8 +226,8 @@ public struct NackGenerator: Sendable {
         }
         for i in list.indices {
             let entry = list[i]
-            let settled = top - entry.sequence >= configuration.reorderPackets
-                || now >= entry.detectedAt &+ configuration.reorderDelay
+            let settled = now >= entry.detectedAt &+ reorderWait
+                || (reorderWindow <= configuration.reorderDelay && top - entry.sequence >= configuration.reorderPackets)
             guard settled, entry.retries < configuration.maxRetries else { continue }
             if let last = entry.lastSentAt, now < last &+ interval { continue }
             list[i].lastSentAt = now
@@ -202,7 +236,24 @@ public struct NackGenerator: Sendable {
             requested += 1
             nacks.append(UInt16(truncatingIfNeeded: entry.sequence))
         }
+        if let probe = idleProbeDue, now >= probe {
+            idleProbedAt = now
+            idleProbes += 1
+            nacks.append(UInt16(truncatingIfNeeded: top + 1))
+        }
     }
+
+    /// When the next idle probe is due: only while no tail probe or hole above the newest
+    /// packet is pending (those ask for the same packet already).
+    private var idleProbeDue: UInt64? {
+        guard let interval = configuration.idleProbeInterval, newest != nil, tailSince == nil else { return nil }
+        if let last = list.last, let top = newest, last.sequence > top { return nil }
+        return (idleProbedAt ?? newestAt) &+ interval
+    }
+
+    /// How long a new hole waits before it is asked for (unless packets say so sooner while
+    /// the path does not reorder).
+    private var reorderWait: UInt64 { max(configuration.reorderDelay, reorderWindow) }
 
     /// When ``poll(now:rtt:into:)`` next has something to do, or nil with no holes.
     public func nextWakeup(rtt: UInt64) -> UInt64? {
@@ -211,7 +262,7 @@ public struct NackGenerator: Sendable {
         for entry in list {
             var t = entry.detectedAt &+ configuration.maxAge
             if entry.retries < configuration.maxRetries {
-                t = min(t, entry.lastSentAt.map { $0 &+ interval } ?? entry.detectedAt &+ configuration.reorderDelay)
+                t = min(t, entry.lastSentAt.map { $0 &+ interval } ?? entry.detectedAt &+ reorderWait)
             } else if let last = entry.lastSentAt {
                 t = min(t, last &+ interval)
             }
@@ -220,6 +271,7 @@ public struct NackGenerator: Sendable {
         if let since = tailSince, let delay = configuration.tailDelay {
             earliest = min(earliest ?? since &+ delay, since &+ delay)
         }
+        if let probe = idleProbeDue { earliest = min(earliest ?? probe, probe) }
         return earliest
     }
 

@@ -165,3 +165,46 @@ import Testing
         #expect(!h.contains(sequenceNumber: 9, now: 0))
     }
 }
+
+/// A path that reorders by more than the fixed allowance: once seen, holes wait for it.
+@Suite struct NackReorderingTests {
+    static let ms: UInt64 = 1_000_000
+
+    func poll(_ g: inout NackGenerator, at now: UInt64) -> [UInt16] {
+        var out: [UInt16] = []
+        g.poll(now: now, rtt: 100 * Self.ms, into: &out)
+        return out
+    }
+
+    @Test func learntReorderingKeepsABurstFromTurningAHoleIntoANack() {
+        var g = NackGenerator()
+        // Packet 1 overtaken by 2…5 and arriving 15 ms late: before any reordering was seen,
+        // the packets behind it make it a NACK at once (a spurious one).
+        for s: UInt16 in [0, 2, 3, 4, 5] { g.onPacket(sequenceNumber: s, now: 0) }
+        #expect(poll(&g, at: 1 * Self.ms) == [1])
+        g.onPacket(sequenceNumber: 1, now: 15 * Self.ms)
+        #expect(g.spurious == 1)
+        #expect(g.reorderWindow >= 14 * Self.ms && g.reorderWindow <= 15 * Self.ms, "\(g.reorderWindow)")
+        // The same again: now it waits out the reordering and nothing is asked for.
+        for s: UInt16 in [7, 8, 9, 10] { g.onPacket(sequenceNumber: s, now: 100 * Self.ms) }
+        #expect(poll(&g, at: 101 * Self.ms).isEmpty)
+        #expect(poll(&g, at: 110 * Self.ms).isEmpty)
+        g.onPacket(sequenceNumber: 6, now: 112 * Self.ms)
+        #expect(poll(&g, at: 130 * Self.ms).isEmpty && g.requested == 1)
+        // A real loss is still asked for, once the reordering time has passed.
+        for s: UInt16 in [12, 13, 14] { g.onPacket(sequenceNumber: s, now: 200 * Self.ms) }
+        #expect(poll(&g, at: 205 * Self.ms).isEmpty)
+        #expect(poll(&g, at: 200 * Self.ms + g.reorderWindow) == [11])
+    }
+
+    @Test func theReorderingAllowanceIsBoundedAndFades() {
+        var g = NackGenerator()
+        g.onPacket(sequenceNumber: 0, now: 0)
+        g.onPacket(sequenceNumber: 2, now: 0)
+        g.onPacket(sequenceNumber: 1, now: 5_000 * Self.ms)  // absurdly late: capped
+        #expect(g.reorderWindow == g.configuration.maxReorderWait)
+        var t: UInt64 = 5_000 * Self.ms
+        for s in 3..<5000 { t += Self.ms; g.onPacket(sequenceNumber: UInt16(s), now: t) }
+        #expect(g.reorderWindow < g.configuration.maxReorderWait / 50, "\(g.reorderWindow)")
+    }
+}

@@ -106,3 +106,53 @@ import Testing
         #expect(out == [seq &+ 1])
     }
 }
+
+/// Idle probes: with nothing newer arriving, the next packet is asked for at an interval.
+@Suite struct IdleProbeTests {
+    static let ms: UInt64 = 1_000_000
+
+    func generator() -> NackGenerator {
+        var c = NackGenerator.Configuration()
+        c.idleProbeInterval = 100 * Self.ms
+        return NackGenerator(configuration: c)
+    }
+
+    func poll(_ g: inout NackGenerator, at now: UInt64) -> [UInt16] {
+        var out: [UInt16] = []
+        g.poll(now: now, rtt: 0, into: &out)
+        return out
+    }
+
+    @Test func aWholeFrameLostAfterTheLastOneEndedIsAskedForWithinTheInterval() {
+        var g = generator()
+        g.onPacket(sequenceNumber: 41, now: 0, endsFrame: true)  // a keep-alive frame, complete
+        #expect(poll(&g, at: 99 * Self.ms).isEmpty)
+        #expect(g.nextWakeup(rtt: 0) == 100 * Self.ms)
+        #expect(poll(&g, at: 100 * Self.ms) == [42])
+        #expect(poll(&g, at: 150 * Self.ms).isEmpty)
+        #expect(poll(&g, at: 200 * Self.ms) == [42])
+        // Packet 42 (the next keep-alive, lost whole and resent) arrives: probing starts again from it.
+        let filled = g.onPacket(sequenceNumber: 42, now: 230 * Self.ms, endsFrame: true)
+        #expect(!filled)
+        #expect(poll(&g, at: 300 * Self.ms).isEmpty && poll(&g, at: 330 * Self.ms) == [43])
+        // Never retried as a hole, never given up (no PLI), not counted as requested.
+        #expect(poll(&g, at: 5000 * Self.ms) == [43])
+        #expect(g.takeLoss() == nil && g.requested == 0 && g.missingCount == 0 && g.idleProbes == 4)
+    }
+
+    @Test func noIdleProbeWhileATailProbeOrAHoleAboveIsPending() {
+        var g = generator()
+        g.onPacket(sequenceNumber: 10, now: 0, endsFrame: false)  // the frame's end is missing
+        #expect(poll(&g, at: 30 * Self.ms) == [11])  // the tail probe
+        var asked: [UInt16] = []
+        for k in 1...17 { asked += poll(&g, at: UInt64(k) * 10 * Self.ms + 30 * Self.ms) }  // until 200 ms, while it is retried
+        #expect(!asked.isEmpty && asked.allSatisfy { $0 == 11 }, "only the tail probe's retries: \(asked)")
+        #expect(g.idleProbes == 0)
+    }
+
+    @Test func offByDefault() {
+        var g = NackGenerator()
+        g.onPacket(sequenceNumber: 1, now: 0, endsFrame: true)
+        #expect(poll(&g, at: 10_000 * Self.ms).isEmpty && g.nextWakeup(rtt: 0) == nil)
+    }
+}
