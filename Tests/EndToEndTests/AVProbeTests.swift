@@ -74,6 +74,20 @@ import X11TestSupport
         #expect(audio.allSatisfy { abs($0) <= 5 }, "heard - played: \(audio)")
     }
 
+    /// Pairing alone: sound 0.8 (or 2.3) periods late is not read as 0.2 periods early, thanks to
+    /// the emitter's uneven gaps; a few milliseconds of jitter and a missing beep do not matter.
+    @Test(arguments: [800.0, -300, 2300, 0])
+    func offsetsBeyondHalfAPeriodArePairedRight(offsetMillis: Double) {
+        let gaps = AVEmitter.Configuration().intervals
+        var flashes: [UInt64] = [], t = 10_000_000_000.0
+        for k in 0..<12 { flashes.append(UInt64(t)); t += gaps[k % gaps.count] * 1e9 }
+        var beeps = flashes.enumerated().map { UInt64(Double($1) + offsetMillis * 1e6 + Double($0 % 3 - 1) * 4e6) }
+        beeps.remove(at: 5)
+        let report = AVSyncReport(flashes: flashes, beeps: beeps)
+        #expect(report.pairs.count == 11, "\(report)")
+        #expect(abs((report.medianMillis ?? 0) - offsetMillis) <= 4, "\(report)")
+    }
+
     @Test func aFlash100msLateIsMeasured100msLate() throws {
         let run = try run(videoDelayMillis: 100)
         #expect(run.report.pairs.count >= 4, "\(run.report)")

@@ -4,11 +4,14 @@ import Foundation
 import Synchronization
 
 /// The "source app" of an audio/video sync test: a black X window and a PulseAudio stream of
-/// silence that, once a `period`, beep and flash together.
+/// silence that, about once a `period`, beep and flash together.
 ///
 /// Each event is a beep (a cosine burst, so its first sample is already loud) in the audio and a
-/// white window for `flashMillis`. The audio is a fixed function of the stream position: the
-/// k-th beep starts at frame `first + k × period`, `first` being `firstEvent` after the frame
+/// white window for `flashMillis`. The gaps between events follow `intervals` (in periods, over
+/// and over; uneven by default, so a flash can be told from its neighbours' beeps even when
+/// sound and picture are more than half a period apart: see `AVSyncReport`). The audio is a fixed
+/// function of the stream position: the k-th beep starts at frame `first + start(k)`, `first`
+/// being `firstEvent` after the frame
 /// written when the stream was first seen playing (a null sink that has been idle starts a new
 /// stream only when the block it rendered ahead, up to 2 s, has played out). The flash is drawn
 /// at the instant the sink plays that frame, found from PulseAudio's timing snapshots of the
@@ -29,6 +32,10 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
         /// The stream's `application.name` (what `screenshare start --audio-app` matches).
         public var applicationName = "av-emitter"
         public var period = 1.0
+        /// The gaps between events, in periods, repeated. With the default ones (found by a search),
+        /// flashes matched to beeps 1 to 6 events away line up (within 0.1 period) for at most a
+        /// quarter of them; the right events line up for all.
+        public var intervals = [0.96, 0.9, 0.78, 1.1, 1.29, 1.46, 1.45, 0.71]
         /// Time from the stream playing to the first event, seconds.
         public var firstEvent = 0.3
         public var beepMillis = 60
@@ -80,11 +87,16 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
     private var timer: OpaquePointer?
     /// Frames written so far (mainloop lock).
     private var written = 0
+    /// Where each event of a cycle of `intervals` starts, frames; the last entry is the cycle's length.
+    private let starts: [Int]
     private static let rate = 48_000
 
     /// Opens the window (black, mapped, waited for). Nothing is played until `start`.
     public init(_ config: Configuration) throws {
+        precondition(!config.intervals.isEmpty && config.intervals.allSatisfy { $0 > 0 }, "intervals must be positive")
         self.config = config
+        var sum = 0.0
+        starts = [0] + config.intervals.map { sum += $0; return Int((sum * config.period * Double(Self.rate)).rounded()) }
         let name = config.display ?? ProcessInfo.processInfo.environment["DISPLAY"] ?? ""
         guard let d = XOpenDisplay(name) else { throw TestFailure("AVEmitter: cannot open display \(name)") }
         display = d
@@ -186,7 +198,17 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
 
     // MARK: - Audio (mainloop thread, lock held)
 
-    private var periodFrames: Int { Int((config.period * Double(Self.rate)).rounded()) }
+    /// Where event k starts, frames after the first one.
+    private func start(_ k: Int) -> Int {
+        let n = starts.count - 1
+        return k / n * starts[n] + starts[k % n]
+    }
+
+    /// How far `frame` (frames after the first event's start) is into its event.
+    private func into(_ frame: Int) -> Int {
+        let r = frame % starts[starts.count - 1]
+        return r - starts[starts.lastIndex { $0 <= r }!]
+    }
 
     private func write(_ s: OpaquePointer, bytes: Int) {
         var left = bytes
@@ -202,8 +224,7 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
             for i in 0..<frames {
                 var v: Float = 0
                 if written + i >= firstFrame {
-                    let f = written + i - firstFrame
-                    let into = f % periodFrames
+                    let into = into(written + i - firstFrame)
                     if into < beepFrames { v = config.beepAmplitude * Float(cos(w * Double(into))) }
                 }
                 out[2 * i] = v
@@ -267,7 +288,7 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
                 _ = nap(until: monotonicNanos() + 5_000_000)
                 continue
             }
-            let frame = first + k * periodFrames
+            let frame = first + start(k)
             let beep = origin + Int64(frame) * 1_000_000_000 / Int64(Self.rate)
             let target = beep + delay
             let now = Int64(monotonicNanos())

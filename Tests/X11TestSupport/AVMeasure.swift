@@ -345,14 +345,20 @@ public struct AVRecording: Sendable {
 
     public init() {}
 
-    /// Pairs each flash with the nearest beep within `maxMillis`.
-    public func sync(within maxMillis: Double = 500) -> AVSyncReport {
-        AVSyncReport(flashes: flashOnsets, beeps: beepOnsets, within: maxMillis)
+    /// Pairs flashes with beeps (see `AVSyncReport`).
+    public func sync(maxOffsetMillis: Double = 3000, toleranceMillis: Double = 100) -> AVSyncReport {
+        AVSyncReport(flashes: flashOnsets, beeps: beepOnsets, maxOffsetMillis: maxOffsetMillis, toleranceMillis: toleranceMillis)
     }
 }
 
 /// Flashes paired with beeps: offsets are audio minus video, milliseconds (positive: the sound is
 /// heard after the picture is seen).
+///
+/// Not each flash with the nearest beep: with events a period apart, sound 0.8 periods late would
+/// pair each flash with the *next* beep and read as 0.2 periods early. Instead the offset is the
+/// one (up to `maxOffsetMillis` either way) that lines up the most flashes with beeps within
+/// `toleranceMillis`; the emitter's uneven gaps make the right one stand out (`AVEmitter`'s
+/// `intervals`). Then each flash is paired with the beep nearest that offset, within the tolerance.
 public struct AVSyncReport: Sendable, CustomStringConvertible {
     public struct Pair: Sendable {
         public var flash: UInt64
@@ -363,18 +369,48 @@ public struct AVSyncReport: Sendable, CustomStringConvertible {
     public var unpairedFlashes = 0
     public var unpairedBeeps = 0
 
-    public init(flashes: [UInt64], beeps: [UInt64], within maxMillis: Double = 500) {
-        var used = Set<Int>()
-        for f in flashes {
-            let best = beeps.indices.filter { !used.contains($0) }.min { abs(Double(beeps[$0]) - Double(f)) < abs(Double(beeps[$1]) - Double(f)) }
-            if let b = best, abs(Double(beeps[b]) - Double(f)) <= maxMillis * 1e6 {
+    public init(flashes: [UInt64], beeps: [UInt64], maxOffsetMillis: Double = 3000, toleranceMillis: Double = 100) {
+        let beeps = beeps.sorted()
+        let tolerance = toleranceMillis * 1e6
+        /// The beep nearest `t` (ns) not yet used, within the tolerance.
+        func nearest(_ t: Double, excluding used: Set<Int>) -> Int? {
+            var lo = 0, hi = beeps.count
+            while lo < hi { let mid = (lo + hi) / 2; if Double(beeps[mid]) < t { lo = mid + 1 } else { hi = mid } }
+            var best: Int?
+            for i in max(0, lo - 2)..<min(beeps.count, lo + 2) where !used.contains(i) && abs(Double(beeps[i]) - t) <= tolerance {
+                if best == nil || abs(Double(beeps[i]) - t) < abs(Double(beeps[best!]) - t) { best = i }
+            }
+            return best
+        }
+        func pair(shift: Double) -> [(flash: UInt64, beep: Int)] {
+            var used = Set<Int>()
+            return flashes.compactMap { f in
+                guard let b = nearest(Double(f) + shift, excluding: used) else { return nil }
                 used.insert(b)
-                pairs.append(Pair(flash: f, beep: beeps[b]))
-            } else {
-                unpairedFlashes += 1
+                return (f, b)
             }
         }
-        unpairedBeeps = beeps.count - used.count
+        var best: [(flash: UInt64, beep: Int)] = []
+        var bestResidual = Double.infinity
+        for f in flashes {
+            for b in beeps where abs(Double(b) - Double(f)) <= maxOffsetMillis * 1e6 {
+                let shift = Double(b) - Double(f)
+                let candidate = pair(shift: shift)
+                let residual = candidate.map { abs(Double(beeps[$0.beep]) - Double($0.flash) - shift) }.reduce(0, +)
+                if candidate.count > best.count || (candidate.count == best.count && residual < bestResidual) {
+                    best = candidate
+                    bestResidual = residual
+                }
+            }
+        }
+        // Once more around the median of the chosen pairs (not one pair's own offset).
+        if let m = Self.median(best.map { Double(beeps[$0.beep]) - Double($0.flash) }) {
+            let again = pair(shift: m)
+            if again.count >= best.count { best = again }
+        }
+        pairs = best.map { Pair(flash: $0.flash, beep: beeps[$0.beep]) }
+        unpairedFlashes = flashes.count - pairs.count
+        unpairedBeeps = beeps.count - pairs.count
     }
 
     public var offsetsMillis: [Double] { pairs.map(\.offsetMillis) }
