@@ -28,9 +28,12 @@ import Synchronization
 /// them on again: positions jump, which is why only snapshots near each beep are used.
 public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only; PA: the mainloop lock; results: `results`
     public struct Configuration: Sendable {
-        /// X display (nil: $DISPLAY) and window (nil: the root window).
+        /// X display (nil: $DISPLAY) and window (nil: the root window, unless `windowTitle`).
         public var display: String?
         public var window: UInt?
+        /// Watch the first window whose name contains this, once it appears (it need not exist at
+        /// `start`: start listening before the app being watched opens its window).
+        public var windowTitle: String?
         /// The region's top-left corner in the window (nil: centred).
         public var x: Int?, y: Int?
         public var regionSize = 16
@@ -45,9 +48,10 @@ public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only;
         public var audioThreshold: Float = 0.2
         public var quietMillis = 200
 
-        public init(display: String? = nil, window: UInt? = nil, pulseServer: String? = nil, source: String) {
+        public init(display: String? = nil, window: UInt? = nil, windowTitle: String? = nil, pulseServer: String? = nil, source: String) {
             self.display = display
             self.window = window
+            self.windowTitle = windowTitle
             self.pulseServer = pulseServer
             self.source = source
         }
@@ -55,7 +59,8 @@ public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only;
 
     public let config: Configuration
     private let display: OpaquePointer
-    private let drawable: Window
+    /// The window watched (poll thread; nil until a window titled `windowTitle` is found).
+    private var drawable: Window?
 
     private struct Results {
         var flashes: [UInt64] = []
@@ -82,16 +87,23 @@ public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only;
     /// Bounds on what is kept (several minutes at the default rates).
     private static let keep = 60_000
 
-    /// Opens the X connection (the region is checked at once). Nothing is measured until `start`.
+    /// Opens the X connection (the region is checked at once, unless found by title later).
+    /// Nothing is measured until `start`.
     public init(_ config: Configuration) throws {
         self.config = config
         let name = config.display ?? ProcessInfo.processInfo.environment["DISPLAY"] ?? ""
         guard let d = XOpenDisplay(name) else { throw TestFailure("AVMeasure: cannot open display \(name)") }
         display = d
         cx11_install_error_handler()  // a window going away must not end the test process
-        drawable = config.window.map { Window($0) } ?? cx11_root_window(d, cx11_default_screen(d))
-        guard let at = region(), luma(x: at.x, y: at.y) != nil else {
-            throw TestFailure("AVMeasure: cannot read the region of window \(drawable) on \(name)")
+        if let window = config.window {
+            drawable = Window(window)
+        } else if config.windowTitle == nil {
+            drawable = cx11_root_window(d, cx11_default_screen(d))
+        }
+        if let drawable {
+            guard let at = region(), luma(x: at.x, y: at.y) != nil else {
+                throw TestFailure("AVMeasure: cannot read the region of window \(drawable) on \(name)")
+            }
         }
     }
 
@@ -183,6 +195,7 @@ public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only;
 
     /// The region's top-left corner: as configured, or centred in the window as it is now.
     private func region() -> (x: Int, y: Int)? {
+        guard let drawable else { return nil }
         let size = config.regionSize
         if let x = config.x, let y = config.y { return (x, y) }
         var attributes = XWindowAttributes()
@@ -192,6 +205,7 @@ public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only;
 
     /// The region's mean luma (BT.601), or nil when it cannot be read (window gone, off screen).
     private func luma(x: Int, y: Int) -> Double? {
+        guard let drawable else { return nil }
         let size = config.regionSize
         guard let image = XGetImage(display, drawable, Int32(x), Int32(y), UInt32(size), UInt32(size), UInt.max, ZPixmap) else {
             return nil
@@ -223,6 +237,9 @@ public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only;
         var polls = 0
         while running.load(ordering: .relaxed) {
             polls += 1
+            if drawable == nil, polls % 20 == 1, let title = config.windowTitle {
+                drawable = findWindow(titleContaining: title, on: display)
+            }
             if at == nil || polls % 100 == 0 { at = region() }  // the window may be resized
             let before = monotonicNanos()
             let value = at.flatMap { luma(x: $0.x, y: $0.y) }
@@ -435,6 +452,11 @@ public func findWindow(titleContaining title: String, display name: String?) -> 
     let shown = name ?? ProcessInfo.processInfo.environment["DISPLAY"] ?? ""
     guard let d = XOpenDisplay(shown) else { return nil }
     defer { XCloseDisplay(d) }
+    cx11_install_error_handler()  // a window destroyed while the tree is walked must not end the process
+    return findWindow(titleContaining: title, on: d).map { UInt($0) }
+}
+
+func findWindow(titleContaining title: String, on d: OpaquePointer) -> Window? {
     func search(_ w: Window) -> Window? {
         var windowName: UnsafeMutablePointer<CChar>?
         if XFetchName(d, w, &windowName) != 0, let windowName {
@@ -449,7 +471,7 @@ public func findWindow(titleContaining title: String, display name: String?) -> 
         for i in 0..<Int(count) { if let found = search(children[i]) { return found } }
         return nil
     }
-    return search(cx11_root_window(d, cx11_default_screen(d))).map { UInt($0) }
+    return search(cx11_root_window(d, cx11_default_screen(d)))
 }
 
 /// Waits (bounded) for a window whose name contains `title` to appear on `display`.
