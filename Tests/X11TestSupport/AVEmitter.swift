@@ -42,6 +42,9 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
         public var beepFrequency = 1000.0
         public var beepAmplitude: Float = 0.5
         public var flashMillis = 200
+        /// White noise under the beeps (0: digital silence, which an Opus sender may not send at
+        /// all: DTX).
+        public var noiseAmplitude: Float = 0
         /// The target length of the server-side buffer (tlength): what is queued ahead of the sink.
         public var latencyMillis = 20
         /// Draws each flash this much after its beep is played (negative: before).
@@ -222,10 +225,10 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
             let firstFrame = state.withLock { $0.firstFrame } ?? Int.max
             let w = 2 * Double.pi * config.beepFrequency / Double(Self.rate)
             for i in 0..<frames {
-                var v: Float = 0
+                var v = config.noiseAmplitude == 0 ? 0 : Float.random(in: -config.noiseAmplitude...config.noiseAmplitude)
                 if written + i >= firstFrame {
                     let into = into(written + i - firstFrame)
-                    if into < beepFrames { v = config.beepAmplitude * Float(cos(w * Double(into))) }
+                    if into < beepFrames { v += config.beepAmplitude * Float(cos(w * Double(into))) }
                 }
                 out[2 * i] = v
                 out[2 * i + 1] = v
