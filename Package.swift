@@ -63,8 +63,9 @@ let package = Package(
         .testTarget(name: "RoomTests", dependencies: ["Room", "RTP", "RTCP", "RTPSession"]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["VideoProcessing", "MediaCore"]),
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "VideoProcessing", "MediaCore"]),
-        // Shared by the capture tests: real X windows to capture.
-        .target(name: "X11TestSupport", dependencies: ["CX11"], path: "Tests/X11TestSupport"),
+        // Shared by the capture and end-to-end tests: real X windows to capture, and the audio/video
+        // sync probe (a window that flashes with a beep; a measurer of what is seen and heard).
+        .target(name: "X11TestSupport", dependencies: ["CX11", "CPulse"], path: "Tests/X11TestSupport"),
         .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "MediaCore", "CX11", "X11TestSupport"]),
         .testTarget(name: "VideoOutputTests", dependencies: ["VideoOutput", "MediaCore", "CX11", "X11TestSupport"]),
         .testTarget(name: "RecordingTests", dependencies: ["Recording", "VP8Codec", "MediaCore"]),

@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+/// Lip sync at the viewer's real outputs: an app that beeps and flashes together (AVEmitter) is
+/// shared by `screenshare start` (its window on one Xvfb, its sound tapped by application name)
+/// and watched by `screenshare watch` (its window on a second Xvfb, so the sender never captures
+/// it; its sound into the "headset" null sink). AVMeasure watches the viewer's window and the
+/// headset's monitor and reports when each flash was seen and each beep heard.
+///
+/// Twice: beeps in digital silence (the sender's Opus encoder sends nothing between them: DTX)
+/// and beeps over noise peaking at -20 dBFS (a packet every 20 ms).
+///
+/// A draft: it reports the offset and asserts only that it could be measured. Before lip sync
+/// (main at e9fb37b) it measured sound +830 ms late in silence (the viewer's 1 s playback buffer
+/// fills up within 2 s and stays full) and +150 ms late over noise.
+@Suite(.serialized) struct AVSyncEndToEndTests {
+    @Test(arguments: [Float(0), 0.1])
+    func whatIsSeenAndWhatIsHeardAtTheViewer(noise: Float) throws {
+        let senderDisplay = try PrivateXvfb(width: 640, height: 480)
+        let viewerDisplay = try PrivateXvfb(width: 1920, height: 1080)
+        let pulse = try PrivatePulse()
+        let dir = try makeTempDir()
+
+        // Listening first: a null sink nobody asked for low latency renders 2 s blocks, and a
+        // stream that joins then is first heard when that block has played out (the viewer would
+        // buffer its sound meanwhile). The measurer's 5 ms fragments bring the headset sink down
+        // to 5 ms blocks; 2.1 s later the last 2 s block has played.
+        var listen = AVMeasure.Configuration(display: viewerDisplay.name, windowTitle: "screenshare watch",
+                                             pulseServer: pulse.server, source: "headset.monitor")
+        listen.audioThreshold = 0.2 + 2 * noise  // Opus-coded noise peaks above its own amplitude
+        let measure = try AVMeasure(listen)
+        try measure.start()
+        defer { measure.stop() }
+
+        var source = AVEmitter.Configuration(display: senderDisplay.name, pulseServer: pulse.server, sink: "speakers")
+        source.title = "lip-sync source"
+        source.applicationName = "lip-sync-app"
+        source.noiseAmplitude = noise
+        let emitter = try AVEmitter(source)
+        try emitter.start()
+        defer { emitter.stop() }
+        usleep(2_100_000)
+
+        let port = freeEvenPort()
+        let sdp = "\(dir)/stream.sdp"
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--sdp", sdp, "--display", senderDisplay.name,
+            "--window", String(format: "0x%lx", emitter.windowID), "--fps", "30", "--content", "motion",
+            "--audio-app", "lip-sync-app", "--no-mic", "--duration", "20", "--json",
+        ], dir: dir, name: "sender", environment: pulse.environment)
+        defer { sender.finish(within: 0) }
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: sdp) && Date() < deadline { usleep(20_000) }
+        let viewer = try Child(screenshareBinary(), [
+            "watch", "--sdp", sdp, "--display", viewerDisplay.name, "--audio-sink", "headset", "--duration", "18", "--json",
+        ], dir: dir, name: "viewer", environment: pulse.environment)
+        defer { viewer.finish(within: 0) }
+        _ = try RoomEndToEndTests.wait(for: "first_frame", in: viewer)
+        // The app's first sound reaches the stream after up to 2 s (README, known limits): ten
+        // events after that.
+        usleep(2_000_000)
+        let from = emitter.events.count
+        let until = Date().addingTimeInterval(15)
+        while emitter.events.count < from + 10 && Date() < until { usleep(50_000) }
+        usleep(1_500_000)  // the last event through the network and the viewer's buffers
+        let recording = measure.stop()
+        let events = emitter.stop()
+        #expect(viewer.finish(within: 20) == 0, "\(viewer.stderr)")
+        #expect(sender.finish(within: 20) == 0, "\(sender.stderr)")
+
+        let report = recording.sync()
+        // Each path's delay: seen minus drawn at the source, heard minus played at the source.
+        let video = AVSyncReport(flashes: events.map(\.drawnNanos), beeps: recording.flashOnsets)
+        let audio = AVSyncReport(flashes: events.map(\.beepNanos), beeps: recording.beepOnsets)
+        func ms(_ v: [Double]) -> String { v.map { String(format: "%.0f", $0) }.joined(separator: " ") }
+        print("AVSync (noise \(noise)):", report)
+        print("  video delay (drawn at the source -> seen at the viewer) ms:", ms(video.offsetsMillis))
+        print("  audio delay (played at the source -> played at the viewer) ms:", ms(audio.offsetsMillis))
+        let summary = try stoppedEvent(viewer.stdout)
+        print("  viewer:", summary.filter { $0.key.hasPrefix("audio") || $0.key.contains("frames") })
+        print("  sender:", try stoppedEvent(sender.stdout).filter { $0.key.contains("audio") })
+
+        #expect(report.pairs.count >= 5, "\(report); flashes \(recording.flashOnsets.count), beeps \(recording.beepOnsets.count)")
+        #expect(summary["audio_playing"] as? Bool == true, "\(summary)")
+        // The lip-sync requirement, once `watch` lines audio up with video by the RTCP sender
+        // reports. In this sign (positive: the sound is late), ITU-R BT.1359 puts detectability at
+        // -45 ms (sound early) and +125 ms (sound late); EBU R37 asks for -40…+60 ms end to end.
+        // let median = try #require(report.medianMillis)
+        // #expect(median >= -40 && median <= 60, "\(report)")
+    }
+}
