@@ -82,6 +82,11 @@ final class AudioReceiver {
     }
 
     var isPlaying: Bool { playback != nil && !playbackFailed }
+
+    /// Stops playing (idempotent): closes the PulseAudio stream and its mainloop thread.
+    func stopPlayback() {
+        playback?.stop()
+    }
     private var playbackFailed = false
 
     /// Delay added to the playout for lip sync (ns). Lengthening it holds the audio back (one

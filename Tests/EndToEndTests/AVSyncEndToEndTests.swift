@@ -86,7 +86,17 @@ import X11TestSupport
         // The lip-sync requirement, once `watch` lines audio up with video by the RTCP sender
         // reports. In this sign (positive: the sound is late), ITU-R BT.1359 puts detectability at
         // -45 ms (sound early) and +125 ms (sound late); EBU R37 asks for -40…+60 ms end to end.
-        // let median = try #require(report.medianMillis)
-        // #expect(median >= -40 && median <= 60, "\(report)")
+        let median = try #require(report.medianMillis)
+        if noise == 0 {
+            // Known issue: beeps in digital silence (the sender's DTX). The viewer plays the gaps
+            // as silence, but PulseAudio's buffer swings (flushes when it holds too much) and the
+            // latency it reports is not what is heard: sound −60…−140 ms early, video held back
+            // 350–490 ms. Over noise (a packet every 20 ms) the offset is −16 ms, below.
+            withKnownIssue("lip sync between beeps in DTX silence", isIntermittent: true) {
+                #expect(median >= -40 && median <= 60, "\(report)")
+            }
+        } else {
+            #expect(median >= -40 && median <= 60, "\(report)")
+        }
     }
 }
