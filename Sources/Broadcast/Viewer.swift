@@ -248,9 +248,6 @@ public final class Viewer: @unchecked Sendable {
             }
         }
         sendReport(bye: true)
-        // PulseAudio's mainloop thread must be gone before the process exits (it was seen
-        // crashing exit's destructors: status 139 after the summary, about 1 run in 8).
-        audio?.stopPlayback()
         if room != nil {
             room!.leave()
             flushRoom()
