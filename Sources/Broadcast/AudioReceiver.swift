@@ -215,12 +215,12 @@ final class AudioReceiver {
                     n = (try? decoder.decodeFEC(from: packet(j), into: pcm)) ?? 0
                     counters.fecRecovered += 1
                 } else {
-                    n = (try? decoder.decode(nil, into: pcm)) ?? 0
+                    n = (try? decoder.conceal(into: pcm)) ?? 0
                     counters.concealed += 1
                 }
                 nextSeq &+= 1
             } else if gapFrames < 2 {
-                n = (try? decoder.decode(nil, into: pcm)) ?? 0
+                n = (try? decoder.conceal(into: pcm)) ?? 0
                 counters.concealed += 1
                 gapFrames += 1
             } else {

@@ -89,12 +89,25 @@ public final class OpusFrameDecoder {
 
     deinit { opus_decoder_destroy(state) }
 
-    /// Decodes one packet (nil: conceal a lost one) into interleaved stereo floats.
-    /// - Returns: sample frames per channel written.
-    public func decode(_ packet: UnsafeRawBufferPointer?, into pcm: UnsafeMutableBufferPointer<Float>) throws -> Int {
-        let data = packet.flatMap { $0.count > 0 ? $0.baseAddress?.assumingMemoryBound(to: UInt8.self) : nil }
-        let n = opus_decode_float(state, data, Int32(packet?.count ?? 0), pcm.baseAddress!, Int32(pcm.count / 2), 0)
+    /// Decodes one packet into interleaved stereo floats.
+    /// - Returns: sample frames per channel written (the packet's duration).
+    public func decode(_ packet: UnsafeRawBufferPointer, into pcm: UnsafeMutableBufferPointer<Float>) throws -> Int {
+        guard packet.count > 0, let data = packet.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            return try conceal(into: pcm)
+        }
+        let n = opus_decode_float(state, data, Int32(packet.count), pcm.baseAddress!, Int32(pcm.count / 2), 0)
         guard n >= 0 else { throw OpusError("opus_decode_float", code: n) }
+        return Int(n)
+    }
+
+    /// Conceals a lost frame (libopus PLC): `frames` sample frames per channel (960: 20 ms).
+    ///
+    /// libopus conceals exactly as much as it is asked for (a multiple of 2.5 ms); asking for
+    /// the whole buffer would play 120 ms for each 20 ms lost.
+    /// - Returns: sample frames per channel written (`frames`).
+    public func conceal(frames: Int = 960, into pcm: UnsafeMutableBufferPointer<Float>) throws -> Int {
+        let n = opus_decode_float(state, nil, 0, pcm.baseAddress!, Int32(min(frames, pcm.count / 2)), 0)
+        guard n >= 0 else { throw OpusError("opus_decode_float (PLC)", code: n) }
         return Int(n)
     }
 

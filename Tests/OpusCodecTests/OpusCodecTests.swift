@@ -40,6 +40,29 @@ import Testing
         }
     }
 
+    /// A lost 20 ms frame is concealed with 20 ms, not with as much as the buffer holds (libopus
+    /// fills the frame size it is given: a 120 ms buffer made every loss 120 ms of sound, and the
+    /// viewer's audio fell 100 ms further behind with each).
+    @Test func concealmentFillsOneFrame() throws {
+        let encoder = try OpusFrameEncoder()
+        let decoder = try OpusFrameDecoder()
+        var pcm = [Float](repeating: 0, count: 1920)
+        for i in 0..<960 { pcm[2 * i] = Float(0.3 * sin(2 * .pi * 440 * Double(i) / 48_000)); pcm[2 * i + 1] = pcm[2 * i] }
+        var out = [Float](repeating: 0, count: 5760 * 2)
+        let packet = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
+        defer { packet.deallocate() }
+        for _ in 0..<5 {
+            let n = try pcm.withUnsafeBufferPointer { try encoder.encode($0, into: packet) }
+            _ = try out.withUnsafeMutableBufferPointer { try decoder.decode(UnsafeRawBufferPointer(rebasing: packet[0..<n]), into: $0) }
+        }
+        let concealed = try out.withUnsafeMutableBufferPointer { try decoder.conceal(into: $0) }
+        #expect(concealed == 960)
+        // Concealment continues the tone rather than writing silence.
+        #expect(out[0..<1920].contains { abs($0) > 0.01 })
+        let empty = try out.withUnsafeMutableBufferPointer { try decoder.decode(UnsafeRawBufferPointer(start: nil, count: 0), into: $0) }
+        #expect(empty == 960)
+    }
+
     @Test func silenceWithDTXGivesTinyPackets() throws {
         let encoder = try OpusFrameEncoder()
         let pcm = [Float](repeating: 0, count: 1920)
