@@ -10,7 +10,8 @@ import Synchronization
 /// soon, and reports the whole delay to the speaker (`latencyNanos`: its buffer plus the sink's
 /// own latency) so the caller can line the sound up with the pictures.
 ///
-/// Uses a threaded mainloop; `write` and `latencyNanos` take its lock. When the server goes away
+/// Uses a threaded mainloop; `write` takes its lock. `stop()` (or deinit) must run before the
+/// process exits: a mainloop thread still running during `exit` was seen to crash it. When the server goes away
 /// the stream fails and `write` returns false (the caller stops playing; no reconnect).
 public final class PulsePlayback: @unchecked Sendable {
     public static let sampleRate = 48_000
@@ -22,11 +23,13 @@ public final class PulsePlayback: @unchecked Sendable {
     // Guarded by the mainloop lock.
     private var context: OpaquePointer?
     private var stream: OpaquePointer?
-    private var latency: UInt64?
     private let released = Atomic<Bool>(false)
     private var floorNanos: UInt64 = .max
     private var floorWrites = 0
-    private var flushes = 0
+    // Read without the mainloop lock, so they stay valid after `stop()` (a summary reads them
+    // once playback is stopped). `UInt64.max`: no latency measured yet.
+    private let latency = Atomic<UInt64>(.max)
+    private let flushes = Atomic<Int>(0)
     static let prebufferNanos: UInt64 = 40_000_000
     static let maxExcessNanos: UInt64 = 60_000_000
 
@@ -154,6 +157,7 @@ public final class PulsePlayback: @unchecked Sendable {
 
     /// Whether the stream still plays (false after the server went away).
     public var isPlaying: Bool {
+        guard !released.load(ordering: .sequentiallyConsistent) else { return false }
         lock()
         defer { unlock() }
         return stream.map { pa_stream_get_state($0) == PA_STREAM_READY } ?? false
@@ -164,14 +168,17 @@ public final class PulsePlayback: @unchecked Sendable {
     @discardableResult
     public func write(_ pcm: UnsafeBufferPointer<Float>) -> Bool {
         guard let base = pcm.baseAddress, pcm.count > 0 else { return true }
+        guard !released.load(ordering: .sequentiallyConsistent) else { return false }
         lock()
         defer { unlock() }
         guard let s = stream, pa_stream_get_state(s) == PA_STREAM_READY else { return false }
         var usec: pa_usec_t = 0
         var negative: Int32 = 0
-        if pa_stream_get_latency(s, &usec, &negative) == 0 {
-            latency = negative != 0 ? 0 : usec * 1000
+        guard pa_stream_get_latency(s, &usec, &negative) == 0 else {
+            return pa_stream_write(s, base, pcm.count * MemoryLayout<Float>.size, nil, 0, PA_SEEK_RELATIVE) >= 0
         }
+        let total = negative != 0 ? 0 : usec * 1000
+        latency.store(total, ordering: .relaxed)
         // The stream's own buffer should hold about the prebuffer. It grows for good when the
         // sink does not read for a while (a PulseAudio null sink sleeps through a block of up to
         // 2 s before it takes a new client's latency), after an underrun, or when the sink's
@@ -179,9 +186,14 @@ public final class PulsePlayback: @unchecked Sendable {
         // read in blocks, so the level swings: when even its floor over half a second is more
         // than `maxExcessNanos` above the target, the buffer is flushed (one short gap) and
         // playback restarts at the target.
-        if let t = pa_stream_get_timing_info(s), t.pointee.write_index_corrupt == 0, t.pointee.read_index_corrupt == 0 {
-            let buffered = UInt64(max(0, t.pointee.write_index - t.pointee.read_index))
-            floorNanos = min(floorNanos, buffered * 1_000_000_000 / UInt64(Self.sampleRate * Self.channels * MemoryLayout<Float>.size))
+        //
+        // The level is the interpolated latency less the sink's part: the raw write and read
+        // indices are not comparable between timing updates (PulseAudio sends them at most every
+        // 1.5 s; the read index is as old as the last one, the write index is current), which
+        // read as a full buffer and flushed one that was not.
+        if let t = pa_stream_get_timing_info(s) {
+            let sink = t.pointee.sink_usec * 1000
+            floorNanos = min(floorNanos, total > sink ? total - sink : 0)
             floorWrites += 1
             if floorWrites >= 25 {
                 let excess = floorNanos > Self.prebufferNanos + Self.maxExcessNanos
@@ -189,7 +201,7 @@ public final class PulsePlayback: @unchecked Sendable {
                 floorWrites = 0
                 if excess, let op = pa_stream_flush(s, nil, nil) {
                     pa_operation_unref(op)
-                    flushes += 1
+                    flushes.add(1, ordering: .relaxed)
                 }
             }
         }
@@ -197,17 +209,13 @@ public final class PulsePlayback: @unchecked Sendable {
     }
 
     /// Times the stream's buffer was flushed because it held too much (see `write`).
-    public var flushCount: Int {
-        lock()
-        defer { unlock() }
-        return flushes
-    }
+    public var flushCount: Int { flushes.load(ordering: .relaxed) }
 
     /// How long until a sample written now is heard (PulseAudio's buffer plus the sink's
     /// latency), as of the last `write`; nil before PulseAudio has timing information.
+    /// Still readable after `stop()` (the last value).
     public var latencyNanos: UInt64? {
-        lock()
-        defer { unlock() }
-        return latency
+        let l = latency.load(ordering: .relaxed)
+        return l == .max ? nil : l
     }
 }

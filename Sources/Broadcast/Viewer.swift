@@ -254,6 +254,9 @@ public final class Viewer: @unchecked Sendable {
         }
         try? recorder?.finish()
         let summary = summaryFields()
+        // PulseAudio's mainloop thread must be gone before the process exits: left running it
+        // was seen crashing exit's destructors (status 139 after the summary, ~1 run in 8).
+        audio?.stopPlayback()
         events.emit(BroadcastEvent("stopped", summary))
         return (stopReason.withLock { $0 } ?? .requested, summary)
     }
