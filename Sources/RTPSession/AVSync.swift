@@ -35,9 +35,16 @@ extension NTPTimestamp {
 /// the sender's wall-clock time of that media (its RTP time through the stream's SR). Both share
 /// the unknown offset between the two machines' clocks, so their difference is the real A/V
 /// offset: positive when the sound is heard later than the pictures it belongs with. ``update()``
-/// then delays the earlier stream by that much — all at once the first time, then in steps of at
-/// most ``maxStep`` so later corrections are not heard or seen as jumps — within
-/// ``maxExtraDelay``; at most one of ``audioExtraDelay`` and ``videoExtraDelay`` is non-zero.
+/// then delays the earlier stream by that much — up to ``maxFirstStep`` at once the first time
+/// (a longer jump would show as a freeze), then in steps of at most ``maxStep`` so later
+/// corrections are not heard or seen as jumps — within ``maxExtraDelay``; at most one of
+/// ``audioExtraDelay`` and ``videoExtraDelay`` is non-zero.
+///
+/// No correction is made from a second in which either path's raw delay spread over more than
+/// ``maxSpread``: the path has not settled. A PulseAudio null sink, for one, plays a new stream
+/// only after the 2 s block it is in; meanwhile each frame written is heard 20 ms "sooner" than
+/// the last, and holding the video back by that passing delay froze it for 300 ms. A path that
+/// never settles is corrected anyway after ``maxUnsettledUpdates`` seconds.
 /// Time in ns; pure, no clock of its own.
 public struct AVSync: Sendable {
     public var audioClock: SenderClock?
@@ -51,22 +58,46 @@ public struct AVSync: Sendable {
     public var deadband: Int64 = 10_000_000
     public var maxStep: Int64 = 80_000_000
     public var maxExtraDelay: Int64 = 1_000_000_000
+    /// The largest first correction (ns).
+    public var maxFirstStep: Int64 = 120_000_000
+    /// A raw delay spread (ns) above which a path has not settled.
+    public var maxSpread: Double = 80_000_000
+    /// Updates skipped for an unsettled path before it is corrected anyway.
+    public var maxUnsettledUpdates = 5
     /// Weight of a new measurement in the smoothed delays.
     public var smoothing = 0.125
     private var synced = false
+    /// Raw delays (min, max) since the last update, and updates skipped in a row.
+    private var audioRange: (Double, Double)?
+    private var videoRange: (Double, Double)?
+    private var unsettled = 0
 
     public init() {}
 
     /// Audio RTP time `ts` was (or will be) heard at local time `at` (ns).
     public mutating func audioPlayed(rtpTimestamp ts: UInt32, at local: UInt64) {
         guard let c = audioClock else { return }
-        audioDelay = smooth(audioDelay, Double(Int64(bitPattern: local) - c.wallNanos(of: ts)))
+        let d = Double(Int64(bitPattern: local) - c.wallNanos(of: ts))
+        audioRange = Self.widen(audioRange, d)
+        audioDelay = smooth(audioDelay, d)
     }
 
     /// The picture of video RTP time `ts` was shown at local time `at` (ns).
     public mutating func videoRendered(rtpTimestamp ts: UInt32, at local: UInt64) {
         guard let c = videoClock else { return }
-        videoDelay = smooth(videoDelay, Double(Int64(bitPattern: local) - c.wallNanos(of: ts)))
+        let d = Double(Int64(bitPattern: local) - c.wallNanos(of: ts))
+        videoRange = Self.widen(videoRange, d)
+        videoDelay = smooth(videoDelay, d)
+    }
+
+    private static func widen(_ r: (Double, Double)?, _ d: Double) -> (Double, Double) {
+        guard let r else { return (d, d) }
+        return (min(r.0, d), max(r.1, d))
+    }
+
+    /// Whether both paths' raw delays stayed within ``maxSpread`` since the last update.
+    private var settled: Bool {
+        [audioRange, videoRange].allSatisfy { r in r.map { $0.1 - $0.0 <= maxSpread } ?? true }
     }
 
     private func smooth(_ old: Double?, _ new: Double) -> Double {
@@ -85,9 +116,15 @@ public struct AVSync: Sendable {
     /// - Returns: whether a delay changed.
     @discardableResult
     public mutating func update() -> Bool {
+        let settled = self.settled
+        audioRange = nil
+        videoRange = nil
+        unsettled = settled ? 0 : unsettled + 1
         guard let diff = offset, diff.magnitude > deadband else { return false }
+        guard settled || unsettled > maxUnsettledUpdates else { return false }
         let current = Int64(videoExtraDelay) - Int64(audioExtraDelay)
-        let step = synced ? min(max(diff, -maxStep), maxStep) : diff
+        let limit = synced ? maxStep : maxFirstStep
+        let step = min(max(diff, -limit), limit)
         synced = true
         let relative = min(max(current + step, -maxExtraDelay), maxExtraDelay)
         guard relative != current else { return false }

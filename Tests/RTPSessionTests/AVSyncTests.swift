@@ -78,8 +78,8 @@ import Testing
         #expect(s.audioExtraDelay == 0 && s.videoExtraDelay == 0)
     }
 
-    /// The first correction is whole; later ones (the network changed) move 80 ms a second at
-    /// most, and the side delayed switches when the other stream becomes the later one.
+    /// The first correction is whole (up to 120 ms); later ones (the network changed) move 80 ms
+    /// a second at most, and the side delayed switches when the other stream becomes the later one.
     @Test func laterCorrectionsAreStepsAndTheDelayedSideCanSwitch() {
         var s = clocks()
         for _ in 0..<3 { second(&s, audio: 150, video: 30) }
@@ -94,9 +94,54 @@ import Testing
 
     @Test func theDelayIsBoundedAndAResetForgetsIt() {
         var s = clocks()
-        for _ in 0..<3 { second(&s, audio: 5000, video: 30) }
+        for _ in 0..<15 { second(&s, audio: 5000, video: 30) }
         #expect(s.videoExtraDelay == UInt64(s.maxExtraDelay))
         s.reset()
         #expect(s.videoExtraDelay == 0 && s.offset == nil && !s.update())
+    }
+
+    /// A first correction longer than 120 ms would show as a freeze: the rest follows in steps.
+    @Test func theFirstCorrectionIsCapped() {
+        var s = clocks()
+        second(&s, audio: 400, video: 30)
+        #expect(s.videoExtraDelay == 120_000_000, "\(s.videoExtraDelay)")
+        second(&s, audio: 400, video: 30)
+        #expect(s.videoExtraDelay == 200_000_000, "\(s.videoExtraDelay)")
+    }
+
+    /// A sink still in its first long block: each frame written is heard at the same instant,
+    /// so the audio delay falls 20 ms per frame. Nothing is corrected from that second; once the
+    /// delay holds still, the offset is corrected.
+    @Test func aPathThatHasNotSettledIsNotCorrectedFor() {
+        var s = clocks()
+        for k in 0..<50 {
+            let t = UInt64(k * 20) * 1_000_000
+            s.audioPlayed(rtpTimestamp: UInt32(t / 1_000_000 * 48), at: 1_000_000_000 + 1_000_000_000)
+            s.videoRendered(rtpTimestamp: UInt32(t / 1_000_000 * 90), at: 1_000_000_000 + t + 30_000_000)
+        }
+        #expect(abs(s.offset!) > 50_000_000)
+        let changed = s.update()
+        #expect(!changed)
+        #expect(s.videoExtraDelay == 0 && s.audioExtraDelay == 0)
+        second(&s, audio: 130, video: 30)
+        #expect(abs(Double(s.videoExtraDelay) / 1e6 - 100) < 15, "\(s.videoExtraDelay)")
+    }
+
+    /// A path that never settles (a sink reporting a wildly varying latency) is still corrected,
+    /// after `maxUnsettledUpdates` seconds.
+    @Test func aPathThatNeverSettlesIsCorrectedLate() {
+        var s = clocks()
+        var corrected = 0
+        for n in 0..<8 {
+            for k in 0..<50 {
+                let t = UInt64(k * 20) * 1_000_000
+                let swing: UInt64 = k % 2 == 0 ? 0 : 100_000_000
+                s.audioPlayed(rtpTimestamp: UInt32(t / 1_000_000 * 48), at: 1_000_000_000 + t + 150_000_000 + swing + s.audioExtraDelay)
+                s.videoRendered(rtpTimestamp: UInt32(t / 1_000_000 * 90), at: 1_000_000_000 + t + 30_000_000 + s.videoExtraDelay)
+            }
+            if s.update() && corrected == 0 { corrected = n + 1 }
+        }
+        #expect(corrected == s.maxUnsettledUpdates + 1, "first corrected at update \(corrected)")
+        #expect(s.videoExtraDelay > 0)
     }
 }
