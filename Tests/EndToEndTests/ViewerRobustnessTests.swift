@@ -6,9 +6,8 @@ import X11TestSupport
 /// seen on screen: the "Must show" list of the viewer issue. Real processes and decoders; every
 /// wait is a poll with a deadline.
 ///
-/// The issue asks for 60 s of slides through 5 % loss; the whole suite has to stay far below the
-/// CI limit on a 2-core machine, so the lossy sessions here are 25 s (slides, 5 %) and 20 s
-/// (motion, 10 % for 15 s then clean). The bounds are the issue's.
+/// The issue's sessions: 60 s of slides through 5 % loss; motion through 10 % loss for 15 s then
+/// clean (20 s). The bounds are the issue's.
 @Suite(.serialized) struct ViewerRobustnessTests {
     // MARK: - Helpers
 
@@ -95,7 +94,7 @@ import X11TestSupport
     /// does) captured from a private Xvfb, through 5 % random loss and 40–60 ms of delay
     /// (uniform, so packets also reorder). NACK must repair nearly everything, and the
     /// picture must keep flowing: residual loss < 0.5 %, no freeze over 500 ms, freezes < 1 %
-    /// of the session. 25 s rather than the issue's 60 s (CI time; see the suite comment).
+    /// of the session, over the issue's 60 s.
     @Test func fivePercentLossWithDelayIsRepairedWithoutFreezes() throws {
         let dir = try makeTempDir()
         let (w, h) = (1280, 720)
@@ -105,12 +104,12 @@ import X11TestSupport
         let (viewerPort, proxyPort) = Self.ports()
         let sdp = "\(dir)/v.sdp"
         try writeSDP(port: viewerPort, fps: 15, to: sdp)
-        let viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--duration", "60", "--json"],
+        let viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--duration", "120", "--json"],
                                dir: dir, name: "viewer")
         try waitUntilBound(viewerPort)
         let proxy = try Self.proxy(dir, listen: proxyPort, to: viewerPort,
                                    ["--loss", "0.05", "--delay", "40", "--jitter", "20", "--seed", "11"])
-        let session = 25.0
+        let session = 60.0
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(proxyPort)", "--duration", "\(Int(session))",
             "--fps", "15", "--no-cursor", "--no-audio", "--json",
