@@ -61,17 +61,17 @@ public enum MixerSlot {
 /// and stops streams (sink-input subscription). When the server goes away it reports it and
 /// reconnects with backoff, driven by `supervise(now:)` from the audio thread.
 ///
-/// Uses a PulseAudio threaded mainloop: every callback runs on its thread with the mainloop
-/// lock held; the public methods take that lock. That lock guards all mutable state here.
+/// Uses a PulseAudio threaded mainloop (`PulseConnection`): every callback runs on its thread
+/// with the mainloop lock held; the public methods take that lock. That lock guards all mutable
+/// state here.
 public final class PulseCapture: @unchecked Sendable {
     public let config: AudioCaptureConfig
     private let mixer: SharedMixer
     private let onEvent: @Sendable (AudioCaptureEvent) -> Void
     private let logger: Logger
-    private let mainloop: OpaquePointer
+    private let pulse: PulseConnection
 
     // Guarded by the mainloop lock.
-    private var context: OpaquePointer?
     private var contextState = PA_CONTEXT_UNCONNECTED
     private var streams: [RecordStream] = []
     private var sinkMonitors: [UInt32: UInt32] = [:]
@@ -94,27 +94,22 @@ public final class PulseCapture: @unchecked Sendable {
         self.mixer = mixer
         self.logger = logger
         self.onEvent = onEvent
-        guard let ml = pa_threaded_mainloop_new() else { throw AudioError("cannot create a PulseAudio mainloop") }
-        mainloop = ml
+        // "ss-pulse": the thread's name in top -H and /proc (bench/audio.sh).
+        pulse = try PulseConnection(applicationName: "screenshare", server: config.server, threadName: "ss-pulse")
         mixer.state.withLock { m in
             m.setGain(decibels: config.micGainDecibels, input: MixerSlot.mic)
             for s in MixerSlot.firstProgram..<MixerSlot.count { m.setGain(decibels: config.programGainDecibels, input: s) }
         }
-        pa_threaded_mainloop_set_name(ml, "ss-pulse")  // the thread's name in top -H and /proc (bench/audio.sh)
-        guard pa_threaded_mainloop_start(ml) >= 0 else {
-            pa_threaded_mainloop_free(ml)
-            throw AudioError("cannot start the PulseAudio mainloop thread")
-        }
-        lock()
+        pulse.lock()
         do {
             try connectAndWait(timeoutSeconds: 5)
             let inventory = try fetchInventory(timeoutSeconds: 5)
             initialInventory = inventory
             try check(against: inventory)
             setUpStreams()
-            unlock()
+            pulse.unlock()
         } catch {
-            unlock()
+            pulse.unlock()
             stop()
             throw error
         }
@@ -124,22 +119,20 @@ public final class PulseCapture: @unchecked Sendable {
         stop()
     }
 
-    /// Stops capturing and closes the connection. Idempotent.
+    /// Stops capturing and closes the connection; the mainloop thread is gone when it returns. Idempotent.
     public func stop() {
         guard !released.exchange(true, ordering: .sequentiallyConsistent) else { return }
-        lock()
-        stopped = true
-        teardownContext()
-        unlock()
-        pa_threaded_mainloop_stop(mainloop)
-        pa_threaded_mainloop_free(mainloop)
+        pulse.close {
+            stopped = true
+            teardownContext()
+        }
     }
 
     /// Reconnects after the server went away, with backoff (0.25 s, 0.5 s, then every 1 s).
     /// Non-blocking: called from the audio thread on each tick.
     public func supervise(now: UInt64) {
-        lock()
-        defer { unlock() }
+        pulse.lock()
+        defer { pulse.unlock() }
         guard !stopped, lost, now >= nextAttemptNanos else { return }
         attempt += 1
         let delay = min(250 << min(attempt - 1, 2), 1000)
@@ -147,24 +140,7 @@ public final class PulseCapture: @unchecked Sendable {
         onEvent(.reconnecting(attempt: attempt, delayMillis: delay))
         teardownContext()
         lost = false  // set again by the state callback if this attempt fails
-        if !startConnect() { lost = true }
-    }
-
-    // MARK: - Locking
-
-    private func lock() { pa_threaded_mainloop_lock(mainloop) }
-    private func unlock() { pa_threaded_mainloop_unlock(mainloop) }
-
-    /// Waits with the lock held (released while sleeping) until `done` or the deadline.
-    private func wait(seconds: Double, until done: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !done() {
-            if Date() >= deadline { return false }
-            unlock()
-            usleep(2_000)
-            lock()
-        }
-        return true
+        if !pulse.startConnect(configure: watch) { lost = true }
     }
 
     // MARK: - Connection
@@ -172,16 +148,14 @@ public final class PulseCapture: @unchecked Sendable {
     private var unmanagedSelf: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
     private static func from(_ p: UnsafeMutableRawPointer?) -> PulseCapture { Unmanaged<PulseCapture>.fromOpaque(p!).takeUnretainedValue() }
 
-    private var serverDescription: String { config.server ?? ProcessInfo.processInfo.environment["PULSE_SERVER"] ?? "the default PulseAudio server" }
+    private func connectAndWait(timeoutSeconds: Double) throws {
+        try pulse.connect(timeoutSeconds: timeoutSeconds, configure: watch)
+        lost = false
+    }
 
-    /// Creates a context and starts connecting (lock held). False if it failed at once.
-    private func startConnect() -> Bool {
-        let api = pa_threaded_mainloop_get_api(mainloop)
-        let props = pa_proplist_new()
-        pa_proplist_sets(props, cpulse_prop_application_name(), "screenshare")
-        defer { pa_proplist_free(props) }
-        guard let ctx = pa_context_new_with_proplist(api, "screenshare", props) else { return false }
-        context = ctx
+    /// Sets up a new context (lock held): follows its state (`contextStateChanged`) and, once
+    /// subscribed to, its sinks and sink inputs (`reconcile`).
+    private func watch(_ ctx: OpaquePointer) {
         contextState = PA_CONTEXT_UNCONNECTED
         pa_context_set_state_callback(ctx, { c, ud in
             PulseCapture.from(ud).contextStateChanged(pa_context_get_state(c))
@@ -192,23 +166,6 @@ public final class PulseCapture: @unchecked Sendable {
                 PulseCapture.from(ud).reconcile()
             }
         }, unmanagedSelf)
-        return pa_context_connect(ctx, config.server, PA_CONTEXT_NOAUTOSPAWN, nil) >= 0
-    }
-
-    private func connectAndWait(timeoutSeconds: Double) throws {
-        guard startConnect() else { throw AudioError("cannot connect to \(serverDescription): \(lastError())") }
-        let ok = wait(seconds: timeoutSeconds) {
-            contextState == PA_CONTEXT_READY || contextState == PA_CONTEXT_FAILED || contextState == PA_CONTEXT_TERMINATED
-        }
-        guard ok, contextState == PA_CONTEXT_READY else {
-            throw AudioError("cannot connect to \(serverDescription): \(ok ? lastError() : "timed out")")
-        }
-        lost = false
-    }
-
-    private func lastError() -> String {
-        guard let context else { return "no context" }
-        return String(cString: pa_strerror(pa_context_errno(context)))
     }
 
     private func contextStateChanged(_ state: pa_context_state_t) {
@@ -217,7 +174,7 @@ public final class PulseCapture: @unchecked Sendable {
         switch state {
         case PA_CONTEXT_READY:
             if attempt > 0 {
-                logger.info("PulseAudio: reconnected to \(serverDescription)")
+                logger.info("PulseAudio: reconnected to \(pulse.serverDescription)")
                 attempt = 0
                 setUpStreams()
                 onEvent(.resumed)
@@ -226,7 +183,7 @@ public final class PulseCapture: @unchecked Sendable {
             guard !stopped else { return }
             if wasReady {
                 // The server went away: forget its streams (the mixer sends silence) and retry.
-                let reason = lastError()
+                let reason = pulse.lastError
                 dropAllStreams()
                 onEvent(.sourceLost(reason: "PulseAudio connection lost: \(reason)"))
                 attempt = 0
@@ -240,13 +197,7 @@ public final class PulseCapture: @unchecked Sendable {
 
     private func teardownContext() {
         dropAllStreams()
-        if let ctx = context {
-            pa_context_set_state_callback(ctx, nil, nil)
-            pa_context_set_subscribe_callback(ctx, nil, nil)
-            pa_context_disconnect(ctx)
-            pa_context_unref(ctx)
-        }
-        context = nil
+        pulse.disconnect()
         contextState = PA_CONTEXT_UNCONNECTED
     }
 
@@ -264,7 +215,7 @@ public final class PulseCapture: @unchecked Sendable {
     // MARK: - Streams
 
     private func setUpStreams() {
-        guard let ctx = context else { return }
+        guard let ctx = pulse.context else { return }
         if case .some(let source) = config.mic {
             openStream(slot: MixerSlot.mic, device: source, monitorOf: nil, what: "microphone \(source ?? "(default source)")")
         }
@@ -299,12 +250,12 @@ public final class PulseCapture: @unchecked Sendable {
     /// Opens a record stream into a mixer slot: 48 kHz stereo float (PulseAudio resamples and
     /// remixes), 10 ms fragments.
     private func openStream(slot: Int, device: String?, monitorOf sinkInput: UInt32?, what: String) {
-        guard let ctx = context else { return }
+        guard let ctx = pulse.context else { return }
         var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(AudioMixer.sampleRate), channels: 2)
         var map = pa_channel_map()
         pa_channel_map_init_stereo(&map)
         guard let s = pa_stream_new(ctx, "screenshare: \(what)", &spec, &map) else {
-            onEvent(.streamFailed(what: what, reason: lastError()))
+            onEvent(.streamFailed(what: what, reason: pulse.lastError))
             return
         }
         let record = RecordStream(stream: s, slot: slot, sinkInput: sinkInput, device: device, what: what, owner: self)
@@ -331,14 +282,14 @@ public final class PulseCapture: @unchecked Sendable {
         var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max,
                                   fragsize: UInt32(AudioMixer.sampleRate / 100) * frameBytes)
         if pa_stream_connect_record(s, device, &attr, pa_stream_flags_t(rawValue: flags)) < 0 {
-            onEvent(.streamFailed(what: what, reason: lastError()))
+            onEvent(.streamFailed(what: what, reason: pulse.lastError))
             close(record)
         }
     }
 
     fileprivate func streamEnded(_ record: RecordStream) {
         guard streams.contains(where: { $0 === record }) else { return }
-        let reason = lastError()
+        let reason = pulse.lastError
         close(record)
         if let index = record.sinkInput {
             onEvent(.appDetached(index: index))
@@ -374,7 +325,7 @@ public final class PulseCapture: @unchecked Sendable {
     /// Lists sinks (for their monitors) and sink inputs, then taps every sink input of the
     /// application that is not tapped yet. Re-entrant requests coalesce.
     private func reconcile() {
-        guard case .application = config.program, let ctx = context, contextState == PA_CONTEXT_READY else { return }
+        guard case .application = config.program, let ctx = pulse.context, contextState == PA_CONTEXT_READY else { return }
         if reconciling { reconcileAgain = true; return }
         reconciling = true
         reconcileAgain = false
@@ -389,7 +340,7 @@ public final class PulseCapture: @unchecked Sendable {
     }
 
     private func listSinkInputs() {
-        guard let ctx = context else { reconciling = false; return }
+        guard let ctx = pulse.context else { reconciling = false; return }
         let op = pa_context_get_sink_input_info_list(ctx, { _, info, eol, ud in
             let me = PulseCapture.from(ud)
             if let info { me.scanApps.append(AudioApplication(info.pointee)) }
@@ -418,8 +369,8 @@ public final class PulseCapture: @unchecked Sendable {
 
     /// Lists applications, sources and sinks (lock held, connected).
     private func fetchInventory(timeoutSeconds: Double) throws -> AudioInventory {
-        guard let ctx = context else { throw AudioError("not connected") }
-        let box = InventoryBox(server: serverDescription)
+        guard let ctx = pulse.context else { throw AudioError("not connected") }
+        let box = InventoryBox(server: pulse.serverDescription)
         let ud = Unmanaged.passUnretained(box).toOpaque()
         var ops: [OpaquePointer?] = []
         ops.append(pa_context_get_server_info(ctx, { _, info, ud in
@@ -453,8 +404,8 @@ public final class PulseCapture: @unchecked Sendable {
             if eol != 0 { b.done += 1 }
         }, ud))
         defer { for op in ops { if let op { pa_operation_unref(op) } } }
-        guard !ops.contains(where: { $0 == nil }) else { throw AudioError("PulseAudio query failed: \(lastError())") }
-        guard wait(seconds: timeoutSeconds, until: { box.done == 4 || contextState != PA_CONTEXT_READY }), box.done == 4 else {
+        guard !ops.contains(where: { $0 == nil }) else { throw AudioError("PulseAudio query failed: \(pulse.lastError)") }
+        guard pulse.wait(seconds: timeoutSeconds, until: { box.done == 4 || contextState != PA_CONTEXT_READY }), box.done == 4 else {
             throw AudioError("PulseAudio did not answer a query within \(timeoutSeconds) s")
         }
         var inv = box.value
@@ -471,8 +422,8 @@ public final class PulseCapture: @unchecked Sendable {
         config.server = server
         let capture = try PulseCapture(config: config, mixer: SharedMixer(AudioMixer(inputs: MixerSlot.count)), logger: logger) { _ in }
         defer { capture.stop() }
-        capture.lock()
-        defer { capture.unlock() }
+        capture.pulse.lock()
+        defer { capture.pulse.unlock() }
         guard let inventory = capture.initialInventory else { throw AudioError("PulseAudio query failed") }
         return inventory
     }

@@ -10,18 +10,18 @@ import Synchronization
 /// soon, and reports the whole delay to the speaker (`latencyNanos`: its buffer plus the sink's
 /// own latency) so the caller can line the sound up with the pictures.
 ///
-/// Uses a threaded mainloop; `write` takes its lock. `stop()` (or deinit) must run before the
-/// process exits: a mainloop thread still running during `exit` was seen to crash it. When the server goes away
-/// the stream fails and `write` returns false (the caller stops playing; no reconnect).
+/// Uses a threaded mainloop (`PulseConnection`); `write` takes its lock. `stop()` (or deinit)
+/// must run before the process exits: a mainloop thread still running during `exit` was seen to
+/// crash it. When the server goes away the stream fails and `write` returns false (the caller
+/// stops playing; no reconnect).
 public final class PulsePlayback: @unchecked Sendable {
     public static let sampleRate = 48_000
     public static let channels = 2
 
     /// The sink played to (its name), as PulseAudio reports it once connected.
     public private(set) var sinkName = ""
-    private let mainloop: OpaquePointer
+    private let pulse: PulseConnection
     // Guarded by the mainloop lock.
-    private var context: OpaquePointer?
     private var stream: OpaquePointer?
     private let released = Atomic<Bool>(false)
     private var floorNanos: UInt64 = .max
@@ -41,20 +41,14 @@ public final class PulsePlayback: @unchecked Sendable {
     /// - Throws: `AudioError` naming the server or the sink when either cannot be used.
     public init(sink: String?, server: String? = nil, streamName: String = "screenshare watch",
                 targetLatencyMillis: Int = 80) throws {
-        guard let ml = pa_threaded_mainloop_new() else { throw AudioError("cannot create a PulseAudio mainloop") }
-        mainloop = ml
-        guard pa_threaded_mainloop_start(ml) >= 0 else {
-            pa_threaded_mainloop_free(ml)
-            throw AudioError("cannot start the PulseAudio mainloop thread")
-        }
-        let where_ = server ?? ProcessInfo.processInfo.environment["PULSE_SERVER"] ?? "the default PulseAudio server"
-        lock()
+        pulse = try PulseConnection(applicationName: "screenshare watch", server: server)
+        pulse.lock()
         do {
-            try connect(server: server, description: where_)
+            try pulse.connect(timeoutSeconds: 5)
             try openStream(sink: sink, name: streamName, latencyMillis: targetLatencyMillis)
-            unlock()
+            pulse.unlock()
         } catch {
-            unlock()
+            pulse.unlock()
             stop()
             throw error
         }
@@ -62,72 +56,24 @@ public final class PulsePlayback: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// Closes the stream and the connection. Idempotent.
+    /// Closes the stream and the connection; the mainloop thread is gone when it returns. Idempotent.
     public func stop() {
         guard !released.exchange(true, ordering: .sequentiallyConsistent) else { return }
-        lock()
-        if let s = stream {
-            pa_stream_disconnect(s)
-            pa_stream_unref(s)
-        }
-        stream = nil
-        if let c = context {
-            pa_context_disconnect(c)
-            pa_context_unref(c)
-        }
-        context = nil
-        unlock()
-        pa_threaded_mainloop_stop(mainloop)
-        pa_threaded_mainloop_free(mainloop)
-    }
-
-    private func lock() { pa_threaded_mainloop_lock(mainloop) }
-    private func unlock() { pa_threaded_mainloop_unlock(mainloop) }
-
-    /// Waits with the lock held (released while sleeping) until `done` or the deadline.
-    private func wait(seconds: Double, until done: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !done() {
-            if Date() >= deadline { return false }
-            unlock()
-            usleep(2_000)
-            lock()
-        }
-        return true
-    }
-
-    private func contextError() -> String {
-        guard let context else { return "no context" }
-        return String(cString: pa_strerror(pa_context_errno(context)))
-    }
-
-    private func connect(server: String?, description: String) throws {
-        let api = pa_threaded_mainloop_get_api(mainloop)
-        let props = pa_proplist_new()
-        pa_proplist_sets(props, cpulse_prop_application_name(), "screenshare watch")
-        defer { pa_proplist_free(props) }
-        guard let ctx = pa_context_new_with_proplist(api, "screenshare watch", props) else {
-            throw AudioError("cannot create a PulseAudio context")
-        }
-        context = ctx
-        guard pa_context_connect(ctx, server, PA_CONTEXT_NOAUTOSPAWN, nil) >= 0 else {
-            throw AudioError("cannot connect to \(description): \(contextError())")
-        }
-        let ok = wait(seconds: 5) {
-            let s = pa_context_get_state(ctx)
-            return s == PA_CONTEXT_READY || s == PA_CONTEXT_FAILED || s == PA_CONTEXT_TERMINATED
-        }
-        guard ok, pa_context_get_state(ctx) == PA_CONTEXT_READY else {
-            throw AudioError("cannot connect to \(description): \(ok ? contextError() : "timed out")")
+        pulse.close {
+            if let s = stream {
+                pa_stream_disconnect(s)
+                pa_stream_unref(s)
+            }
+            stream = nil
         }
     }
 
     private func openStream(sink: String?, name: String, latencyMillis: Int) throws {
-        guard let ctx = context else { throw AudioError("not connected") }
+        guard let ctx = pulse.context else { throw AudioError("not connected") }
         var spec = pa_sample_spec(format: PA_SAMPLE_FLOAT32LE, rate: UInt32(Self.sampleRate), channels: UInt8(Self.channels))
         var map = pa_channel_map()
         pa_channel_map_init_stereo(&map)
-        guard let s = pa_stream_new(ctx, name, &spec, &map) else { throw AudioError("cannot create a playback stream: \(contextError())") }
+        guard let s = pa_stream_new(ctx, name, &spec, &map) else { throw AudioError("cannot create a playback stream: \(pulse.lastError)") }
         stream = s
         let bytesPerMilli = UInt32(Self.sampleRate / 1000 * Self.channels * MemoryLayout<Float>.size)
         // Start playing once two 20 ms frames are in: frames are written as they fall due, so
@@ -139,7 +85,7 @@ public final class PulsePlayback: @unchecked Sendable {
         guard pa_stream_connect_playback(s, sink, &attr, pa_stream_flags_t(rawValue: flags), nil, nil) >= 0 else {
             throw AudioError(sinkMessage(sink))
         }
-        let ok = wait(seconds: 5) {
+        let ok = pulse.wait(seconds: 5) {
             let st = pa_stream_get_state(s)
             return st == PA_STREAM_READY || st == PA_STREAM_FAILED || st == PA_STREAM_TERMINATED
         }
@@ -150,7 +96,7 @@ public final class PulsePlayback: @unchecked Sendable {
     }
 
     private func sinkMessage(_ sink: String?) -> String {
-        let reason = contextError()
+        let reason = pulse.lastError
         if let sink { return "--audio-sink '\(sink)': cannot play to it: \(reason) (see `pactl list short sinks`)" }
         return "cannot play to the default sink: \(reason)"
     }
@@ -158,8 +104,8 @@ public final class PulsePlayback: @unchecked Sendable {
     /// Whether the stream still plays (false after the server went away).
     public var isPlaying: Bool {
         guard !released.load(ordering: .sequentiallyConsistent) else { return false }
-        lock()
-        defer { unlock() }
+        pulse.lock()
+        defer { pulse.unlock() }
         return stream.map { pa_stream_get_state($0) == PA_STREAM_READY } ?? false
     }
 
@@ -169,8 +115,8 @@ public final class PulsePlayback: @unchecked Sendable {
     public func write(_ pcm: UnsafeBufferPointer<Float>) -> Bool {
         guard let base = pcm.baseAddress, pcm.count > 0 else { return true }
         guard !released.load(ordering: .sequentiallyConsistent) else { return false }
-        lock()
-        defer { unlock() }
+        pulse.lock()
+        defer { pulse.unlock() }
         guard let s = stream, pa_stream_get_state(s) == PA_STREAM_READY else { return false }
         var usec: pa_usec_t = 0
         var negative: Int32 = 0

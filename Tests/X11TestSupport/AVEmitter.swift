@@ -87,7 +87,6 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
     private let flashDone = DispatchSemaphore(value: 0)
     private var pulse: PulseProbeConnection?
     private var stream: OpaquePointer?
-    private var timer: OpaquePointer?
     /// Frames written so far (mainloop lock).
     private var written = 0
     /// Where each event of a cycle of `intervals` starts, frames; the last entry is the cycle's length.
@@ -161,9 +160,7 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
                 throw TestFailure("AVEmitter: cannot play to \(config.sink ?? "the default sink"): \(pulse.lastError)")
             }
             try pulse.waitReady(s, what: "playback to \(config.sink ?? "the default sink")")
-            timer = pa_context_rttime_new(pulse.context, pa_rtclock_now() + 20_000, { api, e, _, ud in
-                Unmanaged<AVEmitter>.fromOpaque(ud!).takeUnretainedValue().tick(e!)
-            }, me)
+            pulse.startTimingSnapshots(of: s) { [weak self] in self?.snapshot($0) }
         }
         running.store(true, ordering: .relaxed)
         let t = Thread { [self] in flashLoop(); flashDone.signal() }
@@ -177,7 +174,7 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
         if running.exchange(false, ordering: .relaxed) { flashDone.wait() }
         if let pulse {
             pulse.withLock {
-                if let timer { pulse.mainloopAPI.pointee.time_free?(timer) }
+                pulse.stopTimingSnapshots()
                 if let stream {
                     pa_stream_set_write_callback(stream, nil, nil)
                     pa_stream_set_underflow_callback(stream, nil, nil)
@@ -185,7 +182,6 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
                     pa_stream_unref(stream)
                 }
             }
-            timer = nil
             stream = nil
             pulse.close()
             self.pulse = nil
@@ -239,18 +235,7 @@ public final class AVEmitter: @unchecked Sendable {  // X: the flash thread only
         }
     }
 
-    /// Every 20 ms: asks for a timing snapshot.
-    private func tick(_ e: OpaquePointer) {
-        guard let pulse else { return }
-        pa_context_rttime_restart(pulse.context, e, pa_rtclock_now() + 20_000)
-        guard let stream, pa_stream_get_state(stream) == PA_STREAM_READY else { return }
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        if let op = pa_stream_update_timing_info(stream, { s, ok, ud in
-            guard ok != 0, let s, let info = pa_stream_get_timing_info(s)?.pointee else { return }
-            Unmanaged<AVEmitter>.fromOpaque(ud!).takeUnretainedValue().snapshot(info)
-        }, me) { pa_operation_unref(op) }
-    }
-
+    /// Each timing snapshot (every 20 ms, `PulseProbeConnection.startTimingSnapshots`).
     private func snapshot(_ info: pa_timing_info) {
         guard info.read_index_corrupt == 0, info.playing != 0 else { return }
         // The sink plays read_index sink_usec after the snapshot (sink_usec: what the sink and the
@@ -335,8 +320,4 @@ struct PlaybackClock {
 
     /// Nanoseconds (CLOCK_MONOTONIC) when frame 0 is played; nil until 3 snapshots came.
     var origin: Int64? { recent.count >= 3 ? median(recent) : nil }
-}
-
-extension PulseProbeConnection {
-    var mainloopAPI: UnsafeMutablePointer<pa_mainloop_api> { pa_threaded_mainloop_get_api(mainloop) }
 }

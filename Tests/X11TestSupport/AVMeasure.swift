@@ -79,7 +79,6 @@ public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only;
     private let pollDone = DispatchSemaphore(value: 0)
     private var pulse: PulseProbeConnection?
     private var stream: OpaquePointer?
-    private var timer: OpaquePointer?
     // Mainloop thread only (lock held).
     private var frames = 0
     private var quiet = 0
@@ -135,9 +134,7 @@ public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only;
                 throw TestFailure("AVMeasure: cannot record \(config.source): \(pulse.lastError)")
             }
             try pulse.waitReady(s, what: "recording from \(config.source)")
-            timer = pa_context_rttime_new(pulse.context, pa_rtclock_now() + 20_000, { _, e, _, ud in
-                Unmanaged<AVMeasure>.fromOpaque(ud!).takeUnretainedValue().tick(e!)
-            }, me)
+            pulse.startTimingSnapshots(of: s) { [weak self] in self?.snapshot($0) }
         }
         running.store(true, ordering: .relaxed)
         let t = Thread { [self] in pollLoop(); pollDone.signal() }
@@ -151,14 +148,13 @@ public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only;
         if running.exchange(false, ordering: .relaxed) { pollDone.wait() }
         if let pulse {
             pulse.withLock {
-                if let timer { pulse.mainloopAPI.pointee.time_free?(timer) }
+                pulse.stopTimingSnapshots()
                 if let stream {
                     pa_stream_set_read_callback(stream, nil, nil)
                     pa_stream_disconnect(stream)
                     pa_stream_unref(stream)
                 }
             }
-            timer = nil
             stream = nil
             pulse.close()
             self.pulse = nil
@@ -314,18 +310,7 @@ public final class AVMeasure: @unchecked Sendable {  // X: the poll thread only;
         }
     }
 
-    /// Every 20 ms: a timing snapshot.
-    private func tick(_ e: OpaquePointer) {
-        guard let pulse else { return }
-        pa_context_rttime_restart(pulse.context, e, pa_rtclock_now() + 20_000)
-        guard let stream, pa_stream_get_state(stream) == PA_STREAM_READY else { return }
-        let me = Unmanaged.passUnretained(self).toOpaque()
-        if let op = pa_stream_update_timing_info(stream, { s, ok, ud in
-            guard ok != 0, let s, let info = pa_stream_get_timing_info(s)?.pointee else { return }
-            Unmanaged<AVMeasure>.fromOpaque(ud!).takeUnretainedValue().snapshot(info)
-        }, me) { pa_operation_unref(op) }
-    }
-
+    /// Each timing snapshot (every 20 ms, `PulseProbeConnection.startTimingSnapshots`).
     private func snapshot(_ info: pa_timing_info) {
         guard info.write_index_corrupt == 0, info.playing != 0 else { return }
         let at = monotonicNanos(fromWallClock: info.timestamp)

@@ -34,7 +34,8 @@ func median<T: BinaryInteger>(_ values: [T]) -> T? {
     return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
 
-/// One PulseAudio connection for the A/V probe: a threaded mainloop and a connected context.
+/// One PulseAudio connection for the A/V probe: a threaded mainloop and a connected context, and
+/// (`startTimingSnapshots`) the timing snapshots of a stream that both ends of the probe aim by.
 ///
 /// Every callback runs on the mainloop's thread with its lock held; other threads take that
 /// lock (`withLock`) before touching the context or a stream. That lock is what makes the
@@ -43,6 +44,10 @@ final class PulseProbeConnection: @unchecked Sendable {
     let mainloop: OpaquePointer
     let context: OpaquePointer
     private let closed = Atomic<Bool>(false)
+    // Timing snapshots (lock held): the timer, the stream asked about, where each snapshot goes.
+    private var snapshotTimer: OpaquePointer?
+    private var snapshotStream: OpaquePointer?
+    private var onSnapshot: ((pa_timing_info) -> Void)?
 
     /// Connects (bounded: 5 s) to `server` (nil: $PULSE_SERVER or the default).
     /// - Parameter name: the client's `application.name`.
@@ -86,6 +91,7 @@ final class PulseProbeConnection: @unchecked Sendable {
     func close() {
         guard !closed.exchange(true, ordering: .sequentiallyConsistent) else { return }
         pa_threaded_mainloop_lock(mainloop)
+        stopTimingSnapshots()
         pa_context_disconnect(context)
         pa_context_unref(context)
         pa_threaded_mainloop_unlock(mainloop)
@@ -122,5 +128,35 @@ final class PulseProbeConnection: @unchecked Sendable {
             return state == PA_STREAM_READY || state == PA_STREAM_FAILED || state == PA_STREAM_TERMINATED
         }
         guard state == PA_STREAM_READY else { throw TestFailure("PulseAudio \(what) did not start: \(lastError)") }
+    }
+
+    /// With the lock held: from now on, every 20 ms, asks PulseAudio for a timing snapshot of
+    /// `stream` and hands each one that comes to `onSnapshot` (on the mainloop thread, lock held).
+    /// One stream at a time, until `stopTimingSnapshots()` (or `close()`).
+    func startTimingSnapshots(of stream: OpaquePointer, _ onSnapshot: @escaping (pa_timing_info) -> Void) {
+        stopTimingSnapshots()
+        snapshotStream = stream
+        self.onSnapshot = onSnapshot
+        snapshotTimer = pa_context_rttime_new(context, pa_rtclock_now() + 20_000, { _, e, _, ud in
+            Unmanaged<PulseProbeConnection>.fromOpaque(ud!).takeUnretainedValue().tick(e!)
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// With the lock held: stops the timing snapshots (idempotent). Before their stream is disconnected.
+    func stopTimingSnapshots() {
+        if let snapshotTimer { pa_threaded_mainloop_get_api(mainloop).pointee.time_free?(snapshotTimer) }
+        snapshotTimer = nil
+        snapshotStream = nil
+        onSnapshot = nil
+    }
+
+    /// Every 20 ms: asks for a timing snapshot (while the stream is ready).
+    private func tick(_ e: OpaquePointer) {
+        pa_context_rttime_restart(context, e, pa_rtclock_now() + 20_000)
+        guard let stream = snapshotStream, pa_stream_get_state(stream) == PA_STREAM_READY else { return }
+        if let op = pa_stream_update_timing_info(stream, { s, ok, ud in
+            guard ok != 0, let s, let info = pa_stream_get_timing_info(s)?.pointee else { return }
+            Unmanaged<PulseProbeConnection>.fromOpaque(ud!).takeUnretainedValue().onSnapshot?(info)
+        }, Unmanaged.passUnretained(self).toOpaque()) { pa_operation_unref(op) }
     }
 }
