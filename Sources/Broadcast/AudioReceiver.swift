@@ -8,8 +8,8 @@ import RTPSession
 /// The viewer's audio: Opus RTP (RFC 7587) in, decoded 20 ms frames out to PulseAudio.
 ///
 /// Driven from the viewer's single thread: `handle` stores each packet in a small ring keyed
-/// by sequence number (a fixed playout delay absorbs jitter and leaves time for the next packet
-/// to arrive), `poll` plays out what is due — decoding the packet, or for a lost one the
+/// by sequence number (an adaptive playout delay, ``AudioPlayoutDelay``, absorbs the network's
+/// jitter: ~20 ms on a LAN, more on a jittery path), `poll` plays out what is due — decoding the packet, or for a lost one the
 /// in-band FEC copy carried by the packet after it, or libopus's concealment (PLC) when that
 /// is missing too. Silence the sender did not send (DTX, a pause) is played as silence. No
 /// allocation per packet: the ring and the PCM buffer are allocated once.
@@ -35,8 +35,11 @@ final class AudioReceiver {
     private static let slots = 64
     private static let maxPacket = 1500
     private static let frameTicks: UInt32 = 960  // 20 ms at 48 kHz
-    /// Playout delay after the first packet's arrival.
-    static let delayNanos: UInt64 = 60_000_000
+    /// The playout delay's estimator, and when it was last shortened.
+    private var delay = AudioPlayoutDelay()
+    private var lastShrink: UInt64 = 0
+    /// Whether the last frame played was silence (a shorter delay is applied there unheard).
+    private var lastSilent = false
     private var stored = [Bool](repeating: false, count: slots)
     private var seqs = [UInt16](repeating: 0, count: slots)
     private var stamps = [UInt32](repeating: 0, count: slots)
@@ -52,10 +55,10 @@ final class AudioReceiver {
     private var nextTicks: Int64 = 0
     private var baseTicks: Int64 = 0
     private var baseNanos: UInt64 = 0
-    private var started = false
+    private(set) var started = false
     private var gapFrames = 0
     private var unwrapper = TimestampUnwrapper()
-    /// Lip sync: how much later than `delayNanos` the audio plays (see ``extraDelay``), and
+    /// Lip sync: how much later than the playout delay the audio plays (see ``extraDelay``), and
     /// audio still to be skipped after that delay was shortened.
     private var extra: UInt64 = 0
     private var skipNanos: UInt64 = 0
@@ -123,6 +126,37 @@ final class AudioReceiver {
         lastSenderReport = nil
         lastHeard = nil
         skipNanos = 0
+        delay.reset()
+    }
+
+    private static func mediaNanos(_ ticks: Int64) -> Int64 { ticks * 1_000_000 / 48 }
+
+    /// The jitter delay played now (ns): how long after the fastest recent packet's arrival its
+    /// audio is played, less the lip-sync delay.
+    var playoutDelayNanos: UInt64? {
+        guard started, let fastest = delay.minTransit else { return nil }
+        let d = Int64(bitPattern: baseNanos) - Self.mediaNanos(baseTicks) - fastest - Int64(extra)
+        return UInt64(max(d, 0))
+    }
+
+    /// The jitter delay the estimator asks for (ns).
+    var targetDelayNanos: UInt64 { UInt64(delay.targetDelay) }
+
+    /// Moves the playout toward the estimator's target. Longer at once (a short gap now rather
+    /// than packets arriving after their turn); shorter by skipping, in silence when there is
+    /// some, else at most 20 ms every 2 s.
+    private func adjustDelay(now: UInt64) {
+        guard let fastest = delay.minTransit else { return }
+        let wanted = Self.mediaNanos(baseTicks) + fastest + delay.targetDelay + Int64(extra)
+        let diff = wanted - Int64(bitPattern: baseNanos)
+        if diff > 5_000_000 {
+            baseNanos += UInt64(diff)
+        } else if diff < -10_000_000, lastSilent || now &- lastShrink > 2_000_000_000 {
+            let d = UInt64(min(-diff, lastSilent ? 200_000_000 : 20_000_000))
+            baseNanos = baseNanos >= d ? baseNanos - d : 0
+            skipNanos += d
+            lastShrink = now
+        }
     }
 
     /// Takes one audio RTP packet that arrived at `now`.
@@ -131,12 +165,13 @@ final class AudioReceiver {
         counters.packets += 1
         receive?.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: payload.count)
         let ticks = unwrapper.unwrap(header.timestamp)
+        delay.onPacket(mediaNanos: Self.mediaNanos(ticks), arrival: now)
         if !started {
             started = true
             nextSeq = header.sequenceNumber
             nextTicks = ticks
             baseTicks = ticks
-            baseNanos = now + Self.delayNanos + extra
+            baseNanos = now + UInt64(delay.targetDelay) + extra
         } else if Int16(bitPattern: header.sequenceNumber &- nextSeq) < 0 {
             counters.late += 1  // its turn has passed (played as FEC or PLC)
             return
@@ -190,6 +225,7 @@ final class AudioReceiver {
     func poll(now: UInt64) {
         guard started else { return }
         var budget = 50  // at most 1 s per call (after a stall, skip rather than burst)
+        adjustDelay(now: now)
         while budget > 0, playTime(nextTicks) <= now {
             budget -= 1
             var n = 0
@@ -201,6 +237,7 @@ final class AudioReceiver {
                     pcm.update(repeating: 0)
                     counters.silenceFrames += 1
                     nextTicks += Int64(Self.frameTicks)
+                    lastSilent = true
                     play(960, ticks: ticks, now: now)
                     continue
                 }
@@ -229,13 +266,14 @@ final class AudioReceiver {
                 counters.silenceFrames += 1
                 gapFrames += 1
             }
+            lastSilent = gapFrames > 2
             nextTicks += Int64(Self.frameTicks)
             play(n, ticks: ticks, now: now)
         }
         if budget == 0 {
             // Far behind (the machine stalled): start again from what comes next.
             baseTicks = nextTicks
-            baseNanos = now + Self.delayNanos + extra
+            baseNanos = now + UInt64(delay.targetDelay) + extra
         }
     }
 

@@ -659,6 +659,7 @@ public final class Viewer: @unchecked Sendable {
             "av_sync": .bool(config.avSync),
             "video_sync_delay_ms": ms(sync.videoExtraDelay), "audio_sync_delay_ms": ms(sync.audioExtraDelay),
             "audio_output_latency_ms": ms(a.outputLatencyNanos), "audio_output_flushes": .int(a.outputFlushes),
+            "audio_jitter_delay_ms": ms(a.playoutDelayNanos), "audio_target_delay_ms": ms(a.started ? a.targetDelayNanos : nil),
             "audio_packets": .int(c.packets), "audio_decoded": .int(c.decoded), "audio_fec_recovered": .int(c.fecRecovered),
             "audio_concealed": .int(c.concealed), "audio_late": .int(c.late), "audio_silence_frames": .int(c.silenceFrames),
             "audio_packets_lost": .int(Int(a.receive.map { $0.expected - $0.packetsReceived } ?? 0)),
