@@ -208,13 +208,15 @@ final class AudioReceiver {
         UnsafeRawBufferPointer(rebasing: bytes[(i * Self.maxPacket)..<(i * Self.maxPacket + lengths[i])])
     }
 
-    /// Whether a packet after `seq` is already here (so `seq` was lost, not silence).
-    private func hasLater(than seq: UInt16) -> Bool {
+    /// The nearest packet after `seq` already here (so `seq` was lost, not silence): how many
+    /// sequence numbers on, and its RTP time.
+    private func nextStored(after seq: UInt16) -> (distance: Int, ticks: Int64)? {
+        var best: (distance: Int, ticks: Int64)?
         for i in 0..<Self.slots where stored[i] {
-            let d = Int16(bitPattern: seqs[i] &- seq)
-            if d > 0 { return true }
+            let d = Int(Int16(bitPattern: seqs[i] &- seq))
+            if d > 0, d < best?.distance ?? .max { best = (d, unwrapper.extended(stamps[i])) }
         }
-        return false
+        return best
     }
 
     /// Plays every frame due at `now`.
@@ -246,7 +248,13 @@ final class AudioReceiver {
                 counters.decoded += 1
                 gapFrames = 0
                 nextSeq &+= 1
-            } else if hasLater(than: nextSeq) {
+            } else if let later = nextStored(after: nextSeq) {
+                if later.ticks - Int64(later.distance) * Int64(Self.frameTicks) < nextTicks {
+                    // Lost, and its turn was already played (concealed while nothing said it
+                    // was lost rather than silence): skip it, or the sound would slip 20 ms.
+                    nextSeq &+= 1
+                    continue
+                }
                 // Lost: its FEC copy rides in the next packet; else conceal.
                 if let j = slot(nextSeq &+ 1) {
                     n = (try? decoder.decodeFEC(from: packet(j), into: pcm)) ?? 0

@@ -37,14 +37,41 @@ import Testing
                               timestamp: UInt32(truncatingIfNeeded: 4_294_960_000 + UInt64(i) * 960), ssrc: 7)
             p.withUnsafeBytes { r.handle(header: h, payload: $0, now: now) }
         }
-        r.poll(now: now + 70 * Self.ms)  // the last one's turn (playout delay 60 ms), not the next
+        // Up to the last one's turn (whatever the adaptive playout delay is by now), not the next.
+        func played() -> Int { r.counters.decoded + r.counters.fecRecovered + r.counters.concealed }
+        while played() < packets.count, let due = r.nextWakeup { r.poll(now: max(due, now)) }
     }
 
     @Test func everyPacketIsDecodedInOrderAcrossTheWrap() throws {
         let r = try AudioReceiver(payloadType: 111, playback: nil, logger: Logger(label: "t"))
         feed(r, try Self.packets(100))
         #expect(r.counters.decoded == 100, "\(r.counters)")
-        #expect(r.counters.late == 0 && r.counters.concealed == 0 && r.counters.fecRecovered == 0)
+        #expect(r.counters.late == 0 && r.counters.concealed == 0 && r.counters.fecRecovered == 0, "\(r.counters)")
+        // Packets come like clockwork: the playout delay shrinks from its first 60 ms toward 20.
+        #expect(r.playoutDelayNanos! < 60 * Self.ms, "\(r.playoutDelayNanos!)")
+    }
+
+    /// Packets arriving 0–40 ms late at random: the playout delay grows to hold them, so after
+    /// the first second none is late and nothing is concealed.
+    @Test func jitterGrowsThePlayoutDelaySoNoPacketIsLate() throws {
+        let r = try AudioReceiver(payloadType: 111, playback: nil, logger: Logger(label: "t"))
+        let packets = try Self.packets(300)
+        var rng = SystemRandomNumberGenerator()
+        var arrivals = packets.indices.map { i in 1_000 * Self.ms + UInt64(i) * 20 * Self.ms + UInt64.random(in: 0...40, using: &rng) * Self.ms }
+        // The first second steady (the estimator warms up on it).
+        for i in 0..<50 { arrivals[i] = 1_000 * Self.ms + UInt64(i) * 20 * Self.ms }
+        let order = arrivals.indices.sorted { arrivals[$0] < arrivals[$1] }
+        var lateAfterWarmup = 0
+        for i in order {
+            let now = arrivals[i]
+            while let due = r.nextWakeup, due <= now { r.poll(now: due) }
+            let before = r.counters.late
+            let h = RTPHeader(payloadType: 111, sequenceNumber: UInt16(i), timestamp: UInt32(i * 960), ssrc: 3)
+            packets[i].withUnsafeBytes { r.handle(header: h, payload: $0, now: now) }
+            if i >= 100 { lateAfterWarmup += r.counters.late - before }
+        }
+        #expect(lateAfterWarmup <= 3, "\(r.counters)")
+        #expect(r.targetDelayNanos >= 40 * Self.ms, "\(r.targetDelayNanos)")
     }
 
     @Test func aLostPacketIsRecoveredFromTheNextOnesFEC() throws {

@@ -3,18 +3,6 @@ import Testing
 
 /// The audio jitter buffer's adaptive target (pure: arrivals passed in).
 @Suite struct AudioPlayoutDelayTests {
-    /// A seeded generator (SplitMix64), so a failure replays.
-    struct Seeded: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E9B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// Feeds `count` 20 ms packets from `start` (packet index) with `extra(i)` ns of delay each.
     func feed(_ d: inout AudioPlayoutDelay, from start: Int = 0, count: Int, extra: (Int) -> Int64) {
         for i in start..<(start + count) {
@@ -26,7 +14,7 @@ import Testing
     @Test func aSteadyPathNeedsOnlyTheMinimumAfterTheFirstSecond() {
         var d = AudioPlayoutDelay()
         #expect(d.targetDelay == 60_000_000)
-        var rng = Seeded(state: 1)
+        var rng = SplitMix64(seed: 1)
         feed(&d, count: 49) { _ in Int64.random(in: 0...1_000_000, using: &rng) }
         #expect(d.targetDelay == 60_000_000, "still warming up")
         feed(&d, from: 49, count: 500) { _ in Int64.random(in: 0...1_000_000, using: &rng) }
@@ -38,7 +26,7 @@ import Testing
     /// target is that bucket plus the 10 ms margin.
     @Test func jitterSetsTheTargetAtItsQuantile() {
         var d = AudioPlayoutDelay()
-        var rng = Seeded(state: 7)
+        var rng = SplitMix64(seed: 7)
         feed(&d, count: 1500) { _ in Int64.random(in: 0...40_000_000, using: &rng) }
         let t = d.targetDelay
         #expect(t >= 45_000_000 && t <= 55_000_000, "\(t)")
