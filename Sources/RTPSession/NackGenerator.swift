@@ -6,8 +6,10 @@
 /// was asked for, or too soon after to be the answer), holes wait for the observed reordering
 /// time instead, whatever arrived after them (``reorderWindow``, a decaying maximum up to
 /// ``Configuration/maxReorderWait``), as libwebrtc's NACK module waits by its reordering
-/// histogram: a burst of packets that all overtake one must not turn it into a NACK. It is asked for again at most once per max(RTT, ``Configuration/minRetryInterval``),
-/// at most ``Configuration/maxRetries`` times; holes older than ``Configuration/maxAge`` or
+/// histogram: a burst of packets that all overtake one must not turn it into a NACK. It is
+/// asked for again at most once per ``retryInterval(rtt:)`` (the RTT plus twice its measured
+/// variation, as TCP's RTO (RFC 6298) allows for it, at least ``Configuration/minRetryInterval``:
+/// a retry sent at exactly the RTT races its answer on a jittery path), at most ``Configuration/maxRetries`` times; holes older than ``Configuration/maxAge`` or
 /// ``Configuration/maxPacketAge`` packets, and the oldest beyond ``Configuration/maxListSize``,
 /// are given up: the caller then asks for a keyframe (PLI) and tells the frame assembler.
 /// Give-ups are always oldest first, so "given up through N" covers every older hole.
@@ -81,6 +83,14 @@ public struct NackGenerator: Sendable {
     /// without RTCP XR: a smoothed average of packets answered after their first request;
     /// nil before the first one. Pass it back as `rtt` so retries wait for the answer.
     public private(set) var measuredRTT: UInt64?
+    /// How much the NACK-to-answer time varies (ns): a smoothed mean deviation (RFC 6298's
+    /// RTTVAR), 0 before the first answer.
+    public private(set) var rttVariation: UInt64 = 0
+
+    /// How long to wait for a NACK's answer before asking again.
+    public func retryInterval(rtt: UInt64) -> UInt64 {
+        max(rtt &+ 2 * rttVariation, configuration.minRetryInterval)
+    }
 
     public init(configuration: Configuration = Configuration()) {
         precondition(configuration.maxListSize > 0 && configuration.maxPacketAge > 0)
@@ -158,7 +168,14 @@ public struct NackGenerator: Sendable {
         }
         if list[i].retries == 1, let sent = list[i].firstSentAt, now > sent {
             let sample = min(now - sent, 2_000_000_000)
-            measuredRTT = measuredRTT.map { $0 - $0 / 8 + sample / 8 } ?? sample
+            if let srtt = measuredRTT {
+                let error = sample > srtt ? sample - srtt : srtt - sample
+                rttVariation = rttVariation - rttVariation / 4 + error / 4
+                measuredRTT = srtt - srtt / 8 + sample / 8
+            } else {
+                measuredRTT = sample
+                rttVariation = sample / 2
+            }
         }
         list.remove(at: i)
         if asked { recovered += 1 }
@@ -209,7 +226,7 @@ public struct NackGenerator: Sendable {
     ///   - nacks: the caller's reusable array (not cleared here).
     public mutating func poll(now: UInt64, rtt: UInt64, into nacks: inout [UInt16]) {
         guard let top = newest else { return }
-        let interval = max(rtt, configuration.minRetryInterval)
+        let interval = retryInterval(rtt: rtt)
         // Give up first (oldest first, so a prefix of the list).
         var cut = 0
         for (i, entry) in list.enumerated() {
@@ -257,7 +274,7 @@ public struct NackGenerator: Sendable {
 
     /// When ``poll(now:rtt:into:)`` next has something to do, or nil with no holes.
     public func nextWakeup(rtt: UInt64) -> UInt64? {
-        let interval = max(rtt, configuration.minRetryInterval)
+        let interval = retryInterval(rtt: rtt)
         var earliest: UInt64?
         for entry in list {
             var t = entry.detectedAt &+ configuration.maxAge

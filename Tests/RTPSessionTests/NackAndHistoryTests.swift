@@ -127,6 +127,46 @@ import Testing
     }
 }
 
+/// Retries on a jittery path: answers take 40–60 ms (the test proxy's 50 ± 10 ms).
+@Suite struct NackRetryTests {
+    /// 5 % of 3000 packets (one every 10 ms) lost; each NACK is answered 40–60 ms later. A
+    /// retry at the smoothed RTT (~50 ms) would race half the answers; waiting the RTT plus
+    /// twice its variation, almost every loss is asked for once.
+    @Test func retriesWaitForTheRTTsVariationNotJustItsMean() {
+        var g = NackGenerator()
+        var rng = SplitMix64(seed: 5)
+        var answers: [(at: UInt64, seq: UInt16)] = []
+        var nacks: [UInt16] = []
+        var lost = 0
+        var seq = 0
+        var now: UInt64 = 1_000 * ms
+        let end = now + 30_000 * ms
+        var nextPacket = now
+        while now < end + 1_000 * ms {
+            if now >= nextPacket, now < end {
+                if Double.random(in: 0..<1, using: &rng) < 0.05 { lost += 1 } else {
+                    g.onPacket(sequenceNumber: UInt16(truncatingIfNeeded: seq), now: now)
+                }
+                seq += 1
+                nextPacket += 10 * ms
+            }
+            while let i = answers.firstIndex(where: { $0.at <= now }) {
+                g.onPacket(sequenceNumber: answers[i].seq, now: now)
+                answers.remove(at: i)
+            }
+            nacks.removeAll(keepingCapacity: true)
+            g.poll(now: now, rtt: g.measuredRTT ?? 100 * ms, into: &nacks)
+            for n in nacks { answers.append((now + UInt64.random(in: 40...60, using: &rng) * ms, n)) }
+            now += ms
+        }
+        let perLoss = Double(g.requested) / Double(lost)
+        #expect(lost > 100)
+        #expect(g.recovered >= lost - 2, "recovered \(g.recovered) of \(lost)")
+        #expect(perLoss < 1.25, "\(g.requested) requests for \(lost) losses; RTT \(g.measuredRTT ?? 0) ± \(g.rttVariation)")
+        #expect(g.rttVariation > 2 * ms && g.rttVariation < 15 * ms, "\(g.rttVariation)")
+    }
+}
+
 @Suite struct PacketHistoryTests {
     func packet(_ seq: UInt16, fill: UInt8, size: Int = 100) -> [UInt8] {
         var p = [UInt8](repeating: fill, count: size)
