@@ -115,6 +115,8 @@ public final class Broadcaster: @unchecked Sendable {
     /// lost; its NACK comes after that second plus a round trip.
     private let history = Mutex(PacketHistory(capacity: 1024, maxPacketSize: 1500, maxAge: 3_000_000_000))
     private let rttNanos = Atomic<UInt64>(100_000_000)
+    /// Whether `rttNanos` was measured (a receiver report) rather than assumed.
+    private let rttMeasured = Atomic<Bool>(false)
     private let audio = Mutex<AudioSender?>(nil)
     private let networkBusyWarned = Mutex<UInt64>(0)
     /// Seconds in a row the encoder sent more than 1.5 × the target (stats thread only).
@@ -902,20 +904,25 @@ public final class Broadcaster: @unchecked Sendable {
                 keyframeRequested.store(true, ordering: .relaxed)
                 mailbox.wake()
             case .nack(let nack) where nack.mediaSSRC == ssrc:
-                // Resend from the history, each packet at most once per RTT (plain resend:
-                // receivers without RTX take the same sequence number again).
+                // Resend from the history, each packet at most once per RTT and not while it is
+                // still in flight (plain resend: receivers without RTX take the same sequence
+                // number again).
                 let rtt = rttNanos.load(ordering: .relaxed)
+                let inFlight: UInt64 = rttMeasured.load(ordering: .relaxed) ? rtt / 2 : 0
                 var resent = 0
                 history.withLock { h in
                     nack.forEachSequenceNumber { seq in
-                        if h.retransmit(sequenceNumber: seq, now: now, rtt: rtt, { rtpSocket.send($0) }) == .sent { resent += 1 }
+                        if h.retransmit(sequenceNumber: seq, now: now, rtt: rtt, inFlight: inFlight, { rtpSocket.send($0) }) == .sent { resent += 1 }
                     }
                 }
                 counters.withLock { $0.nacksReceived += 1; $0.retransmitted += resent }
             case .receiverReport(let rr):
                 for block in rr.reports where block.ssrc == ssrc {
                     let rtt = block.roundTripNanos(arrival: NTPTimestamp(unixNanos: clock.wallNanos()))
-                    if let rtt { rttNanos.store(max(rtt, 1_000_000), ordering: .relaxed) }
+                    if let rtt {
+                        rttNanos.store(max(rtt, 1_000_000), ordering: .relaxed)
+                        rttMeasured.store(true, ordering: .relaxed)
+                    }
                     counters.withLock { c in
                         c.receiverReports += 1
                         if let rtt { c.rttMillis = Double(rtt) / 1e6 }

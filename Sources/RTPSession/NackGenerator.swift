@@ -163,10 +163,18 @@ public struct NackGenerator: Sendable {
         let rtt = measuredRTT ?? 100_000_000
         if !asked || list[i].firstSentAt.map({ now < $0 &+ rtt / 2 }) == true {
             if asked { spurious += 1 }
-            let late = min(now &- min(now, list[i].detectedAt), configuration.maxReorderWait)
-            reorderWindow = max(late, reorderWindow - reorderWindow / 32)
+            // How late it was: since the hole was seen; for one already asked for, only since the
+            // NACK (the wait before it is ours, and counting it made the allowance feed itself).
+            let since = asked ? list[i].firstSentAt ?? list[i].detectedAt : list[i].detectedAt
+            let late = min(now &- min(now, since), configuration.maxReorderWait)
+            reorderWindow = max(late, reorderWindow - reorderWindow / 256)
         }
-        if list[i].retries == 1, let sent = list[i].firstSentAt, now > sent {
+        // An RTT sample, from a packet asked for once (Karn). Without RTX (RFC 4588) an answer
+        // cannot be told from the original arriving late, so a sample no longer than the path's
+        // reordering may be the original and is not taken: such samples (a few ms on a path
+        // reordering by 20 ms) pulled the RTT down, which made more of the reordered packets
+        // look like answers — the RTT fell to 5 ms and each loss was asked for 5 times.
+        if list[i].retries == 1, let sent = list[i].firstSentAt, now > sent, now - sent > reorderWindow {
             let sample = min(now - sent, 2_000_000_000)
             if let srtt = measuredRTT {
                 let error = sample > srtt ? sample - srtt : srtt - sample
@@ -270,7 +278,7 @@ public struct NackGenerator: Sendable {
 
     /// How long a new hole waits before it is asked for (unless packets say so sooner while
     /// the path does not reorder).
-    private var reorderWait: UInt64 { max(configuration.reorderDelay, reorderWindow) }
+    private var reorderWait: UInt64 { max(configuration.reorderDelay, min(reorderWindow + reorderWindow / 4, configuration.maxReorderWait)) }
 
     /// When ``poll(now:rtt:into:)`` next has something to do, or nil with no holes.
     public func nextWakeup(rtt: UInt64) -> UInt64? {

@@ -3,13 +3,15 @@
 ///
 /// A ring of `capacity` slots (a power of two dividing 65536, so slot = sequence number mod
 /// capacity stays right across the wrap), each `maxPacketSize` bytes, allocated once: storing a
-/// packet copies its bytes and allocates nothing. A packet is resent at most once per RTT.
+/// packet copies its bytes and allocates nothing. A packet is resent at most once per RTT, and
+/// not for a NACK that comes less than half an RTT after it was first sent: no receiver can
+/// have missed it yet (it is in flight; an idle probe or a reordering guess asked for it).
 public struct PacketHistory: Sendable {
     /// What ``retransmit(sequenceNumber:now:rtt:_:)`` did.
     public enum Outcome: Sendable, Equatable {
         /// The packet was passed to the closure.
         case sent
-        /// Already resent less than one RTT ago.
+        /// Already resent less than one RTT ago, or first sent less than half an RTT ago.
         case tooSoon
         /// Never stored, overwritten by newer packets, or older than the age limit.
         case unavailable
@@ -33,7 +35,7 @@ public struct PacketHistory: Sendable {
 
     /// Retransmissions made.
     public private(set) var retransmitted = 0
-    /// Requests refused by the RTT gate.
+    /// Requests refused by the RTT gate (in flight or resent within an RTT).
     public private(set) var throttled = 0
     /// Requests for packets no longer (or never) here.
     public private(set) var missed = 0
@@ -75,9 +77,10 @@ public struct PacketHistory: Sendable {
     }
 
     /// Resends packet `seq` for a NACK received at `now`: calls `send` with its bytes (valid
-    /// during the call) unless it is unavailable or was already resent within `rtt` ns.
+    /// during the call) unless it is unavailable, was already resent within `rtt` ns, or was
+    /// first sent within `inFlight` ns (nil: `rtt / 2`; pass 0 while the RTT is only a guess).
     @discardableResult
-    public mutating func retransmit(sequenceNumber seq: UInt16, now: UInt64, rtt: UInt64,
+    public mutating func retransmit(sequenceNumber seq: UInt16, now: UInt64, rtt: UInt64, inFlight: UInt64? = nil,
                                     _ send: (UnsafeRawBufferPointer) -> Void) -> Outcome {
         guard contains(sequenceNumber: seq, now: now) else {
             missed += 1
@@ -85,6 +88,10 @@ public struct PacketHistory: Sendable {
         }
         let i = Int(seq) & (capacity - 1)
         if let last = slots[i].resentAt, now < last &+ rtt {
+            throttled += 1
+            return .tooSoon
+        }
+        if slots[i].resentAt == nil, now < slots[i].sentAt &+ (inFlight ?? rtt / 2) {
             throttled += 1
             return .tooSoon
         }
