@@ -117,6 +117,9 @@ public final class Broadcaster: @unchecked Sendable {
     private let rttNanos = Atomic<UInt64>(100_000_000)
     /// Whether `rttNanos` was measured (a receiver report) rather than assumed.
     private let rttMeasured = Atomic<Bool>(false)
+    /// Receivers' reference times (RFC 3611 RRTR) to answer with a DLRR in the next sender
+    /// report: their SSRC, the RRTR's middle 32 bits, and when it arrived (at most 8 receivers).
+    private let pendingRRTR = Mutex<[(ssrc: UInt32, lastReceiverReport: UInt32, arrival: UInt64)]>([])
     private let audio = Mutex<AudioSender?>(nil)
     private let networkBusyWarned = Mutex<UInt64>(0)
     /// Seconds in a row the encoder sent more than 1.5 × the target (stats thread only).
@@ -916,6 +919,12 @@ public final class Broadcaster: @unchecked Sendable {
                     }
                 }
                 counters.withLock { $0.nacksReceived += 1; $0.retransmitted += resent }
+            case .extendedReport(let xr):
+                guard let t = xr.referenceTime else { break }
+                pendingRRTR.withLock { p in
+                    p.removeAll { $0.ssrc == xr.ssrc }
+                    if p.count < 8 { p.append((xr.ssrc, t.middle32, now)) }
+                }
             case .receiverReport(let rr):
                 for block in rr.reports where block.ssrc == ssrc {
                     let rtt = block.roundTripNanos(arrival: NTPTimestamp(unixNanos: clock.wallNanos()))
@@ -946,11 +955,17 @@ public final class Broadcaster: @unchecked Sendable {
         let c = counters.withLock { $0 }
         guard c.framesSent > 0 || bye else { return }
         let now = clock.nowNanos()
-        var buffer = [UInt8](repeating: 0, count: 512)
+        // Receivers that sent an RRTR learn their RTT from this DLRR (RFC 3611 §4.5).
+        let dlrr = pendingRRTR.withLock { p in
+            defer { p.removeAll(keepingCapacity: true) }
+            return p.map { ExtendedReport.DLRRItem(ssrc: $0.ssrc, lastReceiverReport: $0.lastReceiverReport,
+                                                   delaySinceLastReceiverReport: NTPTimestamp.short(fromNanos: now &- $0.arrival)) }
+        }
+        var buffer = [UInt8](repeating: 0, count: 640)
         let n = buffer.withUnsafeMutableBytes { buf in
             RTCPPacket.buildSenderReport(ssrc: ssrc, ntp: NTPTimestamp(unixNanos: clock.wallNanos()),
                                          rtpTimestamp: rtpTimestamp(at: now), packetCount: c.packetsSent,
-                                         octetCount: c.octetsSent, cname: config.cname, bye: bye, into: buf)
+                                         octetCount: c.octetsSent, cname: config.cname, bye: bye, dlrr: dlrr, into: buf)
         }
         buffer.withUnsafeBytes { _ = rtcpSocket.send(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
     }

@@ -403,7 +403,10 @@ public final class Viewer: @unchecked Sendable {
     /// Until an answer to a NACK measures it, 100 ms is assumed (libwebrtc's default): with
     /// 0 a 100 ms path was asked every 20 ms, about 9 NACKs per lost packet, and never measured
     /// (only an answer to a single request is a clean sample).
-    private var nackRTT: UInt64 { nack.measuredRTT ?? 100_000_000 }
+    /// The round trip measured by RTCP XR (RRTR → DLRR), smoothed; nil until answered.
+    private var reportRTT: UInt64?
+    /// The RTT NACK retries wait for: measured from NACK answers, else by RTCP XR, else 100 ms.
+    private var nackRTT: UInt64 { nack.measuredRTT ?? reportRTT ?? 100_000_000 }
     /// RTP timestamps of the last frames a retransmission completed (their lateness is not jitter).
     private var repairedTimestamps = [UInt32](repeating: 0, count: 8)
     private var repairedNext = 0
@@ -548,6 +551,13 @@ public final class Viewer: @unchecked Sendable {
             case .goodbye(let bye) where senderSSRC.map({ bye.sources.contains($0) }) ?? false:
                 events.emit(BroadcastEvent("sender_left", ["ssrc": .int(Int(senderSSRC!))]))
                 lastPacketNanos = 0  // a new sender may take over at once
+            case .extendedReport(let xr):
+                // The answer to our RRTR (RFC 3611): the round trip to the sender or relay.
+                for item in xr.dlrr where item.ssrc == ssrc {
+                    guard let sample = item.roundTripNanos(arrival: NTPTimestamp(unixNanos: clock.wallNanos())),
+                          sample < 10_000_000_000 else { continue }
+                    reportRTT = reportRTT.map { $0 - $0 / 8 + sample / 8 } ?? sample
+                }
             default:
                 break
             }
@@ -615,8 +625,11 @@ public final class Viewer: @unchecked Sendable {
         }
         if let a = audio?.reportBlock(now: clock.nowNanos()) { blocks.append(a) }
         guard !blocks.isEmpty else { return }
+        // With an RRTR (RFC 3611 §4.4): the sender (or relay) answers with a DLRR, which gives
+        // this receive-only end its round-trip time.
         let n = rtcpBuffer.withUnsafeMutableBytes {
-            RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: blocks, cname: config.cname, bye: bye, into: $0)
+            RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: blocks, cname: config.cname, bye: bye,
+                                           referenceTime: NTPTimestamp(unixNanos: clock.wallNanos()), into: $0)
         }
         sendRTCP(n)
     }
@@ -640,6 +653,7 @@ public final class Viewer: @unchecked Sendable {
             "jitter_ms": .double((receive?.jitterSeconds ?? 0) * 1000), "buffer_ms": .double(Double(jitter.targetDelay) / 1e6),
             "frames_decoded": .int(stats.framesDecoded), "freeze_count": .int(stats.freezeCount),
             "nack_count": .int(stats.nackCount), "pli_count": .int(stats.pliCount),
+            "rtt_ms": reportRTT.map { .double((Double($0) / 1e4).rounded() / 100) } ?? .null,
         ].merging(audioFields()) { a, _ in a }))
     }
 
@@ -677,6 +691,7 @@ public final class Viewer: @unchecked Sendable {
             "packets_received": .int(Int(stats.packetsReceived)), "packets_lost": .int(Int(stats.packetsLost)),
             "jitter_ms": .double((receive?.jitterSeconds ?? 0) * 1000),
             "nack_count": .int(stats.nackCount), "pli_count": .int(stats.pliCount), "idle_probes": .int(nack.idleProbes),
+            "rtt_ms": reportRTT.map { .double((Double($0) / 1e4).rounded() / 100) } ?? .null,
             "packets_rejected": .int(receiveRejected), "decode_errors": .int(decodeErrors), "packets_foreign": .int(packetsForeign),
             "time_to_first_frame_ms": stats.firstFrameTime.map { .double(Double($0) / 1e6) } ?? .null,
             "width": .int(pictureSize.width), "height": .int(pictureSize.height),

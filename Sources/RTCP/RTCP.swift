@@ -36,6 +36,8 @@ public enum RTCPPacket: Sendable, Equatable {
     case pli(senderSSRC: UInt32, mediaSSRC: UInt32)
     /// Full Intra Request, RFC 5104 §4.3.1 (PT 206, FMT 4).
     case fir(FullIntraRequest)
+    /// Extended Report, RFC 3611 (PT 207): RRTR and DLRR blocks (others skipped).
+    case extendedReport(ExtendedReport)
     /// Any other packet type or feedback format (APP, REMB, TMMBR, …), skipped.
     case unknown(packetType: UInt8)
 
@@ -86,6 +88,7 @@ public enum RTCPPacket: Sendable, Equatable {
             var r = ByteReader(body, what: "PLI")
             return .pli(senderSSRC: try r.u32(), mediaSSRC: try r.u32())
         case (FullIntraRequest.packetType, FullIntraRequest.format): return .fir(try FullIntraRequest.parse(body: body))
+        case (ExtendedReport.packetType, _): return .extendedReport(try ExtendedReport.parse(body: body))
         default: return .unknown(packetType: pt)
         }
     }
@@ -100,6 +103,7 @@ public enum RTCPPacket: Sendable, Equatable {
         case .nack(let p): return p.marshal(into: buffer)
         case .pli(let s, let m): return Self.buildPLI(senderSSRC: s, mediaSSRC: m, into: buffer)
         case .fir(let p): return p.marshal(into: buffer)
+        case .extendedReport(let p): return p.marshal(into: buffer)
         case .unknown: return 0
         }
     }
@@ -114,14 +118,18 @@ public enum RTCPPacket: Sendable, Equatable {
     /// SDES: |V=2|P|SC=1|PT=202|length  | SSRC | CNAME=1 | len | text... | 0 (end) | pad to 32 bits |
     /// BYE:  |V=2|P|SC=1|PT=203|length=1| SSRC |
     /// ```
-    /// The buffer needs 28 + 24 × blocks + 264 (the longest SDES) + 8 bytes.
+    /// With `dlrr`, an XR with a DLRR block (RFC 3611 §4.5) answers receivers' RRTRs, before
+    /// the BYE. The buffer needs 28 + 24 × blocks + 264 (the longest SDES) + 8 bytes, plus
+    /// 12 + 12 × DLRR items.
     public static func buildSenderReport(ssrc: UInt32, ntp: NTPTimestamp, rtpTimestamp: UInt32, packetCount: UInt32,
                                          octetCount: UInt32, reports: [ReceptionReport] = [], cname: String, bye: Bool,
+                                         dlrr: [ExtendedReport.DLRRItem] = [],
                                          into b: UnsafeMutableRawBufferPointer) -> Int {
         var w = ByteWriter(b)
         SenderReport(ssrc: ssrc, ntp: ntp, rtpTimestamp: rtpTimestamp, packetCount: packetCount, octetCount: octetCount,
                      reports: reports).write(&w)
         SourceDescription.writeCNAME(ssrc: ssrc, cname: cname, &w)
+        if !dlrr.isEmpty { ExtendedReport(ssrc: ssrc, dlrr: dlrr).write(&w) }
         if bye { writeBye(ssrc: ssrc, &w) }
         return w.offset
     }
@@ -129,12 +137,19 @@ public enum RTCPPacket: Sendable, Equatable {
     /// Writes an RR (RFC 3550 §6.4.2, up to 31 report blocks) + SDES CNAME (§6.5) [+ BYE]
     /// compound packet, as a receiver sends it. Returns the bytes written.
     ///
-    /// The buffer needs 8 + 24 × blocks + 264 (the longest SDES) + 8 bytes.
+    /// With `referenceTime` and/or `dlrr`, an XR (RFC 3611) follows the SDES: an RRTR block
+    /// (so the media sender answers with a DLRR and this receive-only end learns its RTT) and
+    /// a DLRR block (a relay answering its viewers' RRTRs).
+    ///
+    /// The buffer needs 8 + 24 × blocks + 264 (the longest SDES) + 8 bytes, plus 20 for an
+    /// RRTR and 12 + 12 × DLRR items.
     public static func buildReceiverReport(ssrc: UInt32, reports: [ReceptionReport], cname: String, bye: Bool = false,
+                                           referenceTime: NTPTimestamp? = nil, dlrr: [ExtendedReport.DLRRItem] = [],
                                            into b: UnsafeMutableRawBufferPointer) -> Int {
         var w = ByteWriter(b)
         ReceiverReport(ssrc: ssrc, reports: reports).write(&w)
         SourceDescription.writeCNAME(ssrc: ssrc, cname: cname, &w)
+        if referenceTime != nil || !dlrr.isEmpty { ExtendedReport(ssrc: ssrc, referenceTime: referenceTime, dlrr: dlrr).write(&w) }
         if bye { writeBye(ssrc: ssrc, &w) }
         return w.offset
     }

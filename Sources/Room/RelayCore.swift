@@ -241,6 +241,15 @@ public final class RelayCore {
                     let outcome = stream.history.retransmit(sequenceNumber: seq, now: now, rtt: 0) { transport.send($0, to: peer.address) }
                     if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
                 }
+            case .extendedReport(let xr):
+                // A viewer's RRTR (RFC 3611 §4.4): answered at once with a DLRR, so it learns
+                // its round trip to this relay (which answers its NACKs).
+                guard let t = xr.referenceTime else { break }
+                let item = ExtendedReport.DLRRItem(ssrc: xr.ssrc, lastReceiverReport: t.middle32, delaySinceLastReceiverReport: 0)
+                let n = rtcpBuffer.withUnsafeMutableBytes {
+                    RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [], cname: "screenshare-relay", dlrr: [item], into: $0)
+                }
+                rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: peer.address) }
             case .pli(_, let media):
                 if let stream = room.streams[media], stream.subscriberIndex(peer) != nil { requestKeyframe(stream, now: now) }
             case .fir(let fir):

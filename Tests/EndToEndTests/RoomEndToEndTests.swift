@@ -92,6 +92,9 @@ import X11TestSupport
             let decoded = s["frames_decoded"] as? Int ?? 0
             #expect(decoded >= 13 * 15 * 9 / 10 && decoded <= sent, "decoded \(decoded) of \(sent)")
             #expect(s["width"] as? Int == 640)
+            // The relay answers the viewer's RTCP XR reference time: its round trip, on loopback.
+            let rtt = try #require(s["rtt_ms"] as? Double, "no rtt_ms: \(s)")
+            #expect(rtt >= 0 && rtt < 50, "rtt \(rtt) ms")
         }
         // The relay answered keyframe requests: the presenter sent a keyframe for each joiner (≥ 2).
         #expect((try stoppedEvent(presenter.stdout)["keyframes_sent"] as? Int ?? 0) >= 2)

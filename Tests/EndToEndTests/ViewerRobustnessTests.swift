@@ -147,6 +147,10 @@ import X11TestSupport
         #expect(Double(dropped) >= 0.035 * Double(dropped + forwarded), "\(record)")
         #expect((got["nack_count"] as? Int ?? 0) > 0 && (sent["retransmitted"] as? Int ?? 0) > 0, "\(record)")
         #expect(residual < 0.005, "\(record)")
+        // RTCP XR: the sender answered the viewer's reference times; the proxy delays its reports
+        // 40–60 ms on their way back, so that is the round trip.
+        let rtt = try #require(got["rtt_ms"] as? Double, "no rtt_ms: \(record)")
+        #expect(rtt >= 35 && rtt <= 80, "rtt \(rtt) ms")
         // Fixed: a frame repaired late no longer raises the jitter buffer's target delay
         // (repaired frames are left out of its estimate; it once jumped 118 → 478 ms and froze
         // the picture up to 1.4 s), and retries now wait one measured RTT. Fixed too: a

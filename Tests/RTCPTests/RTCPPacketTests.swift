@@ -227,6 +227,11 @@ let sampleBlockBytes: [UInt8] = [
         .nack(GenericNACK(senderSSRC: 1, mediaSSRC: 2, pairs: [.init(packetID: 65535, lostBitmask: 0xFFFF), .init(packetID: 7, lostBitmask: 0)])),
         .pli(senderSSRC: 1, mediaSSRC: 2),
         .fir(FullIntraRequest(senderSSRC: 1, entries: [.init(ssrc: 2, sequenceNumber: 255), .init(ssrc: 3, sequenceNumber: 0)])),
+        .extendedReport(ExtendedReport(ssrc: 1, referenceTime: NTPTimestamp(seconds: 2, fraction: 3))),
+        .extendedReport(ExtendedReport(ssrc: 1, dlrr: [.init(ssrc: 2, lastReceiverReport: 3, delaySinceLastReceiverReport: 4),
+                                                       .init(ssrc: 5, lastReceiverReport: 6, delaySinceLastReceiverReport: 7)])),
+        .extendedReport(ExtendedReport(ssrc: 9, referenceTime: NTPTimestamp(seconds: 1, fraction: 1),
+                                       dlrr: [.init(ssrc: 2, lastReceiverReport: 3, delaySinceLastReceiverReport: 4)])),
     ]
 
     @Test(arguments: samples)
@@ -255,5 +260,57 @@ let sampleBlockBytes: [UInt8] = [
             }
         }
         #expect(parsed > 100)
+    }
+}
+
+/// RTCP XR (RFC 3611) as a receive-only viewer uses it: RRTR out, DLRR back, RTT from them.
+@Suite struct ExtendedReportTests {
+    /// RR (no blocks) + SDES CNAME "v" + XR with an RRTR, as the viewer sends each second.
+    @Test func receiverReportWithRRTRByteForByte() throws {
+        let b = build { RTCPPacket.buildReceiverReport(ssrc: 0x0102_0304, reports: [], cname: "v",
+                                                       referenceTime: NTPTimestamp(seconds: 0xE000_0001, fraction: 0x8000_0000), into: $0) }
+        let xr: [UInt8] = [
+            0x80, 207, 0x00, 0x04,  // V=2, PT=XR, length 4 (20 bytes)
+            0x01, 0x02, 0x03, 0x04,  // SSRC
+            0x04, 0x00, 0x00, 0x02,  // BT=4 (RRTR), reserved, block length 2
+            0xE0, 0x00, 0x00, 0x01,  // NTP seconds
+            0x80, 0x00, 0x00, 0x00,  // NTP fraction (0.5 s)
+        ]
+        #expect(Array(b.suffix(20)) == xr)
+        #expect(b.count == 8 + 12 + 20)
+        let packets = try parse(b)
+        #expect(packets.last == .extendedReport(ExtendedReport(ssrc: 0x0102_0304, referenceTime: NTPTimestamp(seconds: 0xE000_0001, fraction: 0x8000_0000))))
+    }
+
+    @Test func dlrrBlockByteForByte() {
+        let xr = ExtendedReport(ssrc: 0xAABB_CCDD, dlrr: [.init(ssrc: 0x0102_0304, lastReceiverReport: 0x0001_8000, delaySinceLastReceiverReport: 0x0000_4000)])
+        #expect(bytes(of: .extendedReport(xr)) == [
+            0x80, 207, 0x00, 0x05,  // length 5 (24 bytes)
+            0xAA, 0xBB, 0xCC, 0xDD,  // SSRC of the sender
+            0x05, 0x00, 0x00, 0x03,  // BT=5 (DLRR), block length 3 (one sub-block)
+            0x01, 0x02, 0x03, 0x04,  // SSRC_1: the receiver answered
+            0x00, 0x01, 0x80, 0x00,  // LRR: middle 32 bits of its RRTR time
+            0x00, 0x00, 0x40, 0x00,  // DLRR: 0.25 s held
+        ])
+    }
+
+    /// The RTT: arrival 1.75 s (short NTP) − LRR 1.5 s − DLRR 0.25 s = 0; 2 s − 1.5 − 0.25 = 0.25 s.
+    @Test func roundTripFromTheDLRR() {
+        let item = ExtendedReport.DLRRItem(ssrc: 1, lastReceiverReport: 0x0001_8000, delaySinceLastReceiverReport: 0x0000_4000)
+        #expect(item.roundTripNanos(arrival: NTPTimestamp(seconds: 2, fraction: 0)) == 250_000_000)
+        #expect(item.roundTripNanos(arrival: NTPTimestamp(seconds: 1, fraction: 0x8000_0000)) == 0, "negative: clamped")
+        #expect(ExtendedReport.DLRRItem(ssrc: 1, lastReceiverReport: 0, delaySinceLastReceiverReport: 0)
+            .roundTripNanos(arrival: NTPTimestamp(seconds: 2, fraction: 0)) == nil)
+    }
+
+    /// Other block types (here a VoIP metrics block, BT=7) are skipped; a DLRR whose length is
+    /// not a multiple of 3 words, or a block running past the packet, is an error naming it.
+    @Test func otherBlocksAreSkippedAndBadLengthsNamed() throws {
+        let voip: [UInt8] = [0x80, 207, 0x00, 0x03, 0, 0, 0, 9, 0x07, 0x00, 0x00, 0x01, 1, 2, 3, 4]
+        #expect(try parse(voip) == [.extendedReport(ExtendedReport(ssrc: 9))])
+        let badDLRR: [UInt8] = [0x80, 207, 0x00, 0x04, 0, 0, 0, 9, 0x05, 0x00, 0x00, 0x02, 0, 0, 0, 1, 0, 0, 0, 2]
+        #expect(throws: RTPParseError.self) { try parse(badDLRR) }
+        let pastEnd: [UInt8] = [0x80, 207, 0x00, 0x02, 0, 0, 0, 9, 0x04, 0x00, 0x00, 0x02]
+        #expect(throws: RTPParseError.self) { try parse(pastEnd) }
     }
 }

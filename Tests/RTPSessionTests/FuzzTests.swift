@@ -126,11 +126,16 @@ import Testing
                       ReceptionReport(ssrc: 2)]
         let sr = build { RTCPPacket.buildSenderReport(ssrc: 9, ntp: NTPTimestamp(seconds: 3_900_000_000, fraction: 77), rtpTimestamp: 1234,
                                                       packetCount: 10, octetCount: 9000, reports: blocks, cname: "presenter@host", bye: true, into: $0) }
-        let rr = build { RTCPPacket.buildReceiverReport(ssrc: 5, reports: blocks, cname: "viewer", bye: false, into: $0) }
+        let rr = build { RTCPPacket.buildReceiverReport(ssrc: 5, reports: blocks, cname: "viewer", bye: false,
+                                                        referenceTime: NTPTimestamp(seconds: 3_900_000_001, fraction: 5), into: $0) }
+        let dlrr = build { RTCPPacket.buildSenderReport(ssrc: 9, ntp: NTPTimestamp(seconds: 3_900_000_000, fraction: 77), rtpTimestamp: 1,
+                                                        packetCount: 1, octetCount: 1, cname: "p", bye: false,
+                                                        dlrr: [.init(ssrc: 5, lastReceiverReport: 7, delaySinceLastReceiverReport: 8),
+                                                               .init(ssrc: 6, lastReceiverReport: 9, delaySinceLastReceiverReport: 10)], into: $0) }
         let nack = build { RTCPPacket.buildNACK(senderSSRC: 5, mediaSSRC: 9, sequenceNumbers: [1, 2, 5, 17, 300, 65535], into: $0) }
         let pli = build { RTCPPacket.buildPLI(senderSSRC: 5, mediaSSRC: 9, into: $0) }
         let fir = build { RTCPPacket.buildFIR(senderSSRC: 5, mediaSSRC: 9, sequenceNumber: 3, into: $0) }
-        return [sr, rr, nack, pli, fir, rr + nack + pli, sr + fir]
+        return [sr, rr, nack, pli, fir, rr + nack + pli, sr + fir, dlrr]
     }
 
     @Test func rtcpCompoundParser() {
@@ -150,7 +155,7 @@ import Testing
                     input.copy(Array(a.prefix(Int(rng.next() % UInt64(a.count + 1)))) + Array(b.suffix(Int(rng.next() % UInt64(b.count + 1)))))
                 default:
                     input.noise(&rng, maxCount: 96)
-                    if input.count >= 4 { input.bytes[0] = 0x80 | (input.bytes[0] & 0x1F); input.bytes[1] = 200 + UInt8(rng.next() % 7) }
+                    if input.count >= 4 { input.bytes[0] = 0x80 | (input.bytes[0] & 0x1F); input.bytes[1] = 200 + UInt8(rng.next() % 8) }
                 }
                 let result = input.with { try? RTCPPacket.parseCompound($0) }
                 guard let list = result else { continue }
