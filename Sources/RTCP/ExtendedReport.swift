@@ -45,9 +45,7 @@ public struct ExtendedReport: Sendable, Equatable {
         /// `A − LRR − DLRR` in nanoseconds, A the NTP time it arrived (0 if clocks make it
         /// negative); nil when LRR is 0 (no RRTR was seen).
         public func roundTripNanos(arrival: NTPTimestamp) -> UInt64? {
-            guard lastReceiverReport != 0 else { return nil }
-            let rtt = arrival.middle32 &- lastReceiverReport &- delaySinceLastReceiverReport
-            return NTPTimestamp.nanos(fromShort: Int32(bitPattern: rtt) < 0 ? 0 : rtt)
+            arrival.roundTrip(last: lastReceiverReport, delay: delaySinceLastReceiverReport).map(NTPTimestamp.nanos(fromShort:))
         }
     }
 

@@ -18,6 +18,16 @@ public struct NTPTimestamp: Sendable, Equatable {
 
     /// The middle 32 bits, as LSR in reception reports (RFC 3550 §6.4.1).
     public var middle32: UInt32 { seconds << 16 | fraction >> 16 }
+
+    /// A round trip ending now (this is when the answer arrived): `A − last − delay` in 1/65536 s,
+    /// `last` the middle 32 bits of the time the question left and `delay` how long the other
+    /// end held it (LSR/DLSR, RFC 3550 §6.4.1; LRR/DLRR, RFC 3611 §4.5). 0 if clocks make it
+    /// negative; nil when `last` is 0 (no question was seen).
+    public func roundTrip(last: UInt32, delay: UInt32) -> UInt32? {
+        guard last != 0 else { return nil }
+        let rtt = middle32 &- last &- delay
+        return Int32(bitPattern: rtt) < 0 ? 0 : rtt
+    }
 }
 
 /// One RTCP packet of a compound datagram (RFC 3550 §6, RFC 4585 §6, RFC 5104 §4.3.1).

@@ -53,9 +53,7 @@ public struct ReceptionReport: Sendable, Equatable {
     /// - Returns: the RTT in units of 1/65536 s (0 if clocks make it negative), or nil when the
     ///   receiver has not had an SR yet (LSR = 0).
     public func roundTripTime(arrival: NTPTimestamp) -> UInt32? {
-        guard lastSenderReport != 0 else { return nil }
-        let rtt = arrival.middle32 &- lastSenderReport &- delaySinceLastSenderReport
-        return Int32(bitPattern: rtt) < 0 ? 0 : rtt
+        arrival.roundTrip(last: lastSenderReport, delay: delaySinceLastSenderReport)
     }
 
     /// ``roundTripTime(arrival:)`` in nanoseconds.
