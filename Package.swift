@@ -57,12 +57,14 @@ let package = Package(
         ]),
 
         .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
-        .testTarget(name: "RTPTests", dependencies: ["RTP"]),
-        .testTarget(name: "RTCPTests", dependencies: ["RTCP", "RTP"]),
-        .testTarget(name: "RTPSessionTests", dependencies: ["RTPSession", "RTCP", "RTP"]),
-        .testTarget(name: "RoomTests", dependencies: ["Room", "RTP", "RTCP", "RTPSession"]),
-        .testTarget(name: "VideoProcessingTests", dependencies: ["VideoProcessing", "MediaCore"]),
+        .testTarget(name: "RTPTests", dependencies: ["TestSupport", "RTP"]),
+        .testTarget(name: "RTCPTests", dependencies: ["TestSupport", "RTCP", "RTP"]),
+        .testTarget(name: "RTPSessionTests", dependencies: ["TestSupport", "RTPSession", "RTCP", "RTP"]),
+        .testTarget(name: "RoomTests", dependencies: ["TestSupport", "Room", "RTP", "RTCP", "RTPSession"]),
+        .testTarget(name: "VideoProcessingTests", dependencies: ["TestSupport", "VideoProcessing", "MediaCore"]),
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "VideoProcessing", "MediaCore"]),
+        // Shared by the pure tests: a seeded random number generator.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         // Shared by the capture and end-to-end tests: real X windows to capture, and the audio/video
         // sync probe (a window that flashes with a beep; a measurer of what is seen and heard).
         .target(name: "X11TestSupport", dependencies: ["CX11", "CPulse"], path: "Tests/X11TestSupport"),
@@ -72,7 +74,7 @@ let package = Package(
         .testTarget(name: "AudioIOTests", dependencies: ["AudioIO"]),
         .testTarget(name: "OpusCodecTests", dependencies: ["OpusCodec"]),
         .testTarget(name: "BroadcastTests", dependencies: [
-            "Broadcast", "RTP", "MediaCore", "ScreenCapture", "VideoProcessing", "Room", "OpusCodec",
+            "TestSupport", "Broadcast", "RTP", "MediaCore", "ScreenCapture", "VideoProcessing", "Room", "OpusCodec",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec"]),

@@ -1,5 +1,6 @@
 import Testing
 @testable import Broadcast
+import TestSupport
 
 @Suite struct BitrateTests {
     @Test(arguments: [
@@ -201,7 +202,7 @@ import Testing
     }
 
     @Test func averageStaysAtTheFrameRateWhateverTheChanges() {
-        var rng = SplitMix(seed: 7)
+        var rng = SplitMix64(seed: 7)
         var t: UInt64 = 0
         var changes: [UInt64] = []
         while t < 10_000 * ms { t += rng.next() % (40 * ms); changes.append(t) }
@@ -226,17 +227,5 @@ import Testing
         #expect(p.nextNanos == 350 * ms)
         p.grabbed(at: 900 * ms)  // after a still screen: credit again
         #expect(p.nextNanos == 950 * ms)
-    }
-}
-
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,6 +1,7 @@
 import Testing
 import RTP
 @testable import RTCP
+import TestSupport
 
 func bytes(of packet: RTCPPacket) -> [UInt8] {
     var buffer = [UInt8](repeating: 0xEE, count: 2048)

@@ -1,6 +1,7 @@
 import Testing
 import RTP
 @testable import RTCP
+import TestSupport
 
 /// Builds an SR compound into a fresh buffer and returns exactly the bytes written.
 func senderReport(ssrc: UInt32 = 0x1122_3344, ntp: NTPTimestamp = NTPTimestamp(seconds: 0xE8A1_B2C3, fraction: 0x8000_0000),
@@ -16,19 +17,6 @@ func senderReport(ssrc: UInt32 = 0x1122_3344, ntp: NTPTimestamp = NTPTimestamp(s
 
 func parse(_ bytes: [UInt8]) throws -> [RTCPPacket] {
     try bytes.withUnsafeBytes { try RTCPPacket.parseCompound($0) }
-}
-
-/// A seeded generator (SplitMix64) so fuzz tests are reproducible.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 /// SR (RFC 3550 §6.4.1), SDES (§6.5) and BYE (§6.6) as the sender writes them. Every

@@ -1,5 +1,6 @@
 import Testing
 @testable import RTPSession
+import TestSupport
 
 /// The audio jitter buffer's adaptive target (pure: arrivals passed in).
 @Suite struct AudioPlayoutDelayTests {

@@ -1,6 +1,7 @@
 import Testing
 import RTP
 @testable import RTPSession
+import TestSupport
 
 @Suite struct VP8FrameAssemblerTests {
     func expected(_ f: TestFrame) -> Delivered { Delivered(timestamp: f.timestamp, keyframe: f.keyframe, data: f.data) }

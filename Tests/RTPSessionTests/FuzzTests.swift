@@ -3,6 +3,7 @@ import RTCP
 import RTP
 import Testing
 @testable import RTPSession
+import TestSupport
 
 /// Seeded random-input runs of 10⁶ datagrams per parser (the issue's "≥ 10⁶ packets per parser
 /// in CI-size time"): RTP header (CSRC, extension, padding), RTCP compound, VP8 payload

@@ -1,5 +1,6 @@
 import Testing
 @testable import RTPSession
+import TestSupport
 
 @Suite struct NackGeneratorTests {
     func poll(_ g: inout NackGenerator, at now: UInt64, rtt: UInt64 = 0) -> [UInt16] {

@@ -1,6 +1,7 @@
 import Testing
 import RTCP
 @testable import RTPSession
+import TestSupport
 
 @Suite struct UnwrapperTests {
     @Test func forwardAcrossTheWrap() {

@@ -1,5 +1,6 @@
 import Testing
 @testable import RTP
+import TestSupport
 
 /// RTP fixed header, RFC 3550 §5.1: byte 0 = V(2) P(1) X(1) CC(4), byte 1 = M(1) PT(7),
 /// then sequence number (16), timestamp (32) and SSRC (32), all big-endian.

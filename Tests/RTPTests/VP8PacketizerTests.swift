@@ -1,5 +1,6 @@
 import Testing
 @testable import RTP
+import TestSupport
 
 /// VP8 payload per RFC 7741: RTP header (RFC 3550 §5.1), then the payload descriptor of
 /// §4.2 with X=1, I=1 and a 15-bit PictureID (M=1): `|X|R|N|S|R|PID|`, `|I|L|T|K|RSV|`,

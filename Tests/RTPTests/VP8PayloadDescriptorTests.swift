@@ -1,5 +1,6 @@
 import Testing
 @testable import RTP
+import TestSupport
 
 /// RFC 7741 §4.2 payload descriptors with every optional field.
 @Suite struct VP8PayloadDescriptorTests {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Room
+import TestSupport
 
 /// 10⁶ seeded random and mutated control datagrams through ``ControlEnvelope/parse(_:)``:
 /// every message type encoded, then bit flips, random bytes, truncations, splices of two
@@ -22,7 +23,7 @@ import Testing
         ].enumerated().map { ControlEnvelope(requestID: UInt32($0.offset), $0.element).encoded() }
         let damage: [[UInt8]] = ["\"x\"", "-1", "1e308", "18446744073709551616", "null", "[[[[[[[[[[]]]]]]]]]]", "{}", "true", "\"\\ud800\""]
             .map { Array($0.utf8) }
-        var rng = SplitMix(seed: 0xC0_7701)
+        var rng = SplitMix64(seed: 0xC0_7701)
         var bytes = [UInt8]()
         bytes.reserveCapacity(2048)
         var parsed = 0, rejected = 0

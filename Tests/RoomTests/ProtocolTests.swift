@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import Room
+import TestSupport
 
 @Suite struct ProtocolTests {
     @Test func headerBytesAreTheDocumentedOnes() throws {
@@ -68,7 +69,7 @@ import Testing
     /// Random and mutated datagrams: the parser and the relay never crash, reject and count,
     /// keep their memory bounded and keep serving.
     @Test func fuzzedDatagramsAreRejectedAndTheRelayKeepsServing() {
-        var rng = SplitMix(seed: 0x5EED)
+        var rng = SplitMix64(seed: 0x5EED)
         let wire = Wire()
         var limits = RelayLimits()
         limits.maxRooms = 8
@@ -114,18 +115,5 @@ import Testing
             return
         }
         #expect(reply.first?.requestID == 77)
-    }
-}
-
-/// A small seeded generator, so a failing fuzz run can be replayed.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,6 +1,7 @@
 import MediaCore
 import Testing
 @testable import VideoProcessing
+import TestSupport
 
 private func size(_ w: Int, _ h: Int) -> PixelSize { PixelSize(width: w, height: h) }
 
