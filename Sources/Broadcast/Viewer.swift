@@ -405,6 +405,8 @@ public final class Viewer: @unchecked Sendable {
     /// (only an answer to a single request is a clean sample).
     /// The round trip measured by RTCP XR (RRTR → DLRR), smoothed; nil until answered.
     private var reportRTT: UInt64?
+    /// `rtt_ms` for stats and the summary (0.01 ms steps), null until answered.
+    private var rttField: JSONValue { reportRTT.map { .double((Double($0) / 1e4).rounded() / 100) } ?? .null }
     /// The RTT NACK retries wait for: measured from NACK answers, else by RTCP XR, else 100 ms.
     private var nackRTT: UInt64 { nack.measuredRTT ?? reportRTT ?? 100_000_000 }
     /// RTP timestamps of the last frames a retransmission completed (their lateness is not jitter).
@@ -653,7 +655,7 @@ public final class Viewer: @unchecked Sendable {
             "jitter_ms": .double((receive?.jitterSeconds ?? 0) * 1000), "buffer_ms": .double(Double(jitter.targetDelay) / 1e6),
             "frames_decoded": .int(stats.framesDecoded), "freeze_count": .int(stats.freezeCount),
             "nack_count": .int(stats.nackCount), "pli_count": .int(stats.pliCount),
-            "rtt_ms": reportRTT.map { .double((Double($0) / 1e4).rounded() / 100) } ?? .null,
+            "rtt_ms": rttField,
         ].merging(audioFields()) { a, _ in a }))
     }
 
@@ -691,7 +693,7 @@ public final class Viewer: @unchecked Sendable {
             "packets_received": .int(Int(stats.packetsReceived)), "packets_lost": .int(Int(stats.packetsLost)),
             "jitter_ms": .double((receive?.jitterSeconds ?? 0) * 1000),
             "nack_count": .int(stats.nackCount), "pli_count": .int(stats.pliCount), "idle_probes": .int(nack.idleProbes),
-            "rtt_ms": reportRTT.map { .double((Double($0) / 1e4).rounded() / 100) } ?? .null,
+            "rtt_ms": rttField,
             "packets_rejected": .int(receiveRejected), "decode_errors": .int(decodeErrors), "packets_foreign": .int(packetsForeign),
             "time_to_first_frame_ms": stats.firstFrameTime.map { .double(Double($0) / 1e6) } ?? .null,
             "width": .int(pictureSize.width), "height": .int(pictureSize.height),

@@ -49,6 +49,7 @@ public struct AudioPlayoutDelay: Sendable {
         histogram = Array(repeating: 0, count: configuration.buckets)
         transits = Array(repeating: 0, count: configuration.windowSlots)
         arrivals = Array(repeating: 0, count: configuration.windowSlots)
+        targetDelay = configuration.initialDelay
     }
 
     /// A packet whose media time (its RTP time in ns, on any fixed origin) is `mediaNanos`
@@ -70,10 +71,14 @@ public struct AudioPlayoutDelay: Sendable {
         total = total * configuration.forgetFactor + 1
         histogram[bucket] += 1
         packets += 1
+        targetDelay = quantileDelay()
     }
 
-    /// The delay (ns) to hold audio beyond the fastest transit.
-    public var targetDelay: Int64 {
+    /// The delay (ns) to hold audio beyond the fastest transit; updated with each packet (the
+    /// receiver reads it far more often than packets come).
+    public private(set) var targetDelay: Int64
+
+    private func quantileDelay() -> Int64 {
         let c = configuration
         guard packets >= c.warmupPackets else { return c.initialDelay }
         var sum = 0.0
