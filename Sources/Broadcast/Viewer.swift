@@ -407,8 +407,11 @@ public final class Viewer: @unchecked Sendable {
     private var reportRTT: UInt64?
     /// `rtt_ms` for stats and the summary (0.01 ms steps), null until answered.
     private var rttField: JSONValue { reportRTT.map { .double((Double($0) / 1e4).rounded() / 100) } ?? .null }
-    /// The RTT NACK retries wait for: measured from NACK answers, else by RTCP XR, else 100 ms.
-    private var nackRTT: UInt64 { nack.measuredRTT ?? reportRTT ?? 100_000_000 }
+    /// The RTT NACK retries wait for: measured from NACK answers, else 100 ms. Not the RTCP XR
+    /// round trip: with it, a path whose resends never arrive gave up after 10 × ~25 ms and
+    /// asked for a keyframe 6 times in 4 s; the keyframes starved the encoder's rate (the
+    /// whenRetransmissionsAreLost test decoded too few frames after the loss, 1 run in 4).
+    private var nackRTT: UInt64 { nack.measuredRTT ?? 100_000_000 }
     /// RTP timestamps of the last frames a retransmission completed (their lateness is not jitter).
     private var repairedTimestamps = [UInt32](repeating: 0, count: 8)
     private var repairedNext = 0
