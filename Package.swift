@@ -31,7 +31,12 @@ let package = Package(
         .target(name: "RTP"),
         .target(name: "RTCP", dependencies: ["RTP"]),
         .target(name: "RTPSession", dependencies: ["RTP", "RTCP"]),
-        .target(name: "Room", dependencies: ["RTP", "RTCP", "RTPSession"]),
+        // Typed events: JSON lines for machines, one line of text for people.
+        .target(name: "Events"),
+        // UDP sockets, batched datagram I/O, endpoints and addresses; one errno → error path.
+        .target(name: "Transport", dependencies: ["CSocketBatch", "MediaCore"]),
+        // The room protocol, the relay's forwarding logic and the client's state machine.
+        .target(name: "Room", dependencies: ["RTP", "RTCP", "RTPSession", "Transport", "Events"]),
 
         // Modules wrapping C libraries.
         .target(name: "ScreenCapture", dependencies: [
@@ -44,14 +49,29 @@ let package = Package(
         .target(name: "OpusCodec", dependencies: ["COpus"]),
         .target(name: "AudioIO", dependencies: ["CPulse", .product(name: "Logging", package: "swift-log")]),
 
-        // The pipeline and the CLI.
-        .target(name: "Broadcast", dependencies: [
+        // The local control socket of a running `start` (`screenshare ctl`): protocol, client, server.
+        .target(name: "Control", dependencies: ["Events", "MediaCore", "Transport"]),
+        // The room relay on a UDP socket: `serve`, and the one `start --room` embeds.
+        .target(name: "Relay", dependencies: [
+            "Room", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
+        .target(name: "Sender", dependencies: [
             "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room",
-            "Recording", "VideoOutput", "AudioIO", "OpusCodec", "CSocketBatch",
+            "AudioIO", "OpusCodec", "Transport", "Events", "Control",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The viewer: receive → repair → reassemble → decode → show, play, record.
+        .target(name: "Receiver", dependencies: [
+            "MediaCore", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "Recording", "VideoOutput",
+            "AudioIO", "OpusCodec", "Transport", "Events",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+
+        // The CLI.
         .executableTarget(name: "screenshare", dependencies: [
-            "Broadcast", "ScreenCapture", "VideoProcessing", "MediaCore", "RTP", "AudioIO", "Room",
+            "Sender", "Receiver", "Relay", "Control", "Events", "Transport",
+            "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -60,7 +80,7 @@ let package = Package(
         .testTarget(name: "RTPTests", dependencies: ["TestSupport", "RTP"]),
         .testTarget(name: "RTCPTests", dependencies: ["TestSupport", "RTCP", "RTP"]),
         .testTarget(name: "RTPSessionTests", dependencies: ["TestSupport", "RTPSession", "RTCP", "RTP"]),
-        .testTarget(name: "RoomTests", dependencies: ["TestSupport", "Room", "RTP", "RTCP", "RTPSession"]),
+        .testTarget(name: "RoomTests", dependencies: ["TestSupport", "Room", "RTP", "RTCP", "RTPSession", "Transport"]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["TestSupport", "VideoProcessing", "MediaCore"]),
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "VideoProcessing", "MediaCore"]),
         // Shared by the pure tests: a seeded random number generator.
@@ -73,9 +93,16 @@ let package = Package(
         .testTarget(name: "RecordingTests", dependencies: ["Recording", "VP8Codec", "MediaCore"]),
         .testTarget(name: "AudioIOTests", dependencies: ["AudioIO"]),
         .testTarget(name: "OpusCodecTests", dependencies: ["OpusCodec"]),
-        .testTarget(name: "BroadcastTests", dependencies: [
-            "TestSupport", "Broadcast", "RTP", "MediaCore", "ScreenCapture", "VideoProcessing", "Room", "OpusCodec",
-            .product(name: "Logging", package: "swift-log"),
+        .testTarget(name: "ControlProtocolTests", dependencies: ["Control", "Events", "TestSupport"]),
+        .testTarget(name: "TransportTests", dependencies: ["Transport", "MediaCore"]),
+        .testTarget(name: "SenderTests", dependencies: [
+            "TestSupport", "Sender", "Control", "Events", "MediaCore", "ScreenCapture", "VideoProcessing", "Transport",
+        ]),
+        .testTarget(name: "ReceiverTests", dependencies: [
+            "Receiver", "RTP", "OpusCodec", .product(name: "Logging", package: "swift-log"),
+        ]),
+        .testTarget(name: "RelayServerTests", dependencies: [
+            "Relay", "Room", "RTP", "Transport", "Events", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec"]),
     ],

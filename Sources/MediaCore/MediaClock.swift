@@ -39,3 +39,9 @@ public final class ManualClock: MediaClock {
     public func advance(nanos: UInt64) { now.withLock { $0 += nanos } }
     public func advance(milliseconds: Double) { advance(nanos: UInt64(milliseconds * 1_000_000)) }
 }
+
+/// Sleeps the calling thread for `nanos` (the media threads' pacing waits).
+public func sleepNanos(_ nanos: UInt64) {
+    var ts = timespec(tv_sec: Int(nanos / 1_000_000_000), tv_nsec: Int(nanos % 1_000_000_000))
+    nanosleep(&ts, nil)
+}

@@ -1,6 +1,7 @@
 import RTCP
 import RTP
 import RTPSession
+import Transport
 
 /// Bounds on what one relay keeps, so memory stays bounded whatever peers send.
 public struct RelayLimits: Sendable {

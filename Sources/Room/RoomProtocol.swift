@@ -1,4 +1,5 @@
 import Foundation
+import Transport
 
 /// The room protocol, version 1 (docs/PROTOCOL.md is the reference).
 ///
@@ -346,19 +347,5 @@ extension ControlEnvelope {
 
     public static func parse(_ bytes: [UInt8], maxSize: Int = RoomProtocol.maxMessageSize) throws -> ControlEnvelope {
         try bytes.withUnsafeBytes { try parse($0, maxSize: maxSize) }
-    }
-}
-
-/// An IPv4 address and port, the relay's name for a peer's flow.
-public struct PeerAddress: Hashable, Sendable, CustomStringConvertible {
-    /// The address in host byte order (127.0.0.1 is 0x7F000001).
-    public var ip: UInt32
-    public var port: UInt16
-    public init(ip: UInt32, port: UInt16) {
-        self.ip = ip
-        self.port = port
-    }
-    public var description: String {
-        "\(ip >> 24).\((ip >> 16) & 0xFF).\((ip >> 8) & 0xFF).\(ip & 0xFF):\(port)"
     }
 }

@@ -1,4 +1,4 @@
-import Broadcast
+import Events
 import Dispatch
 import Foundation
 import Synchronization

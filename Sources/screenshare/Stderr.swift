@@ -8,3 +8,14 @@ enum FileHandleStderr {
         s.withUTF8 { _ = Glibc.write(2, $0.baseAddress, $0.count) }
     }
 }
+
+func printError(_ message: String) {
+    var stderr = StandardError()
+    print(message, to: &stderr)
+}
+
+struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) {
+        FileHandleStderr.write(string)
+    }
+}

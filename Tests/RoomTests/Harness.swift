@@ -1,5 +1,6 @@
 import RTCP
 import RTP
+import Transport
 @testable import Room
 
 /// Collects what the relay sends.

@@ -1,6 +1,7 @@
 import RTCP
 import RTP
 import Testing
+import Transport
 @testable import Room
 
 let ms: UInt64 = 1_000_000

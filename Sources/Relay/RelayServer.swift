@@ -1,0 +1,168 @@
+import Foundation
+import Logging
+import MediaCore
+import Room
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+import Events
+import Transport
+#endif
+
+
+/// Sends the relay's datagrams from its socket: a fan-out (one packet to every subscriber of
+/// its stream) with one `sendmmsg`, anything else with `sendto`.
+private final class ListenerTransport: RelayTransport {
+    let socket: UDPListener
+    let fanOut: FanOutSender
+    private var singleErrors = 0
+    init(_ socket: UDPListener, maxBatch: Int) {
+        self.socket = socket
+        fanOut = FanOutSender(fd: socket.fd, maxBatch: maxBatch)
+    }
+    /// Datagrams the kernel refused (each one a packet some peer lost).
+    var errors: Int { singleErrors + fanOut.errors }
+    func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) {
+        if !socket.send(bytes, to: address.sockaddr) { singleErrors += 1 }
+    }
+    func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress]) {
+        fanOut.send(bytes, toEach: addresses)
+    }
+}
+
+/// The room relay on a UDP socket: `screenshare serve`, and the one `start --room` embeds.
+///
+/// One thread (`run()`): a poll loop that drains the socket into `RelayCore` (`recvmmsg`, 32
+/// datagrams a call) and runs its timers every 50 ms. Forwarding allocates nothing per packet:
+/// the datagram is read into a buffer allocated once and sent from it to all subscribers of its
+/// stream with one `sendmmsg`. The socket asks for 8 MiB buffers each way, so a keyframe burst
+/// (≈ 80 kB, times the audience on the way out) is not dropped by the kernel.
+public final class RelayServer: @unchecked Sendable {
+    // `core` and `transport` are touched by the run() thread only (after init).
+    public let port: UInt16
+    public let host: String?
+    private let socket: UDPListener
+    private let transport: ListenerTransport
+    private var core: RelayCore!
+    private let events: EventSink?
+    private let logger: Logger
+    private let clock: MediaClock
+    private let running = Atomic<Bool>(true)
+    private let summary = Mutex<[String: JSONValue]>([:])
+    /// The socket buffers the kernel granted (bytes).
+    let buffers: (receive: Int, send: Int)
+
+    /// - Parameters:
+    ///   - events: where room events go (nil: only logged at debug level, as when embedded).
+    /// - Throws: `NetworkError` when the address cannot be bound.
+    ///   - fanOutBatch: messages per `sendmmsg` call (tests use small ones to cross batches).
+    public convenience init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
+                            limits: RelayLimits = RelayLimits()) throws {
+        try self.init(host: host, port: port, events: events, logger: logger, clock: clock, limits: limits, fanOutBatch: 1024)
+    }
+
+    init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
+         limits: RelayLimits = RelayLimits(), fanOutBatch: Int) throws {
+        socket = try UDPListener(host: host, port: port)
+        buffers = socket.setBufferSizes(receive: 8 << 20, send: 8 << 20)
+        self.port = socket.port
+        self.host = host
+        transport = ListenerTransport(socket, maxBatch: fanOutBatch)
+        self.events = events
+        self.logger = logger
+        self.clock = clock
+        core = RelayCore(limits: limits, transport: transport) { [weak self] e in self?.report(e) }
+    }
+
+    public func stop() { running.store(false, ordering: .relaxed) }
+
+    /// The totals of the last finished `run` (empty while it runs).
+    public var lastSummary: [String: JSONValue] { summary.withLock { $0 } }
+
+    /// Runs on a thread of its own until `stop()`.
+    public func start() {
+        let t = Thread { [self] in _ = run(durationSeconds: nil) }
+        t.name = "screenshare-relay"
+        t.start()
+    }
+
+    /// Runs until stopped (or for `durationSeconds`); returns the summary (also the `stopped` event).
+    public func run(durationSeconds: Double?) -> [String: JSONValue] {
+        let start = clock.nowNanos()
+        events?.emit(BroadcastEvent("started", ["listen": .string("\(host ?? "0.0.0.0"):\(port)"), "protocol_version": .int(Int(RoomProtocol.version)),
+                                                "receive_buffer": .int(buffers.receive), "send_buffer": .int(buffers.send)]))
+        let batch = ReceiveBatch(count: 32, bufferSize: 2048)
+        var nextPoll = start
+        var nextStats = start + 1_000_000_000
+        var last = core.counters
+        var lastErrors = 0
+        let deadline = durationSeconds.map { start + UInt64($0 * 1e9) }
+        while running.load(ordering: .relaxed) {
+            var pfd = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, 50)
+            let now = clock.nowNanos()
+            if let deadline, now >= deadline { break }
+            if pfd.revents & Int16(POLLIN) != 0 {
+                let wall = clock.wallNanos()
+                for _ in 0..<8 {  // at most 256 datagrams before the timers get a turn
+                    let n = batch.receive(fd: socket.fd)
+                    for i in 0..<n { core.receive(batch.datagram(i), from: batch.source(i), now: now, wallNanos: wall) }
+                    if n < batch.count { break }
+                }
+            }
+            if now >= nextPoll {
+                core.poll(now: now, wallNanos: clock.wallNanos())
+                nextPoll = now + 50_000_000
+            }
+            if now >= nextStats {
+                nextStats += 1_000_000_000
+                let c = core.counters
+                events?.emit(BroadcastEvent("stats", [
+                    "rooms": .int(core.roomCount), "peers": .int(core.peerCount),
+                    "packets_in": .int(c.rtpIn - last.rtpIn), "packets_out": .int(c.rtpForwarded - last.rtpForwarded),
+                    "kbps_out": .int((c.bytesForwarded - last.bytesForwarded) * 8 / 1000),
+                    "retransmitted": .int(c.retransmitted - last.retransmitted), "keyframe_requests": .int(c.keyframeRequests - last.keyframeRequests),
+                    "rejected": .int(c.rejected), "unknown_source": .int(c.unknownSource),
+                    "send_errors": .int(transport.errors - lastErrors), "lost_in": .int(core.rtpLostIn),
+                ]))
+                last = c
+                lastErrors = transport.errors
+            }
+        }
+        let c = core.counters
+        let s: [String: JSONValue] = [
+            "rtp_in": .int(c.rtpIn), "rtp_forwarded": .int(c.rtpForwarded), "bytes_forwarded": .int(c.bytesForwarded),
+            "rtcp_in": .int(c.rtcpIn), "control_in": .int(c.controlIn), "retransmitted": .int(c.retransmitted),
+            "keyframe_requests": .int(c.keyframeRequests), "rejected": .int(c.rejected), "unknown_source": .int(c.unknownSource),
+            "timeouts": .int(c.timeouts), "send_errors": .int(transport.errors), "lost_in": .int(core.rtpLostIn),
+            "duration_s": .double(Double(clock.nowNanos() - start) / 1e9),
+        ]
+        summary.withLock { $0 = s }
+        events?.emit(BroadcastEvent("stopped", s))
+        return s
+    }
+
+    private func report(_ e: RelayEvent) {
+        let event: BroadcastEvent
+        switch e {
+        case let .peerJoined(room, peer, address):
+            event = BroadcastEvent("peer_joined", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name),
+                                                   "role": .string(peer.role), "address": .string(address.description)])
+        case let .peerLeft(room, peer, reason):
+            event = BroadcastEvent("peer_left", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name), "reason": .string(reason)])
+        case let .substreamStarted(room, peer, stream):
+            event = BroadcastEvent("substream_started", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
+        case let .substreamStopped(room, peer, stream):
+            event = BroadcastEvent("substream_stopped", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
+        case let .subscribed(room, viewer, publisher, kinds):
+            event = BroadcastEvent("subscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher)),
+                                                  "kinds": .array(kinds.map { .string($0.rawValue) })])
+        case let .unsubscribed(room, viewer, publisher):
+            event = BroadcastEvent("unsubscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher))])
+        case let .rejected(address, reason):
+            logger.debug("relay: dropped a datagram from \(address): \(reason)")
+            return
+        }
+        if let events { events.emit(event) } else { logger.debug("relay: \(event.jsonLine())") }
+    }
+}

@@ -1,0 +1,169 @@
+import Events
+import MediaCore
+import Transport
+/// Decides when the encoder re-encodes the last picture although nothing new arrived.
+///
+/// Screen content is mostly still. After a change the encoder keeps encoding the same picture at
+/// half the frame rate for up to `refineNanos`, so the rate control spends bits on the residual and text
+/// gets sharp; after that, the picture is repeated only at the keep-alive rate (`--min-fps`), so
+/// late joiners and recorders still see progress while an idle slide costs almost nothing.
+/// Pure: time is passed in.
+public struct StaticScreenPolicy: Sendable, Equatable {
+    public var framePeriodNanos: UInt64
+    public var keepAlivePeriodNanos: UInt64
+    public var refineNanos: UInt64
+
+    /// When the last new picture arrived.
+    public private(set) var lastChangeNanos: UInt64?
+    /// When the last frame (new or repeated) went to the encoder.
+    public private(set) var lastEncodeNanos: UInt64?
+    /// A repeat that encodes to fewer bytes than this changed nothing visible: at least
+    /// `minConvergedBytes`, or 1/40 of the new picture's frame.
+    public private(set) var convergedBytes = 256
+    public var minConvergedBytes = 256
+    /// Refinement ends early after this many converged repeats in a row.
+    public var convergedRepeats = 2
+    private var tinyRepeats = 0
+    private var converged = false
+
+    /// - Parameters:
+    ///   - fps: the maximum frame rate.
+    ///   - minFps: the keep-alive rate for a still picture (0 disables repeats after refining).
+    ///   - refineSeconds: how long to keep encoding a still picture at full rate after a change.
+    public init(fps: Double, minFps: Double, refineSeconds: Double = 1.5) {
+        framePeriodNanos = UInt64(1e9 / max(fps, 0.1))
+        keepAlivePeriodNanos = minFps > 0 ? UInt64(1e9 / minFps) : UInt64.max
+        refineNanos = UInt64(refineSeconds * 1e9)
+    }
+
+    /// A new picture was encoded at `now`.
+    public mutating func newPictureEncoded(at now: UInt64, bytes: Int? = nil) {
+        convergedBytes = max(minConvergedBytes, (bytes ?? 0) / 40)
+        lastChangeNanos = now
+        lastEncodeNanos = now
+        tinyRepeats = 0
+        converged = false
+    }
+
+    /// The last picture was encoded again at `now`, into `bytes` (nil: not known). Once the
+    /// repeats are tiny the picture is as sharp as it gets: refinement ends early.
+    public mutating func repeatEncoded(at now: UInt64, bytes: Int? = nil) {
+        lastEncodeNanos = now
+        if let bytes {
+            tinyRepeats = bytes < convergedBytes ? tinyRepeats + 1 : 0
+            if tinyRepeats >= convergedRepeats { converged = true }
+        }
+    }
+
+    /// When the last picture should be encoded again if nothing new arrives; nil before the first.
+    public var nextRepeatNanos: UInt64? {
+        guard let change = lastChangeNanos, let encoded = lastEncodeNanos else { return nil }
+        let refining = !converged && encoded &- change < refineNanos
+        // Refine at half the frame rate: a repeat due exactly when the next captured picture
+        // is due would race it, and moving content would be encoded twice per frame.
+        let period = refining ? 2 * framePeriodNanos : keepAlivePeriodNanos
+        if period == UInt64.max { return nil }
+        return encoded &+ period
+    }
+
+    /// Whether the encoder is still refining (encoding a still picture at full rate) at `now`.
+    public func isRefining(at now: UInt64) -> Bool {
+        guard let change = lastChangeNanos, !converged else { return false }
+        return now &- change < refineNanos
+    }
+}
+
+/// Throttles forced keyframes (PLI/FIR, peers joining): at most one per `minIntervalNanos`
+/// (300 ms by default, as libwebrtc does), remembering a request that came too early.
+public struct KeyframeThrottle: Sendable, Equatable {
+    public var minIntervalNanos: UInt64
+    public private(set) var lastKeyframeNanos: UInt64?
+    public private(set) var pending = false
+
+    public init(minIntervalNanos: UInt64 = 300_000_000) { self.minIntervalNanos = minIntervalNanos }
+
+    /// Records a request; returns true if a keyframe should be produced now.
+    public mutating func request(at now: UInt64) -> Bool {
+        if let last = lastKeyframeNanos, now &- last < minIntervalNanos {
+            pending = true
+            return false
+        }
+        return true
+    }
+
+    /// Whether a request that came too early is now due.
+    public func pendingDue(at now: UInt64) -> Bool {
+        guard pending else { return false }
+        guard let last = lastKeyframeNanos else { return true }
+        return now &- last >= minIntervalNanos
+    }
+
+    /// A keyframe was sent at `now` (for whatever reason).
+    public mutating func keyframeSent(at now: UInt64) {
+        lastKeyframeNanos = now
+        pending = false
+    }
+}
+
+/// A leaky bucket of bits sent, drained at the target bit rate: `detail` mode waits for it to
+/// fall below one second of budget before encoding a new picture, so under pressure the frame
+/// rate drops (the latest picture wins) while each picture keeps its quality. Pure.
+public struct RateBucket: Sendable, Equatable {
+    public private(set) var levelBits: Double = 0
+    private var lastNanos: UInt64?
+
+    public init() {}
+
+    /// Drains what the link carried since the last call.
+    public mutating func drain(at now: UInt64, bitsPerSecond: Int) {
+        if let last = lastNanos, now > last {
+            levelBits = max(0, levelBits - Double(bitsPerSecond) * Double(now - last) / 1e9)
+        }
+        if lastNanos.map({ now > $0 }) ?? true { lastNanos = now }
+    }
+
+    /// Adds a frame's bits.
+    public mutating func add(bits: Int) { levelBits += Double(bits) }
+
+    /// How long until the level is at most `limitBits` (0 when it already is).
+    public func nanosUntil(atMost limitBits: Double, bitsPerSecond: Int) -> UInt64 {
+        guard levelBits > limitBits, bitsPerSecond > 0 else { return 0 }
+        return UInt64((levelBits - limitBits) / Double(bitsPerSecond) * 1e9)
+    }
+}
+
+/// When the capture loop may grab the next picture: `fps` a second on average with one frame of
+/// credit (a GCRA / token bucket of frame periods: at most one more in any second), never
+/// sooner than half a period after the last grab. Content that changes at the frame rate or
+/// slower is so grabbed as soon as it changes (XDamage), even when its timing jitters by up to
+/// half a period, instead of at a fixed phase of a frame tick, which waits up to a period (half
+/// on average). Faster content is grabbed once a period. Pure.
+public struct CapturePacer: Sendable, Equatable {
+    public var periodNanos: UInt64
+    /// Theoretical arrival time of the next grab at exactly `fps`.
+    private var tatNanos: UInt64
+    /// No grab before this (half a period after the last grab, or a period after a retry).
+    private var notBeforeNanos: UInt64
+
+    public init(fps: Double, now: UInt64) {
+        periodNanos = UInt64(1e9 / max(fps, 0.1))
+        tatNanos = now
+        notBeforeNanos = now
+    }
+
+    /// The earliest time of the next grab.
+    public var nextNanos: UInt64 {
+        max(tatNanos > periodNanos ? tatNanos - periodNanos : 0, notBeforeNanos)
+    }
+
+    /// A picture was grabbed at `now` (at or after `nextNanos`).
+    public mutating func grabbed(at now: UInt64) {
+        tatNanos = max(tatNanos, now) &+ periodNanos
+        notBeforeNanos = now &+ periodNanos / 2
+    }
+
+    /// Nothing usable was grabbed at `now` (an error, a placeholder): try again a period later.
+    public mutating func retry(at now: UInt64) {
+        notBeforeNanos = now &+ periodNanos
+    }
+}

@@ -1,0 +1,39 @@
+import MediaCore
+
+/// A UDP destination "HOST:PORT" or "[IPv6]:PORT".
+public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: UInt16
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    public static func parse(_ text: String) throws -> Endpoint {
+        let host: Substring, portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else {
+                throw SettingsError("'\(text)': missing ']' after the IPv6 address")
+            }
+            host = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { throw SettingsError("'\(text)': expected ':PORT' after ']'") }
+            portText = rest.dropFirst()
+        } else {
+            guard let colon = text.lastIndex(of: ":"), text.firstIndex(of: ":") == colon else {
+                throw SettingsError("'\(text)' is not HOST:PORT (IPv6: [ADDR]:PORT)")
+            }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        }
+        guard !host.isEmpty else { throw SettingsError("'\(text)': the host is empty") }
+        guard let port = Int(portText), (1...65534).contains(port) else {
+            throw SettingsError("'\(text)': port must be a number from 1 to 65534 (RTCP uses PORT+1)")
+        }
+        return Endpoint(host: String(host), port: UInt16(port))
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+import Foundation

@@ -1,0 +1,146 @@
+import ArgumentParser
+import AudioIO
+import Control
+import Events
+import Foundation
+import Logging
+import MediaCore
+import RTP
+import Receiver
+import Relay
+import Room
+import ScreenCapture
+import Sender
+import Transport
+import VP8Codec
+import VideoProcessing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct Watch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Join a room (or receive a plain stream from an SDP file), decode and show or record it.",
+        discussion: """
+            Sends RTCP back (receiver reports, NACK for lost packets, PLI when a picture cannot be
+            repaired): to the room relay, or to the sender of a plain stream.
+            Examples:
+              screenshare watch --room class --server 192.168.1.20:7600
+              screenshare watch --room class --server relay.example:7600 --from "Ms Smith" --headless --record class.webm
+              screenshare watch --sdp stream.sdp
+              screenshare watch --sdp stream.sdp --headless --record talk.webm --duration 60 --json
+            """)
+
+    @Option(help: ArgumentHelp("The SDP `screenshare start --sdp` wrote.", valueName: "file"))
+    var sdp: String?
+
+    @Option(help: ArgumentHelp("Join this room.", valueName: "name"))
+    var room: String?
+
+    @Option(help: ArgumentHelp("The room relay: the host running `screenshare start --room` or `serve`.", valueName: "host:port"))
+    var server: String = "127.0.0.1:7600"
+
+    @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
+    var name: String?
+
+    @Option(help: ArgumentHelp("Watch this presenter (name or peer id; default: the first one sharing a screen).", valueName: "peer"))
+    var from: String?
+
+    @Flag(help: "No window: decode, record and report only.")
+    var headless = false
+
+    @Option(help: ArgumentHelp("X display for the window (default: $DISPLAY).", valueName: ":N"))
+    var display: String?
+
+    @Option(help: ArgumentHelp("Write what arrived to a WebM file (VP8 and Opus as received, not re-encoded).", valueName: "file"))
+    var record: String?
+
+    @Option(help: ArgumentHelp("Write one MD5 per decoded picture to FILE, as ffmpeg's `-f framemd5` does for yuv420p.", valueName: "file"))
+    var framesMd5: String?
+
+    @Flag(help: "Do not play the audio (it is still received, reported and recorded).")
+    var noAudioPlayback = false
+
+    @Option(help: ArgumentHelp("Play the audio to this PulseAudio sink (default: the default sink).", valueName: "sink"))
+    var audioSink: String?
+
+    @Flag(help: "Do not line the audio up with the pictures (lip sync): each plays as soon as it can, so the pictures are never held back for the sound.")
+    var noAvSync = false
+
+    @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
+    var duration: Double?
+
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        if room != nil && sdp != nil { throw ValidationError("--room and --sdp cannot be used together: join a room, or receive a plain stream") }
+        if let room {
+            do { try validateRoomName(room) } catch { throw ValidationError("--room: \(error)") }
+            do { _ = try Endpoint.parse(server) } catch { throw ValidationError("--server: \(error)") }
+        } else {
+            guard sdp != nil else { throw ValidationError("missing --room NAME (or --sdp FILE written by `screenshare start --sdp FILE`)") }
+            if from != nil { throw ValidationError("--from needs --room NAME") }
+        }
+        if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
+        if let record, !(record.hasSuffix(".webm") || record.hasSuffix(".mkv")) {
+            throw ValidationError("--record '\(record)': the file name must end in .webm (or .mkv)")
+        }
+    }
+
+    func viewerConfig() throws -> ViewerConfig {
+        if let room {
+            let target: SubscriptionTarget = from.map { .peer($0) } ?? .auto
+            return ViewerConfig(room: RoomSettings(name: room, displayName: name ?? Start.userName(), server: server, target: target),
+                                server: try Endpoint.parse(server), cname: Start.cname())
+        }
+        let text: String
+        do { text = try String(contentsOfFile: sdp!, encoding: .utf8) } catch {
+            printError("screenshare: --sdp '\(sdp!)': cannot read it: \(error.localizedDescription)")
+            throw Exit.noInput
+        }
+        let description: ReceiveDescription
+        do { description = try ReceiveDescription.parse(text) } catch {
+            printError("screenshare: --sdp '\(sdp!)': \(error)")
+            throw Exit.noInput
+        }
+        return ViewerConfig(description: description, cname: Start.cname())
+    }
+
+    func run() throws {
+        var config = try viewerConfig()
+        config.window = !headless
+        config.display = display
+        config.recordPath = record
+        config.audioPlayback = !noAudioPlayback
+        config.framesMD5Path = framesMd5
+        config.audioSink = audioSink
+        config.avSync = !noAvSync
+        config.durationSeconds = duration
+        let logger = output.logger()
+        let sink = output.sink()
+        let viewer: Viewer
+        do {
+            viewer = try Viewer(config: config, events: sink, logger: logger)
+        } catch let error as NetworkError {
+            printError("screenshare: \(error)")
+            throw Exit.network
+        } catch let error as SettingsError {
+            printError("screenshare: --sdp '\(sdp ?? "")': \(error)")
+            throw Exit.noInput
+        } catch {
+            printError("screenshare: \(error)")
+            throw Exit.sourceUnavailable
+        }
+        let signals = SignalWatcher { _ in viewer.stop(.requested) }
+        let result = viewer.run()
+        _ = signals
+        switch result.reason {
+        case .duration, .windowClosed: return
+        case .requested: throw Exit.interrupted
+        case .failed: throw Exit.failure
+        case .disconnected:
+            printError("screenshare: lost the room relay at \(server) (3 retries failed)")
+            throw Exit.network
+        }
+    }
+}

@@ -1,0 +1,63 @@
+import Control
+import Transport
+import Testing
+import MediaCore
+import ScreenCapture
+import VideoProcessing
+@testable import Sender
+
+@Suite struct LiveSettingsTests {
+    let base = LiveSettings(config: BroadcastConfig(source: .x11(display: ":0", source: .screen, drawCursor: true),
+                                                    destination: Endpoint(host: "127.0.0.1", port: 5004), cname: "c"))
+
+    @Test func appliesSeveralChangesTogether() throws {
+        let s = try base.applying([("bitrate", "1M"), ("fps", "30"), ("content", "motion"), ("max-resolution", "720p"),
+                                   ("keyframe-interval", "2"), ("source", "window:Slides")])
+        #expect(s.bitrate.bitsPerSecond == 1_000_000 && s.fps == 30 && s.content == .motion)
+        #expect(s.maxResolution == .p720 && s.keyframeIntervalSeconds == 2)
+        #expect(s.source == .x11(display: ":0", source: .window("Slides"), drawCursor: true))
+        #expect(s.changedKeys(from: base) == ["bitrate_kbps", "content", "fps", "keyframe_interval_s", "max_resolution", "source"])
+        let back = try s.applying([("max-resolution", "none"), ("keyframe-interval", "none"), ("source", "region:640x480+10+20")])
+        #expect(back.maxResolution == nil && back.keyframeIntervalSeconds == nil)
+        #expect(back.source == .x11(display: ":0", source: .region(PixelRect(x: 10, y: 20, width: 640, height: 480)), drawCursor: true))
+    }
+
+    @Test(arguments: [
+        ("fps", "0", "fps=0"), ("fps", "fast", "fps=fast"), ("bitrate", "lots", "bitrate=lots"), ("volume", "3", "unknown setting"),
+        ("source", "elsewhere", "source=elsewhere"), ("source", "region:10x", "region:10x"), ("content", "cartoon", "detail or motion"),
+        ("min-fps", "-1", "min-fps=-1"),
+    ])
+    func badValuesAreNamedAndNothingChanges(key: String, value: String, mention: String) {
+        do {
+            _ = try base.applying([("fps", "20"), (key, value)])
+            Issue.record("accepted \(key)=\(value)")
+        } catch {
+            #expect("\(error)".contains(mention), "\(error)")
+        }
+    }
+
+    @Test func crossChecksWholeSettings() {
+        #expect(throws: SettingsError.self) { try base.applying([("fps", "5"), ("min-fps", "10")]) }
+        #expect(throws: SettingsError.self) { try base.applying([("bitrate", "500k"), ("min-bitrate", "1M")]) }
+        #expect(throws: SettingsError.self) { try base.applying([]) }
+    }
+
+    @Test func rawInputCannotSwitchSource() {
+        let raw = LiveSettings(config: BroadcastConfig(source: .raw(path: "f", format: .nv12, size: PixelSize(width: 2, height: 2), fps: 1),
+                                                       destination: Endpoint(host: "h", port: 1), cname: "c"))
+        #expect(throws: SettingsError.self) { try raw.applying([("source", "screen")]) }
+    }
+
+    @Test func picksTheOnlySocketOrSaysWhy() throws {
+        #expect(try ControlSocket.pickOnly(in: "/run/x", entries: ["pid-12.sock", "notes.txt"]) == "/run/x/pid-12.sock")
+        do { _ = try ControlSocket.pickOnly(in: "/run/x", entries: []); Issue.record("none accepted") }
+        catch { #expect("\(error)".contains("no screenshare broadcaster is running")) }
+        do { _ = try ControlSocket.pickOnly(in: "/run/x", entries: ["a.sock", "b.sock"]); Issue.record("several accepted") }
+        catch { #expect("\(error)".contains("a, b") && "\(error)".contains("--room")) }
+    }
+
+    @Test func socketPathsAreSafeAndPerUser() {
+        #expect(ControlSocket.path(label: "my room/../x", environment: ["XDG_RUNTIME_DIR": "/run/user/7"]) == "/run/user/7/screenshare/my_room_.._x.sock")
+        #expect(ControlSocket.directory(environment: [:]).hasPrefix("/tmp/screenshare-"))
+    }
+}

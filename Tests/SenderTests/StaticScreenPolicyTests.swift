@@ -1,0 +1,184 @@
+import Testing
+@testable import Sender
+import TestSupport
+
+@Suite struct StaticScreenPolicyTests {
+    let ms: UInt64 = 1_000_000
+
+    @Test func noRepeatBeforeFirstPicture() {
+        let p = StaticScreenPolicy(fps: 15, minFps: 1)
+        #expect(p.nextRepeatNanos == nil)
+    }
+
+    @Test func refinesAtFullRateThenDropsToKeepAlive() {
+        var p = StaticScreenPolicy(fps: 10, minFps: 1, refineSeconds: 1)
+        p.newPictureEncoded(at: 0)
+        // During the refine second: every other frame period.
+        var t: UInt64 = 0
+        var repeats = 0
+        while let next = p.nextRepeatNanos, next < 1000 * ms {
+            t = next
+            p.repeatEncoded(at: t)
+            repeats += 1
+        }
+        #expect(repeats == 4)  // every 200 ms: half the frame rate
+        // Past the refine window: keep-alive at 1 fps.
+        p.repeatEncoded(at: 1000 * ms)
+        #expect(p.nextRepeatNanos == 2000 * ms)
+        p.repeatEncoded(at: 2000 * ms)
+        #expect(p.nextRepeatNanos == 3000 * ms)
+        #expect(!p.isRefining(at: 2000 * ms))
+    }
+
+    @Test func refinementEndsEarlyOnceRepeatsAreTiny() {
+        var p = StaticScreenPolicy(fps: 10, minFps: 1, refineSeconds: 1.5)
+        p.newPictureEncoded(at: 0)
+        p.repeatEncoded(at: 100 * ms, bytes: 9000)   // still sharpening
+        #expect(p.nextRepeatNanos == 300 * ms)
+        p.repeatEncoded(at: 200 * ms, bytes: 100)    // one tiny repeat is not enough
+        #expect(p.nextRepeatNanos == 400 * ms)
+        p.repeatEncoded(at: 300 * ms, bytes: 40)     // two in a row: converged
+        #expect(!p.isRefining(at: 300 * ms))
+        #expect(p.nextRepeatNanos == 1300 * ms)      // keep-alive from now on
+        p.newPictureEncoded(at: 2000 * ms)           // a change refines again
+        #expect(p.isRefining(at: 2100 * ms))
+        #expect(p.nextRepeatNanos == 2200 * ms)
+        // A big new picture (80 kB): repeats under 2 kB are converged.
+        p.newPictureEncoded(at: 3000 * ms, bytes: 80_000)
+        p.repeatEncoded(at: 3100 * ms, bytes: 1900)
+        p.repeatEncoded(at: 3200 * ms, bytes: 1800)
+        #expect(!p.isRefining(at: 3200 * ms))
+    }
+
+    @Test func rateBucketDrainsAtTheBitRate() {
+        var b = RateBucket()
+        b.drain(at: 0, bitsPerSecond: 1_000_000)
+        b.add(bits: 1_500_000)
+        #expect(b.nanosUntil(atMost: 1_000_000, bitsPerSecond: 1_000_000) == 500 * ms)
+        b.drain(at: 250 * ms, bitsPerSecond: 1_000_000)
+        #expect(b.levelBits == 1_250_000)
+        b.drain(at: 100 * ms, bitsPerSecond: 1_000_000)  // time going backwards changes nothing
+        #expect(b.levelBits == 1_250_000)
+        b.drain(at: 5000 * ms, bitsPerSecond: 1_000_000)
+        #expect(b.levelBits == 0)
+        #expect(b.nanosUntil(atMost: 1_000_000, bitsPerSecond: 1_000_000) == 0)
+    }
+
+    @Test func aNewPictureRestartsRefining() {
+        var p = StaticScreenPolicy(fps: 10, minFps: 1, refineSeconds: 1)
+        p.newPictureEncoded(at: 0)
+        p.repeatEncoded(at: 5000 * ms)
+        #expect(p.nextRepeatNanos == 6000 * ms)
+        p.newPictureEncoded(at: 5500 * ms)
+        #expect(p.nextRepeatNanos == 5700 * ms)
+        #expect(p.isRefining(at: 5600 * ms))
+    }
+
+    @Test func zeroMinFpsStopsRepeatsAfterRefining() {
+        var p = StaticScreenPolicy(fps: 10, minFps: 0, refineSeconds: 0.5)
+        p.newPictureEncoded(at: 0)
+        p.repeatEncoded(at: 600 * ms)
+        #expect(p.nextRepeatNanos == nil)
+    }
+}
+
+@Suite struct KeyframeThrottleTests {
+    let ms: UInt64 = 1_000_000
+
+    @Test func atMostOneKeyframePer300ms() {
+        var k = KeyframeThrottle()
+        let first = k.request(at: 0)
+        #expect(first)
+        k.keyframeSent(at: 0)
+        let early = k.request(at: 100 * ms)
+        #expect(!early)
+        #expect(k.pending)
+        #expect(!k.pendingDue(at: 299 * ms))
+        #expect(k.pendingDue(at: 300 * ms))
+        k.keyframeSent(at: 300 * ms)
+        #expect(!k.pending)
+        let later = k.request(at: 650 * ms)
+        #expect(later)
+    }
+}
+
+@Suite struct CapturePacerTests {
+    let ms: UInt64 = 1_000_000
+
+    /// Simulates the capture loop: a grab happens at the first moment the pacer allows and the
+    /// screen has changed since the last grab. `changes` are the times the screen changed.
+    func grabs(fps: Double, changes: [UInt64], until end: UInt64) -> [UInt64] {
+        var pacer = CapturePacer(fps: fps, now: 0)
+        var grabbed: [UInt64] = []
+        var pending = changes[...]
+        var dirtySince: UInt64?
+        while true {
+            // Next event: the pacer opening, or the next change when the screen is still clean.
+            let t: UInt64
+            if let since = dirtySince { t = max(since, pacer.nextNanos) } else if let c = pending.first { t = max(c, pacer.nextNanos) } else { break }
+            guard t < end else { break }
+            while let c = pending.first, c <= t { dirtySince = dirtySince ?? c; pending.removeFirst() }
+            guard dirtySince != nil else { continue }
+            grabbed.append(t)
+            pacer.grabbed(at: t)
+            dirtySince = nil
+        }
+        return grabbed
+    }
+
+    @Test func contentAtTheFrameRateIsGrabbedWhenItChanges() {
+        // Changes every 33.3 ms at an arbitrary phase, late at times (by up to 15 ms, under half
+        // a period): every change is grabbed at once, the jitter does not build up a lag.
+        let period: UInt64 = 1_000_000_000 / 30
+        let changes = (0..<90).map { k in 7 * ms + UInt64(k) * period + [0, 15, 3, 0, 9, 1, 0][k % 7] * ms }
+        let g = grabs(fps: 30, changes: changes, until: 3_000 * ms)
+        #expect(g.count == 90)
+        for (grab, change) in zip(g, changes) { #expect(grab == change) }
+    }
+
+    @Test func theFirstGrabsPhaseDoesNotStick() {
+        // A forced grab at 0, then changes at 30 ms + k periods: grabbed when they happen, not
+        // a period after the first grab.
+        let period: UInt64 = 1_000_000_000 / 30
+        let changes = [0] + (0..<60).map { k in 30 * ms + UInt64(k) * period }
+        let g = grabs(fps: 30, changes: changes, until: 2_100 * ms)
+        #expect(g == changes)
+    }
+
+    @Test func fasterContentIsGrabbedAtTheFrameRate() {
+        // Changes every 5 ms: about one grab per period (one more at most), never two within
+        // half a period.
+        let changes = (0..<400).map { UInt64($0) * 5 * ms }
+        let g = grabs(fps: 30, changes: changes, until: 1_990 * ms)
+        #expect(g.count >= 59 && g.count <= 61)  // 2 s × 30, one of them the credit
+        for (a, b) in zip(g, g.dropFirst()) { #expect(b - a >= 1_000_000_000 / 30 / 2) }
+    }
+
+    @Test func averageStaysAtTheFrameRateWhateverTheChanges() {
+        var rng = SplitMix64(seed: 7)
+        var t: UInt64 = 0
+        var changes: [UInt64] = []
+        while t < 10_000 * ms { t += rng.next() % (40 * ms); changes.append(t) }
+        let g = grabs(fps: 15, changes: changes, until: 10_000 * ms)
+        #expect(g.count <= 151)
+        for (a, b) in zip(g, g.dropFirst()) { #expect(b - a >= 1_000_000_000 / 15 / 2) }
+        // Over any second, at most fps + 1 grabs.
+        for start in stride(from: UInt64(0), to: 9_000 * ms, by: Int(100 * ms)) {
+            #expect(g.filter { $0 >= start && $0 < start + 1_000 * ms }.count <= 16)
+        }
+    }
+
+    @Test func retryWaitsAPeriod() {
+        var p = CapturePacer(fps: 10, now: 0)
+        p.retry(at: 50 * ms)
+        #expect(p.nextNanos == 150 * ms)
+        p.grabbed(at: 150 * ms)  // one frame of credit: half a period later
+        #expect(p.nextNanos == 200 * ms)
+        p.grabbed(at: 200 * ms)  // credit used: back on the period grid
+        #expect(p.nextNanos == 250 * ms)
+        p.grabbed(at: 250 * ms)
+        #expect(p.nextNanos == 350 * ms)
+        p.grabbed(at: 900 * ms)  // after a still screen: credit again
+        #expect(p.nextNanos == 950 * ms)
+    }
+}
