@@ -19,11 +19,14 @@ public struct Bitrate: Sendable, Equatable, Comparable, CustomStringConvertible 
             throw SettingsError("'\(text)' is not a bit rate (examples: 2M, 1600k, 800000)")
         }
         let bits = Int((value * multiplier).rounded())
-        guard bits >= 10_000, bits <= 100_000_000 else {
+        guard range.contains(bits) else {
             throw SettingsError("bit rate '\(text)' is out of range (10k to 100M)")
         }
         return Bitrate(bitsPerSecond: bits)
     }
+
+    /// The rates accepted: 10 kbit/s to 100 Mbit/s.
+    public static let range = 10_000...100_000_000
 
     public static func < (a: Bitrate, b: Bitrate) -> Bool { a.bitsPerSecond < b.bitsPerSecond }
 

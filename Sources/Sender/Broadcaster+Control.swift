@@ -23,7 +23,7 @@ extension Broadcaster {
     }
 
     /// Applies `set` changes (all or nothing) and reports them in a settings_changed event.
-    /// - Throws: `SettingsError` naming the bad key or value; nothing changes then.
+    /// - Throws: `SettingError` naming the bad key or value; nothing changes then.
     public func apply(_ changes: [(String, String)]) throws {
         let (old, new) = try live.withLock { s -> (LiveSettings, LiveSettings) in
             let old = s

@@ -30,43 +30,83 @@ public struct LiveSettings: Sendable, Equatable {
         source = config.source
     }
 
-    /// The keys `set` takes, with what each expects (for errors and `ctl --help`).
+    /// The settings as given (checked by ``validate()`` before use).
+    public init(fps: Int, minFps: Double, bitrate: Bitrate, minBitrate: Bitrate?, maxResolution: MaxResolution?,
+                content: ContentPreference, keyframeIntervalSeconds: Double?, source: VideoSource) {
+        self.fps = fps
+        self.minFps = minFps
+        self.bitrate = bitrate
+        self.minBitrate = minBitrate
+        self.maxResolution = maxResolution
+        self.content = content
+        self.keyframeIntervalSeconds = keyframeIntervalSeconds
+        self.source = source
+    }
+
+    /// The keys `set` takes, with what each expects (for errors and `ctl --help`); each is
+    /// also the name of `start`'s flag.
     public static let keys: [(String, String)] = [
         ("fps", "1-60"), ("min-fps", "0-fps"), ("bitrate", "e.g. 2M, 1600k"), ("min-bitrate", "e.g. 300k"),
         ("max-resolution", "720p, 1080p, 1440p, WxH or none"), ("content", "detail or motion"),
         ("keyframe-interval", "seconds, or none"), ("source", "screen, region:WxH+X+Y, monitor:NAME or window:ID|TITLE"),
     ]
 
-    /// Returns the settings with `changes` (KEY → VALUE text) applied, all or nothing.
-    /// - Throws: `SettingsError` naming the key and the value that is wrong.
+    /// Most seconds between periodic keyframes.
+    public static let maxKeyframeInterval = 3600.0
+
+    /// The one check of a whole set of settings, for `start`'s flags and `ctl set` alike: each
+    /// value in its range, and the minimums not above what they are the minimum of.
+    /// - Throws: `SettingError` naming the first setting that is wrong.
+    public func validate() throws {
+        func bad(_ key: String, _ value: String, _ why: String) -> SettingError { SettingError(key: key, value: value, reason: why) }
+        guard (1...60).contains(fps) else { throw bad("fps", "\(fps)", "must be a whole number from 1 to 60") }
+        guard minFps >= 0, minFps <= 60 else { throw bad("min-fps", Self.text(minFps), "must be from 0 to 60") }
+        guard minFps <= Double(fps) else { throw bad("min-fps", Self.text(minFps), "must not be above fps (\(fps))") }
+        for (key, rate) in [("bitrate", bitrate), ("min-bitrate", minBitrate)] {
+            guard let rate else { continue }
+            guard Bitrate.range.contains(rate.bitsPerSecond) else { throw bad(key, "\(rate)", "must be from 10k to 100M") }
+        }
+        if let min = minBitrate, min > bitrate { throw bad("min-bitrate", "\(min)", "must not be above bitrate (\(bitrate))") }
+        if let k = keyframeIntervalSeconds, !(k > 0 && k <= Self.maxKeyframeInterval) {
+            throw bad("keyframe-interval", Self.text(k), "must be seconds from 0 to 3600, or none")
+        }
+    }
+
+    /// A number as a user typed it: 5, not 5.0.
+    static func text(_ v: Double) -> String { String(format: "%g", v) }
+
+    /// Returns the settings with `changes` (KEY → VALUE text) applied, all or nothing, checked
+    /// by ``validate()``.
+    /// - Throws: `SettingError` naming the key and the value that is wrong.
     public func applying(_ changes: [(String, String)]) throws -> LiveSettings {
         var s = self
-        guard !changes.isEmpty else { throw SettingsError("set: nothing to set; keys: \(Self.keys.map(\.0).joined(separator: ", "))") }
+        guard !changes.isEmpty else {
+            throw SettingError(key: "", value: "", reason: "nothing to set; keys: \(Self.keys.map(\.0).joined(separator: ", "))")
+        }
         for (key, value) in changes {
-            func bad(_ why: String) -> SettingsError { SettingsError("set \(key)=\(value): \(why)") }
+            func bad(_ why: String) -> SettingError { SettingError(key: key, value: value, reason: why) }
+            func parsed<T>(_ parse: (String) throws -> T) throws -> T {
+                do { return try parse(value) } catch { throw bad("\(error)") }
+            }
             switch key {
             case "fps":
-                guard let v = Int(value), (1...60).contains(v) else { throw bad("must be a whole number from 1 to 60") }
+                guard let v = Int(value) else { throw bad("must be a whole number from 1 to 60") }
                 s.fps = v
             case "min-fps":
-                guard let v = Double(value), v >= 0, v <= 60 else { throw bad("must be from 0 to 60") }
+                guard let v = Double(value) else { throw bad("must be from 0 to 60") }
                 s.minFps = v
             case "bitrate":
-                do { s.bitrate = try Bitrate.parse(value) } catch { throw bad("\(error)") }
+                s.bitrate = try parsed(Bitrate.parse)
             case "min-bitrate":
-                if value == "none" { s.minBitrate = nil } else {
-                    do { s.minBitrate = try Bitrate.parse(value) } catch { throw bad("\(error)") }
-                }
+                s.minBitrate = value == "none" ? nil : try parsed(Bitrate.parse)
             case "max-resolution":
-                if value == "none" { s.maxResolution = nil } else {
-                    do { s.maxResolution = try MaxResolution.parse(value) } catch { throw bad("\(error)") }
-                }
+                s.maxResolution = value == "none" ? nil : try parsed(MaxResolution.parse)
             case "content":
                 guard let c = ContentPreference(rawValue: value) else { throw bad("use detail or motion") }
                 s.content = c
             case "keyframe-interval":
                 if value == "none" { s.keyframeIntervalSeconds = nil } else {
-                    guard let v = Double(value), v > 0, v <= 3600 else { throw bad("must be seconds from 0 to 3600, or none") }
+                    guard let v = Double(value) else { throw bad("must be seconds from 0 to 3600, or none") }
                     s.keyframeIntervalSeconds = v
                 }
             case "source":
@@ -75,11 +115,10 @@ public struct LiveSettings: Sendable, Equatable {
                 }
                 s.source = .x11(display: display, source: try Self.parseSource(value, key: key), drawCursor: cursor)
             default:
-                throw SettingsError("set \(key): unknown setting; keys: \(Self.keys.map(\.0).joined(separator: ", "))")
+                throw SettingError(key: key, value: value, reason: "unknown setting; keys: \(Self.keys.map(\.0).joined(separator: ", "))")
             }
         }
-        if s.minFps > Double(s.fps) { throw SettingsError("set: min-fps \(s.minFps) is above fps \(s.fps)") }
-        if let min = s.minBitrate, min > s.bitrate { throw SettingsError("set: min-bitrate \(min) is above bitrate \(s.bitrate)") }
+        try s.validate()
         return s
     }
 
@@ -87,14 +126,14 @@ public struct LiveSettings: Sendable, Equatable {
         if value == "screen" { return .screen }
         let parts = value.split(separator: ":", maxSplits: 1).map(String.init)
         guard parts.count == 2, !parts[1].isEmpty else {
-            throw SettingsError("set \(key)=\(value): use screen, region:WxH+X+Y, monitor:NAME or window:ID|TITLE")
+            throw SettingError(key: key, value: value, reason: "use screen, region:WxH+X+Y, monitor:NAME or window:ID|TITLE")
         }
         switch parts[0] {
         case "region":
-            do { return .region(try CaptureSourceSpec.parseRegion(parts[1])) } catch { throw SettingsError("set \(key)=\(value): \(error)") }
+            do { return .region(try CaptureSourceSpec.parseRegion(parts[1])) } catch { throw SettingError(key: key, value: value, reason: "\(error)") }
         case "monitor": return .monitor(parts[1])
         case "window": return .window(parts[1])
-        default: throw SettingsError("set \(key)=\(value): use screen, region:WxH+X+Y, monitor:NAME or window:ID|TITLE")
+        default: throw SettingError(key: key, value: value, reason: "use screen, region:WxH+X+Y, monitor:NAME or window:ID|TITLE")
         }
     }
 
@@ -125,4 +164,21 @@ public struct LiveSettings: Sendable, Equatable {
         let a = fields, b = old.fields
         return a.keys.filter { a[$0] != b[$0] }.sorted()
     }
+}
+
+/// A setting that is refused, by `start` (as a flag) or `ctl set` (as KEY=VALUE).
+public struct SettingError: Error, CustomStringConvertible, Equatable {
+    /// The setting's key, which is also `start`'s flag without the dashes ("" for none).
+    public var key: String
+    public var value: String
+    public var reason: String
+    public init(key: String, value: String, reason: String) {
+        self.key = key
+        self.value = value
+        self.reason = reason
+    }
+    /// As `ctl set` words it: "set fps=0: must be …".
+    public var description: String { key.isEmpty ? "set: \(reason)" : "set \(key)=\(value): \(reason)" }
+    /// As `start` words it: "--fps 0: must be …".
+    public var flagDescription: String { "--\(key) \(value): \(reason)" }
 }

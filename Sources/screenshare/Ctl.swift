@@ -22,15 +22,21 @@ struct Ctl: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Control a running `screenshare start`: pause, resume, stop, status, set.",
         discussion: """
-            With neither --room nor --socket, talks to the only broadcaster this user runs.
-            `set` takes KEY=VALUE pairs, applied together without restarting the stream:
-              fps=1-60  min-fps=N  bitrate=2M  min-bitrate=300k  max-resolution=720p|1080p|1440p|WxH|none
-              content=detail|motion  keyframe-interval=SECONDS|none
+            With neither --room nor --socket, talks to the only broadcaster this user runs. \
+            `set` takes the flags `start` takes (--fps 30 --bitrate 1M …, --region, \
+            --monitor, --window), or KEY=VALUE pairs, or both; all are applied together
+            without restarting the stream, and checked as `start` checks them:
+              fps=1-60  min-fps=N  bitrate=2M  min-bitrate=300k|none
+              max-resolution=720p|1080p|1440p|WxH|none  content=detail|motion
+              keyframe-interval=SECONDS|none
               source=screen|region:WxH+X+Y|monitor:NAME|window:ID|TITLE
+
             Examples:
               screenshare ctl pause
+              screenshare ctl set --fps 30 --bitrate 1M --content motion
               screenshare ctl set bitrate=1M fps=30 content=motion
-              screenshare ctl set source=window:Slides
+              screenshare ctl set --window Slides
+              screenshare ctl set source=screen max-resolution=none
               screenshare ctl status --json
             """)
 
@@ -49,13 +55,29 @@ struct Ctl: ParsableCommand {
     @Argument(help: "KEY=VALUE pairs for set.")
     var settings: [String] = []
 
+    @OptionGroup(title: "Settings for set (as for start)") var encoding: EncodingOptions
+
+    @OptionGroup(title: "Source for set (as for start)") var capture: CaptureSelection
+
+    /// Everything `set` changes: the flags, then the KEY=VALUE pairs.
+    var changes: [SettingChange] {
+        var c = encoding.changes
+        if let source = capture.settingValue { c.append(SettingChange("source", source)) }
+        for pair in settings {
+            let i = pair.firstIndex(of: "=")!
+            c.append(SettingChange(String(pair[..<i]), String(pair[pair.index(after: i)...])))
+        }
+        return c
+    }
+
     func validate() throws {
         guard ["pause", "resume", "stop", "status", "set"].contains(command) else {
             throw ValidationError("'\(command)' is not a ctl command: use pause, resume, stop, status or set")
         }
-        if command == "set" && settings.isEmpty { throw ValidationError("set needs KEY=VALUE pairs, e.g. set bitrate=1M") }
-        if command != "set" && !settings.isEmpty { throw ValidationError("\(command) takes no KEY=VALUE pairs") }
         for pair in settings where !pair.contains("=") { throw ValidationError("'\(pair)' is not KEY=VALUE") }
+        if command == "set" && changes.isEmpty { throw ValidationError("set needs settings, e.g. set --bitrate 1M or set bitrate=1M") }
+        if command != "set" && !changes.isEmpty { throw ValidationError("\(command) takes no settings") }
+        if capture.given.count > 1 { throw ValidationError("\(capture.given.joined(separator: " and ")) cannot be used together: choose one source") }
         if room != nil && socket != nil { throw ValidationError("--room and --socket cannot be used together") }
     }
 
@@ -70,20 +92,14 @@ struct Ctl: ParsableCommand {
                 path = try ControlSocket.pickOnly(in: dir, entries: entries)
             }
         } catch {
-            printError("screenshare ctl: \(error)")
-            throw Exit.sourceUnavailable
-        }
-        let changes = settings.map { pair -> SettingChange in
-            let i = pair.firstIndex(of: "=")!
-            return SettingChange(String(pair[..<i]), String(pair[pair.index(after: i)...]))
+            throw Exit.failing(with: error, command: "screenshare ctl")
         }
         let request = ControlRequest(ControlCommand(rawValue: command)!, set: command == "set" ? changes : nil)
         let response: ControlResponse
         do {
             response = try ControlSocket.request(request, socketPath: path)
         } catch {
-            printError("screenshare ctl: \(error)")
-            throw Exit.sourceUnavailable
+            throw Exit.failing(with: error, command: "screenshare ctl")
         }
         guard response.ok else {
             printError("screenshare ctl: \(response.error ?? "the broadcaster refused")")

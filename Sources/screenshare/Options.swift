@@ -44,15 +44,86 @@ struct OutputOptions: ParsableArguments {
     func sink() -> EventSink { json ? JSONLineSink() : HumanSink(quiet: quiet) }
 }
 
-/// `--listen`: ADDR:PORT, or :PORT for all addresses.
-func parseListen(_ text: String) throws -> Endpoint {
-    try Endpoint.parse(text.hasPrefix(":") ? "0.0.0.0" + text : text)
+/// The encoding settings a running broadcast can change: flags of `start` and of `ctl set`
+/// (same names, same parsers, same checks: `LiveSettings.validate()`). Unset flags keep the
+/// current value (`ctl set`) or the default (`start`).
+struct EncodingOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Largest picture sent: 720p, 1080p, 1440p or WxH (start: long side ≤ 1920).", valueName: "res"),
+            transform: Parse.resolution)
+    var maxResolution: MaxResolution?
+
+    @Option(help: "Maximum frame rate, 1-60 (start: 15).")
+    var fps: Int?
+
+    @Option(help: "Keep-alive frame rate of a still screen, 0-fps (start: 1).")
+    var minFps: Double?
+
+    @Option(help: ArgumentHelp("Target bit rate, e.g. 2M or 1600k (start: 2M).", valueName: "bitrate"), transform: Parse.bitrate)
+    var bitrate: Bitrate?
+
+    @Option(help: ArgumentHelp("Lowest bit rate under congestion, e.g. 300k.", valueName: "bitrate"), transform: Parse.bitrate)
+    var minBitrate: Bitrate?
+
+    @Option(help: ArgumentHelp("Seconds between periodic keyframes, up to 3600 (start: only at start and on request).", valueName: "seconds"))
+    var keyframeInterval: Double?
+
+    @Option(help: "Content preference: detail (keep resolution; slides) or motion (keep frame rate) (start: detail).")
+    var content: ContentPreference?
+
+    /// `start`'s settings: these flags over the defaults, checked.
+    func settings(source: VideoSource) throws -> LiveSettings {
+        let s = LiveSettings(fps: fps ?? 15, minFps: minFps ?? 1, bitrate: bitrate ?? Bitrate(bitsPerSecond: 2_000_000),
+                             minBitrate: minBitrate, maxResolution: maxResolution, content: content ?? .detail,
+                             keyframeIntervalSeconds: keyframeInterval, source: source)
+        do { try s.validate() } catch let error as SettingError { throw ValidationError(error.flagDescription) }
+        return s
+    }
+
+    /// The flags given, as `ctl set` changes (KEY, VALUE), in the order of `LiveSettings.keys`.
+    var changes: [SettingChange] {
+        var c: [SettingChange] = []
+        if let fps { c.append(SettingChange("fps", "\(fps)")) }
+        if let minFps { c.append(SettingChange("min-fps", "\(minFps)")) }
+        if let bitrate { c.append(SettingChange("bitrate", "\(bitrate.bitsPerSecond)")) }
+        if let minBitrate { c.append(SettingChange("min-bitrate", "\(minBitrate.bitsPerSecond)")) }
+        if let maxResolution { c.append(SettingChange("max-resolution", "\(maxResolution)")) }
+        if let content { c.append(SettingChange("content", content.rawValue)) }
+        if let keyframeInterval { c.append(SettingChange("keyframe-interval", "\(keyframeInterval)")) }
+        return c
+    }
 }
 
-/// Room names: 1–64 bytes, no spaces or control characters (the relay checks the same).
-func validateRoomName(_ name: String) throws {
-    guard !name.isEmpty, name.utf8.count <= 64,
-          name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
-        throw SettingsError("'\(name)': a room name is 1 to 64 characters without spaces")
+/// Which part of the X screen to capture: one of `--region`, `--monitor` or `--window`
+/// (none: the whole screen). Flags of `start` and of `ctl set`.
+struct CaptureSelection: ParsableArguments {
+    @Option(help: ArgumentHelp("Capture a region, X11 geometry WxH+X+Y.", valueName: "geometry"), transform: Parse.region)
+    var region: PixelRect?
+
+    @Option(help: ArgumentHelp("Capture one RandR monitor, by name or index (see `screenshare sources`).", valueName: "name|index"))
+    var monitor: String?
+
+    @Option(help: ArgumentHelp("Capture one window, by id (0x…) or part of its title. Follows moves and resizes; never falls back to the screen (a placeholder is sent while it is hidden).", valueName: "id|title"),
+            transform: Parse.window)
+    var window: String?
+
+    /// The flags given, by name (to say which ones clash).
+    var given: [String] {
+        [("--region", region != nil), ("--monitor", monitor != nil), ("--window", window != nil)].filter(\.1).map(\.0)
+    }
+
+    /// The source these flags choose; nil when none was given.
+    var spec: CaptureSourceSpec? {
+        if let region { return .region(region) }
+        if let monitor { return .monitor(monitor) }
+        if let window { return .window(window) }
+        return nil
+    }
+
+    /// As a `ctl set source=…` value.
+    var settingValue: String? {
+        if let region { return "region:\(region)" }
+        if let monitor { return "monitor:\(monitor)" }
+        if let window { return "window:\(window)" }
+        return nil
     }
 }

@@ -1,4 +1,10 @@
 import ArgumentParser
+import AudioIO
+import Control
+import MediaCore
+import ScreenCapture
+import Sender
+import Transport
 
 /// Exit codes, stable and documented in the README.
 enum Exit {
@@ -10,6 +16,25 @@ enum Exit {
     static let sourceUnavailable = ExitCode(69) // EX_UNAVAILABLE: display/region/source not available or gone,
                                                 //   or audio asked for explicitly and PulseAudio (or that source) unavailable
     static let interrupted = ExitCode(130)     // stopped by SIGINT/SIGTERM (after a clean RTCP BYE)
+}
+
+extension Exit {
+    /// The one mapping from an error a command cannot recover from to its exit code.
+    static func code(for error: any Error) -> ExitCode {
+        switch error {
+        case is SettingsError, is SettingError: return usage
+        case is FileError: return noInput
+        case is NetworkError: return network
+        case is CaptureError, is AudioError, is ControlError: return sourceUnavailable
+        default: return failure
+        }
+    }
+
+    /// Prints what went wrong (naming the part that failed) and returns the exit code to throw.
+    static func failing(with error: any Error, command: String = "screenshare") -> ExitCode {
+        printError(error is AudioError ? "\(command): audio: \(error)" : "\(command): \(error)")
+        return code(for: error)
+    }
 }
 
 @main

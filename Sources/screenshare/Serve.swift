@@ -23,17 +23,18 @@ struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the room relay on its own, for any number of rooms.",
         discussion: """
-            Presenters publish with `screenshare start --room NAME --server THIS-HOST:PORT`;
-            viewers join with `screenshare watch --room NAME --server THIS-HOST:PORT`.
-            The relay forwards RTP without re-encoding, answers viewers' NACKs from its own
+            Presenters publish with `screenshare start --room NAME --server THIS-HOST:PORT`; \
+            viewers join with `screenshare watch --room NAME --server THIS-HOST:PORT`. \
+            The relay forwards RTP without re-encoding, answers viewers' NACKs from its own \
             history and passes keyframe requests to the presenter (at most one per 300 ms).
+
             Examples:
               screenshare serve
               screenshare serve --listen :7700 --json
             """)
 
-    @Option(help: ArgumentHelp("Where to listen: ADDR:PORT or :PORT.", valueName: "addr:port"))
-    var listen: String = "0.0.0.0:7600"
+    @Option(help: ArgumentHelp("Where to listen: ADDR:PORT or :PORT.", valueName: "addr:port"), transform: ListenAddress.init)
+    var listen = ListenAddress.default
 
     @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
     var duration: Double?
@@ -41,14 +42,13 @@ struct Serve: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
-        do { _ = try parseListen(listen) } catch { throw ValidationError("--listen: \(error)") }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
     }
 
     func run() throws {
         let logger = output.logger()
         let sink = output.sink()
-        let at = try parseListen(listen)
+        let at = listen
         let relay: RelayServer
         do {
             relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger)

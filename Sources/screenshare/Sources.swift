@@ -22,9 +22,9 @@ struct Sources: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "List the monitors, windows and audio sources that can be shared.",
         discussion: """
-            Use a monitor's name or index with `start --monitor`, a window's id (or part of its
-            title) with `start --window`, an application's name, binary or pid:N with
-            `start --audio-app`, a source's name with `start --mic`, a sink's name with
+            Use a monitor's name or index with `start --monitor`, a window's id (or part of its \
+            title) with `start --window`, an application's name, binary or pid:N with \
+            `start --audio-app`, a source's name with `start --mic`, a sink's name with \
             `start --audio-output`. Without PulseAudio the audio part says it is unavailable.
             """)
 

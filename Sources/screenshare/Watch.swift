@@ -22,23 +22,30 @@ struct Watch: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Join a room (or receive a plain stream from an SDP file), decode and show or record it.",
         discussion: """
-            Sends RTCP back (receiver reports, NACK for lost packets, PLI when a picture cannot be
+            Sends RTCP back (receiver reports, NACK for lost packets, PLI when a picture cannot be \
             repaired): to the room relay, or to the sender of a plain stream.
+
             Examples:
-              screenshare watch --room class --server 192.168.1.20:7600
-              screenshare watch --room class --server relay.example:7600 --from "Ms Smith" --headless --record class.webm
-              screenshare watch --sdp stream.sdp
-              screenshare watch --sdp stream.sdp --headless --record talk.webm --duration 60 --json
+              Watch the room a presenter hosts on 192.168.1.20:
+                screenshare watch --room class --server 192.168.1.20:7600
+              Record one presenter of a room, without a window:
+                screenshare watch --room class --server relay.example:7600 \\
+                    --from "Ms Smith" --headless --record class.webm
+              A plain stream, from the SDP `start --to … --sdp` wrote:
+                screenshare watch --sdp stream.sdp
+                screenshare watch --sdp stream.sdp --headless \\
+                    --record talk.webm --duration 60 --json
             """)
 
     @Option(help: ArgumentHelp("The SDP `screenshare start --sdp` wrote.", valueName: "file"))
     var sdp: String?
 
-    @Option(help: ArgumentHelp("Join this room.", valueName: "name"))
+    @Option(help: ArgumentHelp("Join this room.", valueName: "name"), transform: Parse.room)
     var room: String?
 
-    @Option(help: ArgumentHelp("The room relay: the host running `screenshare start --room` or `serve`.", valueName: "host:port"))
-    var server: String = "127.0.0.1:7600"
+    @Option(help: ArgumentHelp("The room relay: the host running `screenshare start --room` or `serve`.", valueName: "host:port"),
+            transform: Parse.endpoint)
+    var server = Endpoint(host: "127.0.0.1", port: 7600)
 
     @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
     var name: String?
@@ -74,10 +81,7 @@ struct Watch: ParsableCommand {
 
     func validate() throws {
         if room != nil && sdp != nil { throw ValidationError("--room and --sdp cannot be used together: join a room, or receive a plain stream") }
-        if let room {
-            do { try validateRoomName(room) } catch { throw ValidationError("--room: \(error)") }
-            do { _ = try Endpoint.parse(server) } catch { throw ValidationError("--server: \(error)") }
-        } else {
+        if room == nil {
             guard sdp != nil else { throw ValidationError("missing --room NAME (or --sdp FILE written by `screenshare start --sdp FILE`)") }
             if from != nil { throw ValidationError("--from needs --room NAME") }
         }
@@ -90,8 +94,8 @@ struct Watch: ParsableCommand {
     func viewerConfig() throws -> ViewerConfig {
         if let room {
             let target: SubscriptionTarget = from.map { .peer($0) } ?? .auto
-            return ViewerConfig(room: RoomSettings(name: room, displayName: name ?? Start.userName(), server: server, target: target),
-                                server: try Endpoint.parse(server), cname: Start.cname())
+            return ViewerConfig(room: RoomSettings(name: room, displayName: name ?? Start.userName(), server: server.description, target: target),
+                                server: server, cname: Start.cname())
         }
         let text: String
         do { text = try String(contentsOfFile: sdp!, encoding: .utf8) } catch {
@@ -121,13 +125,13 @@ struct Watch: ParsableCommand {
         let viewer: Viewer
         do {
             viewer = try Viewer(config: config, events: sink, logger: logger)
-        } catch let error as NetworkError {
-            printError("screenshare: \(error)")
-            throw Exit.network
-        } catch let error as SettingsError {
+        } catch let error as FileError {
             printError("screenshare: --sdp '\(sdp ?? "")': \(error)")
             throw Exit.noInput
+        } catch let error as NetworkError {
+            throw Exit.failing(with: error)
         } catch {
+            // The window (X display), the decoder, the recording or the MD5 file.
             printError("screenshare: \(error)")
             throw Exit.sourceUnavailable
         }

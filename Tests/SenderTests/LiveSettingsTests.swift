@@ -37,15 +37,15 @@ import VideoProcessing
     }
 
     @Test func crossChecksWholeSettings() {
-        #expect(throws: SettingsError.self) { try base.applying([("fps", "5"), ("min-fps", "10")]) }
-        #expect(throws: SettingsError.self) { try base.applying([("bitrate", "500k"), ("min-bitrate", "1M")]) }
-        #expect(throws: SettingsError.self) { try base.applying([]) }
+        #expect(throws: SettingError.self) { try base.applying([("fps", "5"), ("min-fps", "10")]) }
+        #expect(throws: SettingError.self) { try base.applying([("bitrate", "500k"), ("min-bitrate", "1M")]) }
+        #expect(throws: SettingError.self) { try base.applying([]) }
     }
 
     @Test func rawInputCannotSwitchSource() {
         let raw = LiveSettings(config: BroadcastConfig(source: .raw(path: "f", format: .nv12, size: PixelSize(width: 2, height: 2), fps: 1),
                                                        destination: Endpoint(host: "h", port: 1), cname: "c"))
-        #expect(throws: SettingsError.self) { try raw.applying([("source", "screen")]) }
+        #expect(throws: SettingError.self) { try raw.applying([("source", "screen")]) }
     }
 
     @Test func picksTheOnlySocketOrSaysWhy() throws {
@@ -59,5 +59,44 @@ import VideoProcessing
     @Test func socketPathsAreSafeAndPerUser() {
         #expect(ControlSocket.path(label: "my room/../x", environment: ["XDG_RUNTIME_DIR": "/run/user/7"]) == "/run/user/7/screenshare/my_room_.._x.sock")
         #expect(ControlSocket.directory(environment: [:]).hasPrefix("/tmp/screenshare-"))
+    }
+}
+
+/// `start` checks its flags with `validate()`, `ctl set` with `applying(_:)`: the same rule
+/// refuses the same values, in the same words.
+@Suite struct OneValidatorTests {
+    let base = LiveSettings(config: BroadcastConfig(source: .x11(display: nil, source: .screen, drawCursor: true),
+                                                    destination: Endpoint(host: "127.0.0.1", port: 5004), cname: "t"))
+
+    @Test(arguments: [
+        ([("min-bitrate", "3M")], "min-bitrate=3M: must not be above bitrate (2M)"),
+        ([("keyframe-interval", "4000")], "keyframe-interval=4000: must be seconds from 0 to 3600, or none"),
+        ([("fps", "5"), ("min-fps", "10")], "min-fps=10: must not be above fps (5)"),
+        ([("fps", "61")], "fps=61: must be a whole number from 1 to 60"),
+        ([("min-fps", "-1")], "min-fps=-1: must be from 0 to 60"),
+    ])
+    func ctlAndStartRefuseAlike(changes: [(String, String)], message: String) throws {
+        var ctlError: SettingError?
+        do { _ = try base.applying(changes) } catch let e as SettingError { ctlError = e }
+        #expect(ctlError?.description == "set \(message)")
+        // The same values as start's flags would give them.
+        var s = base
+        for (k, v) in changes {
+            switch k {
+            case "fps": s.fps = Int(v)!
+            case "min-fps": s.minFps = Double(v)!
+            case "min-bitrate": s.minBitrate = try Bitrate.parse(v)
+            case "keyframe-interval": s.keyframeIntervalSeconds = Double(v)!
+            default: Issue.record("unexpected key \(k)")
+            }
+        }
+        var startError: SettingError?
+        do { try s.validate() } catch let e as SettingError { startError = e }
+        #expect(startError?.flagDescription == "--" + message.replacingOccurrences(of: "=", with: " ", options: [], range: message.range(of: "=")))
+    }
+
+    @Test func validSettingsPass() throws {
+        try base.validate()
+        _ = try base.applying([("fps", "60"), ("min-fps", "60"), ("min-bitrate", "2M"), ("keyframe-interval", "3600")])
     }
 }

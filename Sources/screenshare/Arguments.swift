@@ -1,0 +1,68 @@
+import ArgumentParser
+import AudioIO
+import MediaCore
+import ScreenCapture
+import Sender
+import Transport
+import VP8Codec
+import VideoProcessing
+
+// Flag values, parsed once, by the parser of their own type.
+//
+// Enumerations are `ExpressibleByArgument` (the parser lists their values in help and errors).
+// Values whose parser can say *why* a text is wrong (a bit rate, an endpoint, a geometry) are
+// read with `@Option(transform: Parse.…)` instead: ExpressibleByArgument's initializer is
+// failable and would drop that reason ("'fast' is not a bit rate (examples: 2M, 1600k)").
+
+extension ContentPreference: ExpressibleByArgument {}
+extension RawPixelFormat: ExpressibleByArgument {}
+
+/// The parsers `@Option(transform:)` uses.
+enum Parse {
+    static func bitrate(_ text: String) throws -> Bitrate { try Bitrate.parse(text) }
+    static func endpoint(_ text: String) throws -> Endpoint { try Endpoint.parse(text) }
+    static func resolution(_ text: String) throws -> MaxResolution { try MaxResolution.parse(text) }
+    static func region(_ text: String) throws -> PixelRect { try CaptureSourceSpec.parseRegion(text) }
+    static func app(_ text: String) throws -> AppMatcher { try AppMatcher(text) }
+
+    /// A frame size, WxH.
+    static func size(_ text: String) throws -> PixelSize {
+        let p = text.lowercased().split(separator: "x")
+        guard p.count == 2, let w = Int(p[0]), let h = Int(p[1]), w > 0, h > 0 else {
+            throw SettingsError("'\(text)': expected WxH, e.g. 1280x720")
+        }
+        return PixelSize(width: w, height: h)
+    }
+
+    /// Room names: 1–64 bytes, no spaces or control characters (the relay checks the same).
+    static func room(_ name: String) throws -> String {
+        guard !name.isEmpty, name.utf8.count <= 64,
+              name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
+            throw SettingsError("'\(name)': a room name is 1 to 64 characters without spaces")
+        }
+        return name
+    }
+
+    /// A window: an id or part of its title, not blank.
+    static func window(_ text: String) throws -> String {
+        guard !text.allSatisfy({ $0 == " " }) else { throw SettingsError("give a window id or part of its title") }
+        return text
+    }
+}
+
+/// `--listen`: ADDR:PORT, or :PORT for all addresses; the text as given is kept for messages.
+struct ListenAddress: CustomStringConvertible, Sendable {
+    let text: String
+    let endpoint: Endpoint
+    var host: String { endpoint.host }
+    var port: UInt16 { endpoint.port }
+    var description: String { text }
+
+    init(_ text: String) throws {
+        self.text = text
+        endpoint = try Endpoint.parse(text.hasPrefix(":") ? "0.0.0.0" + text : text)
+    }
+
+    /// All addresses, port 7600.
+    static let `default` = try! ListenAddress("0.0.0.0:7600")
+}
