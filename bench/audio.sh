@@ -37,13 +37,13 @@ done
 [[ "$warmup" =~ ^[0-9]+$ && "$warmup" -ge 3 ]] || die "--warmup: a whole number, at least 3 (PulseAudio settles)"
 
 ensure_packages "${BUILD_PACKAGES[@]}" pulseaudio pulseaudio-utils python3 procps
-ensure_swift
-log "building screenshare ($config)"
-swift build -c "$config" --product screenshare >/dev/null
-bin="$(swift build -c "$config" --show-bin-path)/screenshare"
+build_screenshare "$config"
+bin="$SCREENSHARE_BIN"
 
 work="$(mktemp -d /tmp/screenshare-audio-bench.XXXXXX)"
-trap 'stop_started; rm -rf "$work"' EXIT
+# Everything started is stopped on exit, and the files removed (common.sh).
+cleanup_on_exit
+CLEANUP_PATHS+=("$work")
 start_pulseaudio
 
 # Tones: 0.25 amplitude, 48 kHz stereo s16, long enough for the run.
@@ -74,27 +74,27 @@ while True:
     for s in select.select(socks, [], [])[0]: s.recv(65536)
 ' "$port" &
     local sink=$!
+    RUN_PIDS+=("$sink")
     sleep 0.3
     local audio=(--audio-app bench-app)
     [[ "$mode" == none ]] && audio=(--no-audio)
     "$bin" start --to "127.0.0.1:$port" --input "$work/tiny.nv12" --input-size 64x64 --input-fps 5 --fps 5 \
         "${audio[@]}" --duration $((warmup + seconds + 1)) --json >"$out.events" 2>"$out.log" &
-    local pid=$! players=()
-    local i
-    for i in $(seq 1 100); do grep -q '"event":"started"' "$out.events" 2>/dev/null && break; sleep 0.05; done
-    grep -q '"event":"started"' "$out.events" || { cat "$out.log" >&2; die "screenshare did not start ($mode)"; }
+    local pid=$!
+    RUN_PIDS+=("$pid")
+    wait_line "$out.events" '"event":"started"' 5 "$pid" || { cat "$out.log" >&2; die "screenshare did not start ($mode)"; }
     if [[ "$mode" == audio ]]; then
-        pacat --raw --format=s16le --rate=48000 --channels=2 --property=application.name=bench-app "$work/tone-440.raw" & players+=($!)
-        pacat --raw --format=s16le --rate=48000 --channels=2 --property=application.name=other-app "$work/tone-2500.raw" & players+=($!)
-        pacat --raw --format=s16le --rate=48000 --channels=2 --property=application.name=mic-feeder --device=virtmic "$work/tone-1000.raw" & players+=($!)
+        pacat --raw --format=s16le --rate=48000 --channels=2 --property=application.name=bench-app "$work/tone-440.raw" & RUN_PIDS+=($!)
+        pacat --raw --format=s16le --rate=48000 --channels=2 --property=application.name=other-app "$work/tone-2500.raw" & RUN_PIDS+=($!)
+        pacat --raw --format=s16le --rate=48000 --channels=2 --property=application.name=mic-feeder --device=virtmic "$work/tone-1000.raw" & RUN_PIDS+=($!)
     fi
     sleep "$warmup"
     threads "$pid" >"$out.t0"; date +%s.%N >"$out.w0"
     sleep "$seconds"
     threads "$pid" >"$out.t1"; date +%s.%N >"$out.w1"
     wait "$pid" || die "screenshare exited with $? ($mode): $(cat "$out.log")"
-    kill "${players[@]}" "$sink" 2>/dev/null || true
-    wait "${players[@]}" "$sink" 2>/dev/null || true
+    # The players and the sink (and screenshare, already gone).
+    stop_run_pids
 }
 
 log "run 1/2: --audio-app bench-app + default mic, ${seconds} s measured after ${warmup} s"
