@@ -47,14 +47,9 @@ CLEANUP_PATHS+=("$work")
 start_pulseaudio
 
 # Tones: 0.25 amplitude, 48 kHz stereo s16, long enough for the run.
-python3 - "$work" $((warmup + seconds + 10)) <<'EOF'
-import math, struct, sys
-work, secs = sys.argv[1], int(sys.argv[2])
-for f in (440, 1000, 2500):
-    one = b"".join(struct.pack("<hh", v, v) for v in
-                   (int(0.25 * 32767 * math.sin(2 * math.pi * f * i / 48000)) for i in range(48000)))
-    open(f"{work}/tone-{f}.raw", "wb").write(one * secs)
-EOF
+for f in 440 1000 2500; do
+    python3 Scripts/lib/tones.py write "$work/tone-$f.raw" "$f" $((warmup + seconds + 10))
+done
 head -c $((64 * 64 * 3 / 2)) /dev/zero | tr '\0' '\200' >"$work/tiny.nv12"
 
 # Reads "comm ns" for every thread of a process.
