@@ -58,16 +58,21 @@ cpu_ticks() {
 # status_kb PID KEY: a value in kB from /proc/PID/status (VmRSS, VmHWM: the peak RSS).
 status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 
+# wait_gone PID SECONDS: waits up to SECONDS for PID to end; fails if it is still running.
+wait_gone() {
+    local i
+    for ((i = 0; i < $2 * 20; i++)); do
+        kill -0 "$1" 2>/dev/null || return 0
+        sleep 0.05
+    done
+    return 1
+}
 # stop_pid PID SIGNAL SECONDS: sends SIGNAL, waits up to SECONDS for PID to end, then SIGKILL;
 # PID's exit status goes to STOP_RC.
 STOP_RC=0
 stop_pid() {
-    local i
     kill -"$2" "$1" 2>/dev/null || true
-    for ((i = 0; i < $3 * 20; i++)); do
-        kill -0 "$1" 2>/dev/null || break
-        sleep 0.05
-    done
+    wait_gone "$1" "$3" || true
     kill -KILL "$1" 2>/dev/null || true
     STOP_RC=0
     wait "$1" 2>/dev/null || STOP_RC=$?
