@@ -1,6 +1,7 @@
 # What the two benchmarks, Scripts/bench and Scripts/bench-fanout, share: where results go, the
 # binary they measure, their C tools, reading a process's CPU time and memory, stopping it.
 # Sourced after common.sh, not run.
+# shellcheck shell=bash disable=SC2034 # its variables are for the scripts that source it
 
 # Results in bench/results (tracked: latest.*, fanout*.*); raw data of each run and the compiled
 # tools under bench/results/tmp (ignored by git).

@@ -1,6 +1,7 @@
 # Shared helpers for Scripts/* and bench/audio.sh: package installation, the release build,
 # private Xvfb and PulseAudio, waiting for a process to say it is ready, clean-up.
 # Sourced, not run. Every function is idempotent.
+# shellcheck shell=bash disable=SC2034 # its variables are for the scripts that source it
 
 SCREENSHARE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export PATH="$PATH:/opt/swift/usr/bin"
