@@ -1,5 +1,7 @@
-# Shared helpers for Scripts/*: package installation, private Xvfb, clean-up.
+# Shared helpers for Scripts/* and bench/audio.sh: package installation, the release build,
+# private Xvfb and PulseAudio, waiting for a process to say it is ready, clean-up.
 # Sourced, not run. Every function is idempotent.
+# shellcheck shell=bash disable=SC2034 # its variables are for the scripts that source it
 
 SCREENSHARE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export PATH="$PATH:/opt/swift/usr/bin"
@@ -32,19 +34,43 @@ ensure_swift() {
     command -v swift >/dev/null || die "Swift 6 toolchain not found (looked in PATH and /opt/swift/usr/bin); install it from swift.org"
 }
 
+# build_screenshare [CONFIG]: builds the screenshare binary (CONFIG release, the default, or
+# debug) and sets SCREENSHARE_BIN to it. Quick when nothing changed since the last build.
+build_screenshare() {
+    local config="${1:-release}"
+    ensure_swift
+    log "building screenshare ($config)"
+    swift build -c "$config" --product screenshare >/dev/null
+    SCREENSHARE_BIN="$SCREENSHARE_ROOT/.build/$config/screenshare"
+}
+
+# wait_line FILE TEXT SECONDS PID: waits until FILE contains TEXT (a grep pattern), at most
+# SECONDS; fails at once if PID ends first (its errors say why: no point waiting them out).
+wait_line() {
+    local i
+    for ((i = 0; i < $3 * 20; i++)); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        kill -0 "$4" 2>/dev/null || return 1
+        sleep 0.05
+    done
+    return 1
+}
+
 # start_xvfb: starts a private Xvfb (1920x1080x24, MIT-SHM, DAMAGE, XFIXES, RANDR) on a free
-# display and exports DISPLAY. Its pid goes to XVFB_PID; stop_started kills it.
+# display and exports DISPLAY. Its pid goes to XVFB_PID; stop_started kills it. Its messages go
+# to XVFB_LOG.
+XVFB_LOG="/tmp/xvfb-$$.log"
 start_xvfb() {
     local fdfile
     fdfile="$(mktemp)"
     Xvfb -displayfd 3 -screen 0 1920x1080x24 -noreset -nolisten tcp +extension MIT-SHM \
-        +extension DAMAGE +extension XFIXES +extension RANDR 3>"$fdfile" 2>/tmp/xvfb-$$.log &
+        +extension DAMAGE +extension XFIXES +extension RANDR 3>"$fdfile" 2>"$XVFB_LOG" &
     XVFB_PID=$!
     STARTED_PIDS+=("$XVFB_PID")
     local i
     for i in $(seq 1 100); do
         [[ -s "$fdfile" ]] && break
-        kill -0 "$XVFB_PID" 2>/dev/null || { cat /tmp/xvfb-$$.log >&2; die "Xvfb exited at start"; }
+        kill -0 "$XVFB_PID" 2>/dev/null || { cat "$XVFB_LOG" >&2; die "Xvfb exited at start"; }
         sleep 0.1
     done
     [[ -s "$fdfile" ]] || die "Xvfb did not report its display within 10 s"
@@ -85,10 +111,31 @@ EOF
     log "PulseAudio on $PULSE_SERVER (pid $PULSE_PID)"
 }
 
-STARTED_PIDS=()
-stop_started() {
+# --- Clean-up --------------------------------------------------------------------------------
+# Every process a script starts goes in STARTED_PIDS (for the whole script: Xvfb, PulseAudio,
+# a tone player) or RUN_PIDS (for one measurement: a benchmark stops them with stop_run_pids
+# before the next), every temporary file or folder in CLEANUP_PATHS. cleanup_on_exit installs
+# the one trap that stops and removes them all, whatever ends the script: the end, a die, an
+# error under set -e, ^C or SIGTERM.
+STARTED_PIDS=() RUN_PIDS=() CLEANUP_PATHS=()
+
+# kill_and_reap PID...: SIGTERM to each, then waits for them all (one already gone is fine).
+kill_and_reap() {
     local pid
-    for pid in "${STARTED_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${STARTED_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    STARTED_PIDS=()
+    for pid in "$@"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "$@"; do wait "$pid" 2>/dev/null || true; done
+}
+stop_started() { kill_and_reap "${STARTED_PIDS[@]}"; STARTED_PIDS=(); }
+stop_run_pids() { kill_and_reap "${RUN_PIDS[@]}"; RUN_PIDS=(); }
+
+cleanup() {
+    stop_run_pids
+    stop_started
+    ((${#CLEANUP_PATHS[@]} == 0)) || rm -rf -- "${CLEANUP_PATHS[@]}"
+    return 0
+}
+cleanup_on_exit() {
+    trap cleanup EXIT
+    # A signal ends the script through exit, so that the EXIT trap runs (130: as for ^C).
+    trap 'exit 130' INT TERM
 }
