@@ -143,26 +143,33 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     private func report(_ e: RelayEvent) {
-        let event: BroadcastEvent
-        switch e {
-        case let .peerJoined(room, peer, address):
-            event = BroadcastEvent("peer_joined", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name),
-                                                   "role": .string(peer.role), "address": .string(address.description)])
-        case let .peerLeft(room, peer, reason):
-            event = BroadcastEvent("peer_left", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name), "reason": .string(reason)])
-        case let .substreamStarted(room, peer, stream):
-            event = BroadcastEvent("substream_started", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
-        case let .substreamStopped(room, peer, stream):
-            event = BroadcastEvent("substream_stopped", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
-        case let .subscribed(room, viewer, publisher, kinds):
-            event = BroadcastEvent("subscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher)),
-                                                  "kinds": .array(kinds.map { .string($0.rawValue) })])
-        case let .unsubscribed(room, viewer, publisher):
-            event = BroadcastEvent("unsubscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher))])
-        case let .rejected(address, reason):
+        if case let .rejected(address, reason) = e {
             logger.debug("relay: dropped a datagram from \(address): \(reason)")
             return
         }
+        guard let event = Self.event(for: e) else { return }
         if let events { events.emit(event) } else { logger.debug("relay: \(event.jsonLine())") }
+    }
+
+    /// The event a relay event is reported as (nil: only logged).
+    static func event(for e: RelayEvent) -> BroadcastEvent? {
+        switch e {
+        case let .peerJoined(room, peer, address):
+            return BroadcastEvent("peer_joined", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name),
+                                                  "role": .string(peer.role), "address": .string(address.description)])
+        case let .peerLeft(room, peer, reason):
+            return BroadcastEvent("peer_left", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name), "reason": .string(reason)])
+        case let .substreamStarted(room, peer, stream):
+            return BroadcastEvent("substream_started", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
+        case let .substreamStopped(room, peer, stream):
+            return BroadcastEvent("substream_stopped", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
+        case let .subscribed(room, viewer, publisher, kinds):
+            return BroadcastEvent("subscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher)),
+                                                 "kinds": .array(kinds.map { .string($0.rawValue) })])
+        case let .unsubscribed(room, viewer, publisher):
+            return BroadcastEvent("unsubscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher))])
+        case .rejected:
+            return nil
+        }
     }
 }
