@@ -205,9 +205,9 @@ public final class Viewer: @unchecked Sendable {
             started["audio_port"] = config.room == nil ? .int(Int(a.port)) : .null
             started["audio_playback"] = .bool(audio?.isPlaying ?? false)
         }
-        events.emit(BroadcastEvent("started", started))
+        events.emit(UntypedEvent("started", started))
         if let w = audioPlaybackWarning {
-            events.emit(BroadcastEvent("warning", ["kind": "audio_playback_unavailable", "message": .string(w)]))
+            events.emit(UntypedEvent("warning", ["kind": "audio_playback_unavailable", "message": .string(w)]))
         }
         if room != nil {
             room!.start(now: startNanos)
@@ -259,7 +259,7 @@ public final class Viewer: @unchecked Sendable {
         // PulseAudio's mainloop thread must be gone before the process exits: left running it
         // was seen crashing exit's destructors (status 139 after the summary, ~1 run in 8).
         audio?.stopPlayback()
-        events.emit(BroadcastEvent("stopped", summary))
+        events.emit(UntypedEvent("stopped", summary))
         return (stopReason.withLock { $0 } ?? .requested, summary)
     }
 
@@ -318,7 +318,7 @@ public final class Viewer: @unchecked Sendable {
         if senderSSRC != header.ssrc {
             // A new sender (or the same one restarted): follow it after a silence or a BYE.
             if senderSSRC != nil, expectedSSRC == nil, now - lastPacketNanos < 2_000_000_000 { receiveRejected += 1; return }
-            if senderSSRC != nil { events.emit(BroadcastEvent("sender_changed", ["ssrc": .int(Int(header.ssrc))])) }
+            if senderSSRC != nil { events.emit(UntypedEvent("sender_changed", ["ssrc": .int(Int(header.ssrc))])) }
             senderSSRC = header.ssrc
             receive = ReceiveStatistics(ssrc: header.ssrc)
             nack = Viewer.makeNackGenerator()
@@ -389,7 +389,7 @@ public final class Viewer: @unchecked Sendable {
         }
         guard nanos >= 0 else { return }  // before the first recorded picture
         do { try recorder.writeAudio(payload, timestampNanos: UInt64(nanos)) } catch {
-            events.emit(BroadcastEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
+            events.emit(UntypedEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
         }
     }
     /// Retries wait for the answer: the RTT measured from NACK to retransmission (the sender
@@ -471,7 +471,7 @@ public final class Viewer: @unchecked Sendable {
                 let size = PixelSize(width: picture.width, height: picture.height)
                 if size != pictureSize {
                     if pictureSize.area > 0 {
-                        events.emit(BroadcastEvent("resolution_changed", ["width": .int(size.width), "height": .int(size.height)]))
+                        events.emit(UntypedEvent("resolution_changed", ["width": .int(size.width), "height": .int(size.height)]))
                     }
                     pictureSize = size
                 }
@@ -498,7 +498,7 @@ public final class Viewer: @unchecked Sendable {
                 "time_to_first_frame_ms": .double(Double(now - startNanos) / 1e6),
             ]
             if let subscribedAt { fields["since_subscribed_ms"] = .double(Double(now - subscribedAt) / 1e6) }
-            events.emit(BroadcastEvent("first_frame", fields))
+            events.emit(UntypedEvent("first_frame", fields))
         }
     }
 
@@ -509,7 +509,7 @@ public final class Viewer: @unchecked Sendable {
             do {
                 recorder = try WebMRecorder(path: path, video: pictureSize, audio: audio != nil)
             } catch {
-                events.emit(BroadcastEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
+                events.emit(UntypedEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
                 return
             }
         }
@@ -522,7 +522,7 @@ public final class Viewer: @unchecked Sendable {
         do {
             try recorder?.writeVideo(frame.data, keyframe: frame.isKeyframe, timestampNanos: nanos)
         } catch {
-            events.emit(BroadcastEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
+            events.emit(UntypedEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
             recorder = nil
         }
     }
@@ -556,7 +556,7 @@ public final class Viewer: @unchecked Sendable {
                 audio?.onSenderReport(sr, arrival: now)
                 sync.audioClock = SenderClock(sr, clockRate: 48_000)
             case .goodbye(let bye) where senderSSRC.map({ bye.sources.contains($0) }) ?? false:
-                events.emit(BroadcastEvent("sender_left", ["ssrc": .int(Int(senderSSRC!))]))
+                events.emit(UntypedEvent("sender_left", ["ssrc": .int(Int(senderSSRC!))]))
                 lastPacketNanos = 0  // a new sender may take over at once
             case .extendedReport(let xr):
                 // The answer to our RRTR (RFC 3611): the round trip to the sender or relay.
@@ -653,7 +653,7 @@ public final class Viewer: @unchecked Sendable {
     }
 
     private func emitStats(_ c: Snapshot, since p: Snapshot) {
-        events.emit(BroadcastEvent("stats", [
+        events.emit(UntypedEvent("stats", [
             "fps": .int(c.decoded - p.decoded), "kbps": .int(Int((c.bytes - p.bytes) * 8 / 1000)),
             "width": .int(pictureSize.width), "height": .int(pictureSize.height),
             "packets_received": .int(Int(c.received)), "packets_lost": .int(Int(c.lost)),

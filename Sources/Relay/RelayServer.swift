@@ -89,7 +89,7 @@ public final class RelayServer: @unchecked Sendable {
     /// Runs until stopped (or for `durationSeconds`); returns the summary (also the `stopped` event).
     public func run(durationSeconds: Double?) -> [String: JSONValue] {
         let start = clock.nowNanos()
-        events?.emit(BroadcastEvent("started", ["listen": .string("\(host ?? "0.0.0.0"):\(port)"), "protocol_version": .int(Int(RoomProtocol.version)),
+        events?.emit(UntypedEvent("started", ["listen": .string("\(host ?? "0.0.0.0"):\(port)"), "protocol_version": .int(Int(RoomProtocol.version)),
                                                 "receive_buffer": .int(buffers.receive), "send_buffer": .int(buffers.send)]))
         let batch = ReceiveBatch(count: 32, bufferSize: 2048)
         var nextPoll = start
@@ -117,7 +117,7 @@ public final class RelayServer: @unchecked Sendable {
             if now >= nextStats {
                 nextStats += 1_000_000_000
                 let c = core.counters
-                events?.emit(BroadcastEvent("stats", [
+                events?.emit(UntypedEvent("stats", [
                     "rooms": .int(core.roomCount), "peers": .int(core.peerCount),
                     "packets_in": .int(c.rtpIn - last.rtpIn), "packets_out": .int(c.rtpForwarded - last.rtpForwarded),
                     "kbps_out": .int((c.bytesForwarded - last.bytesForwarded) * 8 / 1000),
@@ -138,7 +138,7 @@ public final class RelayServer: @unchecked Sendable {
             "duration_s": .double(Double(clock.nowNanos() - start) / 1e9),
         ]
         summary.withLock { $0 = s }
-        events?.emit(BroadcastEvent("stopped", s))
+        events?.emit(UntypedEvent("stopped", s))
         return s
     }
 
@@ -152,22 +152,22 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     /// The event a relay event is reported as (nil: only logged).
-    static func event(for e: RelayEvent) -> BroadcastEvent? {
+    static func event(for e: RelayEvent) -> UntypedEvent? {
         switch e {
         case let .peerJoined(room, peer, address):
-            return BroadcastEvent("peer_joined", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name),
+            return UntypedEvent("peer_joined", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name),
                                                   "role": .string(peer.role), "address": .string(address.description)])
         case let .peerLeft(room, peer, reason):
-            return BroadcastEvent("peer_left", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name), "reason": .string(reason)])
+            return UntypedEvent("peer_left", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name), "reason": .string(reason)])
         case let .substreamStarted(room, peer, stream):
-            return BroadcastEvent("substream_started", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
+            return UntypedEvent("substream_started", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
         case let .substreamStopped(room, peer, stream):
-            return BroadcastEvent("substream_stopped", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
+            return UntypedEvent("substream_stopped", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
         case let .subscribed(room, viewer, publisher, kinds):
-            return BroadcastEvent("subscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher)),
+            return UntypedEvent("subscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher)),
                                                  "kinds": .array(kinds.map { .string($0.rawValue) })])
         case let .unsubscribed(room, viewer, publisher):
-            return BroadcastEvent("unsubscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher))])
+            return UntypedEvent("unsubscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher))])
         case .rejected:
             return nil
         }

@@ -30,49 +30,49 @@ public struct RoomEventMapper {
 
     public init(server: String) { self.server = server }
 
-    public mutating func map(_ e: RoomClientEvent, client: RoomClient) -> [BroadcastEvent] {
+    public mutating func map(_ e: RoomClientEvent, client: RoomClient) -> [UntypedEvent] {
         func peer(_ p: PeerInfo) -> [String: JSONValue] { ["peer": .int(Int(p.id)), "name": .string(p.name)] }
         switch e {
         case let .connected(id, room, peers, rejoined):
-            return [BroadcastEvent("connected", ["room": .string(room), "server": .string(server), "peer": .int(Int(id)),
+            return [UntypedEvent("connected", ["room": .string(room), "server": .string(server), "peer": .int(Int(id)),
                                                  "peers": .int(peers.count), "rejoined": .bool(rejoined)])]
         case .peerJoined(let p):
-            return [BroadcastEvent("peer_joined", peer(p).merging(["role": .string(p.role)]) { a, _ in a })]
+            return [UntypedEvent("peer_joined", peer(p).merging(["role": .string(p.role)]) { a, _ in a })]
         case let .peerLeft(p, reason):
-            return [BroadcastEvent("peer_left", peer(p).merging(["reason": .string(reason)]) { a, _ in a })]
+            return [UntypedEvent("peer_left", peer(p).merging(["reason": .string(reason)]) { a, _ in a })]
         case let .substreamStarted(p, s):
-            return [BroadcastEvent("substream_started", peer(p).merging(s.fields) { a, _ in a })]
+            return [UntypedEvent("substream_started", peer(p).merging(s.fields) { a, _ in a })]
         case let .substreamStopped(p, s):
-            return [BroadcastEvent("substream_stopped", peer(p).merging(s.fields) { a, _ in a })]
+            return [UntypedEvent("substream_stopped", peer(p).merging(s.fields) { a, _ in a })]
         case let .subscribed(p, streams):
-            return [BroadcastEvent("subscribed", [
+            return [UntypedEvent("subscribed", [
                 "publisher": .int(Int(p.id)), "name": .string(p.name),
                 "kinds": .array(streams.map { .string($0.kind.rawValue) }),
             ])]
         case .unsubscribed(let p):
-            return [BroadcastEvent("unsubscribed", ["publisher": .int(Int(p.id)), "name": .string(p.name)])]
+            return [UntypedEvent("unsubscribed", ["publisher": .int(Int(p.id)), "name": .string(p.name)])]
         case .subscribers(let ids):
             // Our audience changed: one event per viewer who came or went.
-            var out: [BroadcastEvent] = []
+            var out: [UntypedEvent] = []
             for id in ids where !viewers.contains(id) {
                 names[id] = client.peers[id]?.name ?? ""
-                out.append(BroadcastEvent("subscribed", ["viewer": .int(Int(id)), "name": .string(names[id]!), "viewers": .int(ids.count)]))
+                out.append(UntypedEvent("subscribed", ["viewer": .int(Int(id)), "name": .string(names[id]!), "viewers": .int(ids.count)]))
             }
             for id in viewers where !ids.contains(id) {
-                out.append(BroadcastEvent("unsubscribed", ["viewer": .int(Int(id)), "name": .string(names.removeValue(forKey: id) ?? ""), "viewers": .int(ids.count)]))
+                out.append(UntypedEvent("unsubscribed", ["viewer": .int(Int(id)), "name": .string(names.removeValue(forKey: id) ?? ""), "viewers": .int(ids.count)]))
             }
             viewers = ids
             return out
         case let .reconnecting(attempt, delay, reason):
             viewers = []
-            return [BroadcastEvent("reconnecting", ["attempt": .int(attempt), "of": .int(RoomClient.retries),
+            return [UntypedEvent("reconnecting", ["attempt": .int(attempt), "of": .int(RoomClient.retries),
                                                     "retry_in_ms": .int(Int(delay / 1_000_000)), "reason": .string(reason),
                                                     "server": .string(server)])]
         case .disconnected(let reason):
             disconnected = reason
-            return [BroadcastEvent("disconnected", ["reason": .string(reason), "server": .string(server)])]
+            return [UntypedEvent("disconnected", ["reason": .string(reason), "server": .string(server)])]
         case let .error(code, message):
-            return [BroadcastEvent("warning", ["kind": "room_error", "code": .string(code.rawValue), "message": .string(message)])]
+            return [UntypedEvent("warning", ["kind": "room_error", "code": .string(code.rawValue), "message": .string(message)])]
         }
     }
 }

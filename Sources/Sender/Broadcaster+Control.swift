@@ -19,7 +19,7 @@ extension Broadcaster {
         guard changed else { return }
         liveGeneration.add(1, ordering: .sequentiallyConsistent)
         mailbox.wake()
-        events.emit(BroadcastEvent(paused ? "paused" : "resumed"))
+        events.emit(UntypedEvent(paused ? "paused" : "resumed"))
     }
 
     /// Applies `set` changes (all or nothing) and reports them in a settings_changed event.
@@ -34,7 +34,7 @@ extension Broadcaster {
         mailbox.wake()
         var fields = new.fields
         fields["changed"] = .array(new.changedKeys(from: old).map { .string($0) })
-        events.emit(BroadcastEvent("settings_changed", fields))
+        events.emit(UntypedEvent("settings_changed", fields))
     }
 
     /// Answers one control request (see `ControlProtocol`).

@@ -185,7 +185,7 @@ public final class Broadcaster: @unchecked Sendable {
                     self?.handleControl(request) ?? .failure("stopping")
                 }
             } catch {
-                events.emit(BroadcastEvent("warning", ["kind": "control_unavailable", "message": .string("\(error); `screenshare ctl` cannot reach this broadcast")]))
+                events.emit(UntypedEvent("warning", ["kind": "control_unavailable", "message": .string("\(error); `screenshare ctl` cannot reach this broadcast")]))
             }
         }
         var started: [String: JSONValue] = [
@@ -204,7 +204,7 @@ public final class Broadcaster: @unchecked Sendable {
             started["audio_port"] = .int(Int(audioSender.port))
             started["audio_bitrate_kbps"] = .int(audioSender.config.bitrate.kbps)
         }
-        events.emit(BroadcastEvent("started", started))
+        events.emit(UntypedEvent("started", started))
         spawn("screenshare-capture") { producer() }
         spawn("screenshare-encode") { [self] in encodeLoop() }
         spawn("screenshare-rtcp") { [self] in rtcpLoop() }
@@ -266,7 +266,7 @@ public final class Broadcaster: @unchecked Sendable {
             summary["audio_latency_ms_p50"] = a.latency.quantile(0.5).map { .double($0) } ?? .null
             summary["audio_latency_ms_p95"] = a.latency.quantile(0.95).map { .double($0) } ?? .null
         }
-        events.emit(BroadcastEvent("stopped", summary))
+        events.emit(UntypedEvent("stopped", summary))
         return (reason, detail, summary)
     }
 
@@ -312,7 +312,7 @@ public final class Broadcaster: @unchecked Sendable {
             fields["audio_latency_ms_p50"] = recent.quantile(0.5).map { .double($0) } ?? .null
             fields["audio_latency_ms_p95"] = recent.quantile(0.95).map { .double($0) } ?? .null
         }
-        events.emit(BroadcastEvent("stats", fields))
+        events.emit(UntypedEvent("stats", fields))
         // Receivers asked for many packets again: the path is losing them (even if the
         // retransmissions repair it, it is a sign of congestion).
         let sentPackets = Int(c.packetsSent &- p.packetsSent), resent = c.retransmitted - p.retransmitted
@@ -328,7 +328,7 @@ public final class Broadcaster: @unchecked Sendable {
         let now = clock.nowNanos()
         if overshootSeconds >= 3, overshootWarnedAt == 0 || now &- overshootWarnedAt >= 10_000_000_000 {
             overshootWarnedAt = now
-            events.emit(BroadcastEvent("warning", ["kind": "encoder_overshoot", "kbps": .int(kbps), "target_kbps": .int(target),
+            events.emit(UntypedEvent("warning", ["kind": "encoder_overshoot", "kbps": .int(kbps), "target_kbps": .int(target),
                 "message": .string("sending \(kbps) kbps for a \(target) kbps target: the content needs more; raise --bitrate, lower --fps or --max-resolution")]))
         }
     }
@@ -342,7 +342,7 @@ public final class Broadcaster: @unchecked Sendable {
             return try AudioSender(config: audioConfig, destination: config.destination, shared: config.room == nil ? nil : rtpSocket,
                                    clock: clock, events: events, logger: logger)
         } catch let error as AudioError where !audioConfig.required {
-            events.emit(BroadcastEvent("warning", ["kind": "audio_unavailable",
+            events.emit(UntypedEvent("warning", ["kind": "audio_unavailable",
                 "message": .string("audio: \(error); sending video only (use --no-audio to silence this)")]))
             return nil
         }
@@ -415,7 +415,7 @@ public final class Broadcaster: @unchecked Sendable {
                         capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: cursor, logger: logger)
                         force = true
                     } catch {
-                        events.emit(BroadcastEvent("error", ["kind": "source_switch_failed", "message": .string("\(error); keeping the previous source")]))
+                        events.emit(UntypedEvent("error", ["kind": "source_switch_failed", "message": .string("\(error); keeping the previous source")]))
                         live.withLock { $0.source = current.source }
                     }
                 }
@@ -442,7 +442,7 @@ public final class Broadcaster: @unchecked Sendable {
                     // the receivers keep the last picture until it grows back.
                     if tooSmall != view.size {
                         tooSmall = view.size
-                        events.emit(BroadcastEvent("error", ["kind": "unsupported_resolution", "width": .int(view.size.width), "height": .int(view.size.height),
+                        events.emit(UntypedEvent("error", ["kind": "unsupported_resolution", "width": .int(view.size.width), "height": .int(view.size.height),
                             "message": .string("the source is \(view.size), smaller than \(Self.minimumSide)x\(Self.minimumSide); holding the last picture until it grows")]))
                     }
                     return
@@ -450,7 +450,7 @@ public final class Broadcaster: @unchecked Sendable {
                 tooSmall = nil
                 if view.size != sourceSize {
                     if sourceSize.area > 0 && !force {
-                        events.emit(BroadcastEvent("warning", ["kind": "source_resized",
+                        events.emit(UntypedEvent("warning", ["kind": "source_resized",
                             "message": .string("source is now \(view.size) (was \(sourceSize)); restarting the encoder with a keyframe")]))
                     }
                     sourceSize = view.size
@@ -471,14 +471,14 @@ public final class Broadcaster: @unchecked Sendable {
                 pacer.retry(at: now)
                 if unavailable != nil {
                     unavailable = nil
-                    events.emit(BroadcastEvent("source_restored", ["size": .string(sourceSize.description)]))
+                    events.emit(UntypedEvent("source_restored", ["size": .string(sourceSize.description)]))
                 }
             case .placeholder(let reason):
                 // Privacy: never the screen instead of the window; a placeholder, and say so.
                 pacer.retry(at: now)
                 if unavailable != reason {
                     unavailable = reason
-                    events.emit(BroadcastEvent("warning", ["kind": "source_unavailable", "message": .string(reason + "; sending a placeholder")]))
+                    events.emit(UntypedEvent("warning", ["kind": "source_unavailable", "message": .string(reason + "; sending a placeholder")]))
                 }
             case .unchanged:
                 // Damage-triggered: wake as soon as the screen changes (no frame-tick wait).
@@ -487,7 +487,7 @@ public final class Broadcaster: @unchecked Sendable {
                 logger.warning("capture: \(message)")
                 pacer.retry(at: now)
             case .permanentError(let message):
-                events.emit(BroadcastEvent("error", ["kind": "source_gone", "message": .string(message)]))
+                events.emit(UntypedEvent("error", ["kind": "source_gone", "message": .string(message)]))
                 stop(.sourceGone, detail: message)
             }
         }
@@ -542,7 +542,7 @@ public final class Broadcaster: @unchecked Sendable {
             case .endOfInput:
                 stop(.endOfInput)
             case .failed(let message):
-                events.emit(BroadcastEvent("error", ["kind": "source_gone", "message": .string(message)]))
+                events.emit(UntypedEvent("error", ["kind": "source_gone", "message": .string(message)]))
                 stop(.sourceGone, detail: message)
             }
         }
@@ -581,7 +581,7 @@ public final class Broadcaster: @unchecked Sendable {
                     do {
                         try encoder?.reconfigure(targetBitrateKbps: next.bitrate.kbps, content: next.content)
                     } catch {
-                        events.emit(BroadcastEvent("warning", ["kind": "encoder_reconfigure", "message": .string("\(error); re-creating it")]))
+                        events.emit(UntypedEvent("warning", ["kind": "encoder_reconfigure", "message": .string("\(error); re-creating it")]))
                         encoder = nil
                     }
                 }
@@ -643,7 +643,7 @@ public final class Broadcaster: @unchecked Sendable {
                     encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current))
                     counters.withLock { $0.outputSize = frame.size }
                 } catch {
-                    events.emit(BroadcastEvent("error", ["kind": "encode_failure", "message": .string("\(error)")]))
+                    events.emit(UntypedEvent("error", ["kind": "encode_failure", "message": .string("\(error)")]))
                     stop(.failed, detail: "\(error)")
                     break
                 }
@@ -685,7 +685,7 @@ public final class Broadcaster: @unchecked Sendable {
                     sendNanos &+= clock.nowNanos() &- sendStart
                 }
             } catch {
-                events.emit(BroadcastEvent("error", ["kind": "encode_failure", "message": .string("\(error)")]))
+                events.emit(UntypedEvent("error", ["kind": "encode_failure", "message": .string("\(error)")]))
                 counters.withLock { $0.encodeErrors += 1 }
                 encoder = nil  // re-created on the next frame, which will be a keyframe
                 continue
@@ -711,7 +711,7 @@ public final class Broadcaster: @unchecked Sendable {
             }
             if produced && !firstSent {
                 firstSent = true
-                events.emit(BroadcastEvent("first_frame_sent", [
+                events.emit(UntypedEvent("first_frame_sent", [
                     "width": .int(frame.width), "height": .int(frame.height), "keyframe": .bool(key),
                     "latency_ms": .double(Double(clock.nowNanos() &- frame.timestampNanos) / 1e6),
                 ]))
@@ -721,7 +721,7 @@ public final class Broadcaster: @unchecked Sendable {
                 if busy > 0 {
                     warnNetworkBusy("the local send queue is full: \(busy) of \(packets) packets of a frame dropped")
                 } else {
-                    events.emit(BroadcastEvent("warning", ["kind": "send_failed",
+                    events.emit(UntypedEvent("warning", ["kind": "send_failed",
                         "message": .string("packets to \(config.destination) are refused (is a receiver listening?)")]))
                 }
             }
@@ -808,7 +808,7 @@ public final class Broadcaster: @unchecked Sendable {
             last = now
             return true
         }
-        if due { events.emit(BroadcastEvent("warning", ["kind": "network_busy", "message": .string(message)])) }
+        if due { events.emit(UntypedEvent("warning", ["kind": "network_busy", "message": .string(message)])) }
     }
 
     /// Bytes of a frame sent without pacing.

@@ -8,7 +8,7 @@ import Glibc
 
 /// Prints each event as one JSON line on stdout (flushed at once, for pipes).
 struct JSONLineSink: EventSink {
-    func emit(_ event: BroadcastEvent) {
+    func emit(_ event: some BroadcastEvent) {
         let line = event.jsonLine() + "\n"
         var s = line
         s.withUTF8 { _ = write(1, $0.baseAddress, $0.count) }
@@ -29,7 +29,7 @@ final class HumanSink: EventSink, @unchecked Sendable {
         self.live = terminal
     }
 
-    func emit(_ event: BroadcastEvent) {
+    func emit(_ event: some BroadcastEvent) {
         if quiet && event.name != "error" { return }
         let text = event.humanText
         state.withLock { st in

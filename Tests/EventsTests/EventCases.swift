@@ -9,46 +9,46 @@ import Transport
 /// the emitters build them (the room, relay and audio events by the emitters' own mapping
 /// functions; the others with the fields and values the emitters give them).
 enum EventCases {
-    static func all() -> [(label: String, event: BroadcastEvent)] {
+    static func all() -> [(label: String, event: any BroadcastEvent)] {
         sender() + audio() + viewer() + room() + relay() + problems()
     }
 
     // MARK: - start
 
-    static func sender() -> [(label: String, event: BroadcastEvent)] {
+    static func sender() -> [(label: String, event: any BroadcastEvent)] {
         let settings = LiveSettings(config: BroadcastConfig(source: .x11(display: nil, source: .screen, drawCursor: true),
                                                             destination: Endpoint(host: "127.0.0.1", port: 5004), cname: "test"))
         let faster = try! settings.applying([("bitrate", "1M"), ("max-resolution", "720p"), ("min-fps", "0.5")])
         let unlimited = try! faster.applying([("max-resolution", "none"), ("keyframe-interval", "2.5"), ("source", "region:640x360+10+20")])
-        func changed(_ new: LiveSettings, from old: LiveSettings) -> BroadcastEvent {
+        func changed(_ new: LiveSettings, from old: LiveSettings) -> UntypedEvent {
             var fields = new.fields
             fields["changed"] = .array(new.changedKeys(from: old).map { .string($0) })
-            return BroadcastEvent("settings_changed", fields)
+            return UntypedEvent("settings_changed", fields)
         }
         return [
-            ("sender.started", BroadcastEvent("started", [
+            ("sender.started", UntypedEvent("started", [
                 "destination": "127.0.0.1:5004", "ssrc": .int(2_718_522_738), "fps": 15, "bitrate_kbps": 2000,
                 "content": "detail", "control_socket": "/run/user/1000/screenshare/pid-42.sock",
             ])),
-            ("sender.started.noControl.audio", BroadcastEvent("started", [
+            ("sender.started.noControl.audio", UntypedEvent("started", [
                 "destination": "10.0.0.2:6000", "ssrc": 7, "fps": 30, "bitrate_kbps": 4000, "content": "motion",
                 "control_socket": .null, "audio_ssrc": .int(3_000_000_001), "audio_port": 6002, "audio_bitrate_kbps": 64,
             ])),
-            ("sender.started.room.hosting", BroadcastEvent("started", [
+            ("sender.started.room.hosting", UntypedEvent("started", [
                 "destination": "127.0.0.1:7600", "ssrc": .int(2_895_255_438), "fps": 15, "bitrate_kbps": 2000,
                 "content": "detail", "control_socket": "/run/user/1000/screenshare/class.sock",
                 "room": "class", "server": "192.168.1.20:7600", "name": "ann@laptop",
                 "watch_command": "screenshare watch --room class --server 192.168.1.20:7600",
             ])),
-            ("sender.started.room.joining", BroadcastEvent("started", [
+            ("sender.started.room.joining", UntypedEvent("started", [
                 "destination": "192.168.1.20:7600", "ssrc": 99, "fps": 15, "bitrate_kbps": 2000,
                 "content": "detail", "control_socket": .null, "room": "class", "server": "192.168.1.20:7600", "name": "bob@desk",
                 "audio_ssrc": 5, "audio_port": 7600, "audio_bitrate_kbps": 48,
             ])),
-            ("sender.first_frame_sent", BroadcastEvent("first_frame_sent", [
+            ("sender.first_frame_sent", UntypedEvent("first_frame_sent", [
                 "width": 1920, "height": 1080, "keyframe": true, "latency_ms": .double(20.123_456),
             ])),
-            ("sender.stats", BroadcastEvent("stats", [
+            ("sender.stats", UntypedEvent("stats", [
                 "fps": 15, "kbps": 412, "frames_sent": 61, "keyframes_sent": 1,
                 "encode_ms_p50": .double(3.2449), "encode_ms_p95": .double(5.0),
                 "capture_ms_p50": .double(0.9), "capture_ms_p95": .double(1.1),
@@ -57,7 +57,7 @@ enum EventCases {
                 "width": 1920, "height": 1080, "send_errors": 0,
                 "rtt_ms": .null, "loss": .null, "retransmitted": 0,
             ])),
-            ("sender.stats.room.audio", BroadcastEvent("stats", [
+            ("sender.stats.room.audio", UntypedEvent("stats", [
                 "fps": 30, "kbps": 2100, "frames_sent": 600, "keyframes_sent": 3,
                 "encode_ms_p50": .double(8.25), "encode_ms_p95": .double(12.96),
                 "capture_ms_p50": .double(1.0), "capture_ms_p95": .double(2.0),
@@ -69,13 +69,13 @@ enum EventCases {
                 "audio_packets_sent": 250, "audio_bytes_sent": 40000, "audio_kbps": 64,
                 "audio_latency_ms_p50": .double(42.5), "audio_latency_ms_p95": .null,
             ])),
-            ("sender.stopped", BroadcastEvent("stopped", [
+            ("sender.stopped", UntypedEvent("stopped", [
                 "reason": "duration", "frames_captured": 1, "frames_encoded": 24, "frames_sent": 6,
                 "keyframes_sent": 1, "packets_sent": 648, "bytes_sent": 782_484, "send_errors": 0, "encode_errors": 0,
                 "nacks_received": 0, "retransmitted": 0, "receiver_reports": 0, "rtt_ms": .null, "packets_lost": .null,
                 "width": 1920, "height": 1080, "duration_s": .double(4.0812),
             ])),
-            ("sender.stopped.audio", BroadcastEvent("stopped", [
+            ("sender.stopped.audio", UntypedEvent("stopped", [
                 "reason": "requested", "frames_captured": 300, "frames_encoded": 300, "frames_sent": 290,
                 "keyframes_sent": 2, "packets_sent": 2000, "bytes_sent": 1_500_000, "send_errors": 1, "encode_errors": 0,
                 "nacks_received": 5, "retransmitted": 5, "receiver_reports": 9, "rtt_ms": .double(1.25), "packets_lost": 3,
@@ -85,15 +85,15 @@ enum EventCases {
                 "audio_dropped_frames": 1, "audio_clipped_frames": 0,
                 "audio_latency_ms_p50": .double(40.0), "audio_latency_ms_p95": .double(60.0),
             ])),
-            ("sender.paused", BroadcastEvent("paused")),
-            ("sender.resumed", BroadcastEvent("resumed")),
+            ("sender.paused", UntypedEvent("paused")),
+            ("sender.resumed", UntypedEvent("resumed")),
             ("sender.settings_changed", changed(faster, from: settings)),
             ("sender.settings_changed.toNull", changed(unlimited, from: faster)),
-            ("sender.source_restored", BroadcastEvent("source_restored", ["size": "640x360"])),
+            ("sender.source_restored", UntypedEvent("source_restored", ["size": "640x360"])),
         ]
     }
 
-    static func audio() -> [(label: String, event: BroadcastEvent)] {
+    static func audio() -> [(label: String, event: any BroadcastEvent)] {
         [
             ("audio.app_attached", AudioSender.broadcastEvent(.appAttached(index: 12, name: "Firefox", binary: "firefox", pid: "4242"))),
             ("audio.app_detached", AudioSender.broadcastEvent(.appDetached(index: 12))),
@@ -106,34 +106,34 @@ enum EventCases {
 
     // MARK: - watch
 
-    static func viewer() -> [(label: String, event: BroadcastEvent)] {
+    static func viewer() -> [(label: String, event: any BroadcastEvent)] {
         [
-            ("viewer.started", BroadcastEvent("started", [
+            ("viewer.started", UntypedEvent("started", [
                 "rtp_port": 5004, "rtcp_port": 5005, "payload_type": 96, "window": false, "record": .null,
             ])),
-            ("viewer.started.audio.record", BroadcastEvent("started", [
+            ("viewer.started.audio.record", UntypedEvent("started", [
                 "rtp_port": 5004, "rtcp_port": 5005, "payload_type": 96, "window": true, "record": "/tmp/out.webm",
                 "audio_port": 5006, "audio_playback": true,
             ])),
-            ("viewer.started.room.audio", BroadcastEvent("started", [
+            ("viewer.started.room.audio", UntypedEvent("started", [
                 "rtp_port": 40123, "rtcp_port": 40123, "payload_type": 96, "window": true, "record": .null,
                 "room": "class", "server": "192.168.1.20:7600", "audio_port": .null, "audio_playback": false,
             ])),
-            ("viewer.first_frame", BroadcastEvent("first_frame", [
+            ("viewer.first_frame", UntypedEvent("first_frame", [
                 "width": 1920, "height": 1080, "time_to_first_frame_ms": .double(118.0456),
             ])),
-            ("viewer.first_frame.room", BroadcastEvent("first_frame", [
+            ("viewer.first_frame.room", UntypedEvent("first_frame", [
                 "width": 640, "height": 360, "time_to_first_frame_ms": .double(1500.5), "since_subscribed_ms": .double(80.25),
             ])),
-            ("viewer.resolution_changed", BroadcastEvent("resolution_changed", ["width": 1280, "height": 720])),
-            ("viewer.sender_changed", BroadcastEvent("sender_changed", ["ssrc": .int(4_000_000_000)])),
-            ("viewer.sender_left", BroadcastEvent("sender_left", ["ssrc": 12345])),
-            ("viewer.stats", BroadcastEvent("stats", [
+            ("viewer.resolution_changed", UntypedEvent("resolution_changed", ["width": 1280, "height": 720])),
+            ("viewer.sender_changed", UntypedEvent("sender_changed", ["ssrc": .int(4_000_000_000)])),
+            ("viewer.sender_left", UntypedEvent("sender_left", ["ssrc": 12345])),
+            ("viewer.stats", UntypedEvent("stats", [
                 "fps": 15, "kbps": 400, "width": 1920, "height": 1080, "packets_received": 3000, "packets_lost": 2,
                 "jitter_ms": .double(1.2345), "buffer_ms": .double(20.0), "frames_decoded": 150, "freeze_count": 0,
                 "nack_count": 1, "pli_count": 0, "rtt_ms": .null,
             ])),
-            ("viewer.stats.audio", BroadcastEvent("stats", [
+            ("viewer.stats.audio", UntypedEvent("stats", [
                 "fps": 30, "kbps": 2000, "width": 1280, "height": 720, "packets_received": 9000, "packets_lost": 0,
                 "jitter_ms": .double(0.05), "buffer_ms": .double(35.5), "frames_decoded": 900, "freeze_count": 1,
                 "nack_count": 0, "pli_count": 1, "rtt_ms": .double(0.42),
@@ -142,14 +142,14 @@ enum EventCases {
                 "audio_target_delay_ms": .null, "audio_packets": 500, "audio_decoded": 498, "audio_fec_recovered": 1,
                 "audio_concealed": 1, "audio_late": 0, "audio_silence_frames": 3, "audio_packets_lost": 2, "audio_playing": true,
             ])),
-            ("viewer.stopped", BroadcastEvent("stopped", [
+            ("viewer.stopped", UntypedEvent("stopped", [
                 "reason": "duration", "frames_decoded": 0, "keyframes_decoded": 0, "frames_dropped": 0, "frames_received": 0,
                 "freeze_count": 0, "total_freezes_duration_s": .double(0.0), "packets_received": 0, "packets_lost": 0,
                 "jitter_ms": .double(0.0), "nack_count": 0, "pli_count": 0, "idle_probes": 0, "rtt_ms": .null,
                 "packets_rejected": 0, "decode_errors": 0, "packets_foreign": 0, "time_to_first_frame_ms": .null,
                 "width": 0, "height": 0, "recorded_frames": 0, "duration_s": .double(2.0004), "recorded_audio_packets": 0,
             ])),
-            ("viewer.stopped.audio", BroadcastEvent("stopped", [
+            ("viewer.stopped.audio", UntypedEvent("stopped", [
                 "reason": "requested", "frames_decoded": 900, "keyframes_decoded": 2, "frames_dropped": 1, "frames_received": 901,
                 "freeze_count": 1, "total_freezes_duration_s": .double(0.3456), "packets_received": 9000, "packets_lost": 4,
                 "jitter_ms": .double(0.75), "nack_count": 3, "pli_count": 1, "idle_probes": 7, "rtt_ms": .double(0.42),
@@ -168,17 +168,17 @@ enum EventCases {
     static let screen = StreamInfo(kind: .screen, ssrc: 0x1111, pt: 96, codec: "VP8", clock: 90000)
     static let sound = StreamInfo(kind: .audio, ssrc: 0x2222, pt: 111, codec: "opus", clock: 48000, channels: 2)
 
-    static func room() -> [(label: String, event: BroadcastEvent)] {
+    static func room() -> [(label: String, event: any BroadcastEvent)] {
         let ann = PeerInfo(id: 1, name: "ann@laptop", role: "presenter", streams: [screen, sound])
         let bob = PeerInfo(id: 2, name: "bob@desk", role: "viewer")
         var mapper = RoomEventMapper(server: "192.168.1.20:7600")
         let presenter = presenterWhoSees(viewers: [(2, "bob@desk"), (3, "cy")])
-        func one(_ e: RoomClientEvent) -> BroadcastEvent {
+        func one(_ e: RoomClientEvent) -> UntypedEvent {
             let out = mapper.map(e, client: presenter)
             precondition(out.count == 1, "\(e) maps to \(out.count) events")
             return out[0]
         }
-        var cases: [(label: String, event: BroadcastEvent)] = [
+        var cases: [(label: String, event: any BroadcastEvent)] = [
             ("room.connected", one(.connected(peer: 1, room: "class", peers: [], rejoined: false))),
             ("room.connected.rejoined", one(.connected(peer: 4, room: "class", peers: [ann, bob], rejoined: true))),
             ("room.peer_joined", one(.peerJoined(bob))),
@@ -243,12 +243,12 @@ enum EventCases {
 
     // MARK: - serve
 
-    static func relay() -> [(label: String, event: BroadcastEvent)] {
+    static func relay() -> [(label: String, event: any BroadcastEvent)] {
         let bob = PeerInfo(id: 2, name: "bob@desk", role: "viewer")
         let address = PeerAddress(ip: 0xC0A8_0115, port: 51000)
-        func mapped(_ e: RelayEvent) -> BroadcastEvent { RelayServer.event(for: e)! }
+        func mapped(_ e: RelayEvent) -> UntypedEvent { RelayServer.event(for: e)! }
         return [
-            ("relay.started", BroadcastEvent("started", [
+            ("relay.started", UntypedEvent("started", [
                 "listen": "0.0.0.0:7600", "protocol_version": 1, "receive_buffer": 8_388_608, "send_buffer": 425_984,
             ])),
             ("relay.peer_joined", mapped(.peerJoined(room: "class", peer: bob, address: address))),
@@ -257,11 +257,11 @@ enum EventCases {
             ("relay.substream_stopped", mapped(.substreamStopped(room: "class", peer: 1, stream: sound))),
             ("relay.subscribed", mapped(.subscribed(room: "class", viewer: 2, publisher: 1, kinds: [.screen, .audio]))),
             ("relay.unsubscribed", mapped(.unsubscribed(room: "class", viewer: 2, publisher: 1))),
-            ("relay.stats", BroadcastEvent("stats", [
+            ("relay.stats", UntypedEvent("stats", [
                 "rooms": 1, "peers": 3, "packets_in": 450, "packets_out": 900, "kbps_out": 4100,
                 "retransmitted": 2, "keyframe_requests": 0, "rejected": 1, "unknown_source": 0, "send_errors": 0, "lost_in": 3,
             ])),
-            ("relay.stopped", BroadcastEvent("stopped", [
+            ("relay.stopped", UntypedEvent("stopped", [
                 "rtp_in": 10000, "rtp_forwarded": 20000, "bytes_forwarded": 25_000_000, "rtcp_in": 300, "control_in": 120,
                 "retransmitted": 4, "keyframe_requests": 2, "rejected": 1, "unknown_source": 0, "timeouts": 1,
                 "send_errors": 0, "lost_in": 3, "duration_s": .double(61.23456),
@@ -271,17 +271,17 @@ enum EventCases {
 
     // MARK: - warning and error (all kinds)
 
-    static func problems() -> [(label: String, event: BroadcastEvent)] {
-        func warning(_ kind: String, _ message: String) -> BroadcastEvent {
-            BroadcastEvent("warning", ["kind": .string(kind), "message": .string(message)])
+    static func problems() -> [(label: String, event: any BroadcastEvent)] {
+        func warning(_ kind: String, _ message: String) -> UntypedEvent {
+            UntypedEvent("warning", ["kind": .string(kind), "message": .string(message)])
         }
-        func error(_ kind: String, _ message: String) -> BroadcastEvent {
-            BroadcastEvent("error", ["kind": .string(kind), "message": .string(message)])
+        func error(_ kind: String, _ message: String) -> UntypedEvent {
+            UntypedEvent("error", ["kind": .string(kind), "message": .string(message)])
         }
         return [
             ("warning.control_unavailable", warning("control_unavailable",
                 "cannot listen on /run/x.sock: Address already in use; `screenshare ctl` cannot reach this broadcast")),
-            ("warning.encoder_overshoot", BroadcastEvent("warning", ["kind": "encoder_overshoot", "kbps": 3100, "target_kbps": 2000,
+            ("warning.encoder_overshoot", UntypedEvent("warning", ["kind": "encoder_overshoot", "kbps": 3100, "target_kbps": 2000,
                 "message": "sending 3100 kbps for a 2000 kbps target: the content needs more; raise --bitrate, lower --fps or --max-resolution"])),
             ("warning.audio_unavailable", warning("audio_unavailable",
                 "audio: PulseAudio is not running; sending video only (use --no-audio to silence this)")),
@@ -298,7 +298,7 @@ enum EventCases {
             ("warning.audio_playback_unavailable", warning("audio_playback_unavailable",
                 "audio playback: no PulseAudio server; video only")),
             ("error.source_switch_failed", error("source_switch_failed", "no window matches 'Slides'; keeping the previous source")),
-            ("error.unsupported_resolution", BroadcastEvent("error", ["kind": "unsupported_resolution", "width": 8, "height": 1,
+            ("error.unsupported_resolution", UntypedEvent("error", ["kind": "unsupported_resolution", "width": 8, "height": 1,
                 "message": "the source is 8x1, smaller than 16x16; holding the last picture until it grows"])),
             ("error.source_gone", error("source_gone", "the X server closed the connection")),
             ("error.encode_failure", error("encode_failure", "vpx_codec_encode: Invalid parameter")),
