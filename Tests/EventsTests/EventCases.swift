@@ -173,7 +173,7 @@ enum EventCases {
         let bob = PeerInfo(id: 2, name: "bob@desk", role: "viewer")
         var mapper = RoomEventMapper(server: "192.168.1.20:7600")
         let presenter = presenterWhoSees(viewers: [(2, "bob@desk"), (3, "cy")])
-        func one(_ e: RoomClientEvent) -> UntypedEvent {
+        func one(_ e: RoomClientEvent) -> any BroadcastEvent {
             let out = mapper.map(e, client: presenter)
             precondition(out.count == 1, "\(e) maps to \(out.count) events")
             return out[0]
@@ -246,26 +246,22 @@ enum EventCases {
     static func relay() -> [(label: String, event: any BroadcastEvent)] {
         let bob = PeerInfo(id: 2, name: "bob@desk", role: "viewer")
         let address = PeerAddress(ip: 0xC0A8_0115, port: 51000)
-        func mapped(_ e: RelayEvent) -> UntypedEvent { RelayServer.event(for: e)! }
+        func mapped(_ e: RelayEvent) -> any BroadcastEvent { RelayServer.event(for: e)! }
         return [
-            ("relay.started", UntypedEvent("started", [
-                "listen": "0.0.0.0:7600", "protocol_version": 1, "receive_buffer": 8_388_608, "send_buffer": 425_984,
-            ])),
+            ("relay.started", RelayStarted(listen: "0.0.0.0:7600", protocolVersion: 1, receiveBuffer: 8_388_608, sendBuffer: 425_984)),
             ("relay.peer_joined", mapped(.peerJoined(room: "class", peer: bob, address: address))),
             ("relay.peer_left", mapped(.peerLeft(room: "class", peer: bob, reason: "left"))),
             ("relay.substream_started", mapped(.substreamStarted(room: "class", peer: 1, stream: screen))),
             ("relay.substream_stopped", mapped(.substreamStopped(room: "class", peer: 1, stream: sound))),
             ("relay.subscribed", mapped(.subscribed(room: "class", viewer: 2, publisher: 1, kinds: [.screen, .audio]))),
             ("relay.unsubscribed", mapped(.unsubscribed(room: "class", viewer: 2, publisher: 1))),
-            ("relay.stats", UntypedEvent("stats", [
-                "rooms": 1, "peers": 3, "packets_in": 450, "packets_out": 900, "kbps_out": 4100,
-                "retransmitted": 2, "keyframe_requests": 0, "rejected": 1, "unknown_source": 0, "send_errors": 0, "lost_in": 3,
-            ])),
-            ("relay.stopped", UntypedEvent("stopped", [
-                "rtp_in": 10000, "rtp_forwarded": 20000, "bytes_forwarded": 25_000_000, "rtcp_in": 300, "control_in": 120,
-                "retransmitted": 4, "keyframe_requests": 2, "rejected": 1, "unknown_source": 0, "timeouts": 1,
-                "send_errors": 0, "lost_in": 3, "duration_s": .double(61.23456),
-            ])),
+            ("relay.stats", RelayStats(
+                rooms: 1, peers: 3, packetsIn: 450, packetsOut: 900, kbpsOut: 4100, retransmitted: 2, keyframeRequests: 0,
+                rejected: 1, unknownSource: 0, sendErrors: 0, lostIn: 3)),
+            ("relay.stopped", RelayStopped(
+                rtpIn: 10000, rtpForwarded: 20000, bytesForwarded: 25_000_000, rtcpIn: 300, controlIn: 120, retransmitted: 4,
+                keyframeRequests: 2, rejected: 1, unknownSource: 0, timeouts: 1, sendErrors: 0, lostIn: 3,
+                durationSeconds: 61.23456)),
         ]
     }
 
