@@ -105,7 +105,9 @@ let package = Package(
             "Relay", "Room", "RTP", "Transport", "Events", .product(name: "Logging", package: "swift-log"),
         ]),
         // What users see of every event (JSON and human text), pinned.
-        .testTarget(name: "EventsTests", dependencies: ["Events", "Room", "Relay", "Sender", "AudioIO", "Transport"]),
+        .testTarget(name: "EventsTests", dependencies: [
+            "Events", "Room", "Relay", "Sender", "AudioIO", "Transport", "MediaCore", "VP8Codec",
+        ]),
         .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec"]),
     ],
     swiftLanguageModes: [.v6]

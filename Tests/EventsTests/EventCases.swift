@@ -1,13 +1,15 @@
 import AudioIO
 import Events
+import MediaCore
 import Room
 import Transport
+import VP8Codec
 @testable import Relay
 @testable import Sender
 
-/// The events the pinning test renders, one per label of `PinnedOutput.expected`: built as
-/// the emitters build them (the room, relay and audio events by the emitters' own mapping
-/// functions; the others with the fields and values the emitters give them).
+/// The events the pinning test renders, one per label of `PinnedOutput.expected`: the typed
+/// events the emitters emit (the room, relay and audio events made by the emitters' own mapping
+/// functions), with the values the pinned output was recorded with.
 enum EventCases {
     static func all() -> [(label: String, event: any BroadcastEvent)] {
         sender() + audio() + viewer() + room() + relay() + problems()
@@ -20,76 +22,53 @@ enum EventCases {
                                                             destination: Endpoint(host: "127.0.0.1", port: 5004), cname: "test"))
         let faster = try! settings.applying([("bitrate", "1M"), ("max-resolution", "720p"), ("min-fps", "0.5")])
         let unlimited = try! faster.applying([("max-resolution", "none"), ("keyframe-interval", "2.5"), ("source", "region:640x360+10+20")])
-        func changed(_ new: LiveSettings, from old: LiveSettings) -> UntypedEvent {
-            var fields = new.fields
-            fields["changed"] = .array(new.changedKeys(from: old).map { .string($0) })
-            return UntypedEvent("settings_changed", fields)
+        func changed(_ new: LiveSettings, from old: LiveSettings) -> SettingsChanged {
+            SettingsChanged(settings: new, changed: new.changedKeys(from: old))
         }
+        var hosting = RoomSettings(name: "class", displayName: "ann@laptop", server: "192.168.1.20:7600")
+        hosting.watchCommand = "screenshare watch --room class --server 192.168.1.20:7600"
+        let joining = RoomSettings(name: "class", displayName: "bob@desk", server: "192.168.1.20:7600")
         return [
-            ("sender.started", UntypedEvent("started", [
-                "destination": "127.0.0.1:5004", "ssrc": .int(2_718_522_738), "fps": 15, "bitrate_kbps": 2000,
-                "content": "detail", "control_socket": "/run/user/1000/screenshare/pid-42.sock",
-            ])),
-            ("sender.started.noControl.audio", UntypedEvent("started", [
-                "destination": "10.0.0.2:6000", "ssrc": 7, "fps": 30, "bitrate_kbps": 4000, "content": "motion",
-                "control_socket": .null, "audio_ssrc": .int(3_000_000_001), "audio_port": 6002, "audio_bitrate_kbps": 64,
-            ])),
-            ("sender.started.room.hosting", UntypedEvent("started", [
-                "destination": "127.0.0.1:7600", "ssrc": .int(2_895_255_438), "fps": 15, "bitrate_kbps": 2000,
-                "content": "detail", "control_socket": "/run/user/1000/screenshare/class.sock",
-                "room": "class", "server": "192.168.1.20:7600", "name": "ann@laptop",
-                "watch_command": "screenshare watch --room class --server 192.168.1.20:7600",
-            ])),
-            ("sender.started.room.joining", UntypedEvent("started", [
-                "destination": "192.168.1.20:7600", "ssrc": 99, "fps": 15, "bitrate_kbps": 2000,
-                "content": "detail", "control_socket": .null, "room": "class", "server": "192.168.1.20:7600", "name": "bob@desk",
-                "audio_ssrc": 5, "audio_port": 7600, "audio_bitrate_kbps": 48,
-            ])),
-            ("sender.first_frame_sent", UntypedEvent("first_frame_sent", [
-                "width": 1920, "height": 1080, "keyframe": true, "latency_ms": .double(20.123_456),
-            ])),
-            ("sender.stats", UntypedEvent("stats", [
-                "fps": 15, "kbps": 412, "frames_sent": 61, "keyframes_sent": 1,
-                "encode_ms_p50": .double(3.2449), "encode_ms_p95": .double(5.0),
-                "capture_ms_p50": .double(0.9), "capture_ms_p95": .double(1.1),
-                "convert_ms_p50": .double(0.7), "convert_ms_p95": .double(0.8),
-                "send_ms_p50": .double(0.0504), "send_ms_p95": .double(0.07),
-                "width": 1920, "height": 1080, "send_errors": 0,
-                "rtt_ms": .null, "loss": .null, "retransmitted": 0,
-            ])),
-            ("sender.stats.room.audio", UntypedEvent("stats", [
-                "fps": 30, "kbps": 2100, "frames_sent": 600, "keyframes_sent": 3,
-                "encode_ms_p50": .double(8.25), "encode_ms_p95": .double(12.96),
-                "capture_ms_p50": .double(1.0), "capture_ms_p95": .double(2.0),
-                "convert_ms_p50": .double(0.5), "convert_ms_p95": .double(0.75),
-                "send_ms_p50": .double(0.1), "send_ms_p95": .double(0.2),
-                "width": 1280, "height": 720, "send_errors": 2,
-                "rtt_ms": .double(0.4321), "loss": .double(0.0123), "retransmitted": 4,
-                "viewers": 3,
-                "audio_packets_sent": 250, "audio_bytes_sent": 40000, "audio_kbps": 64,
-                "audio_latency_ms_p50": .double(42.5), "audio_latency_ms_p95": .null,
-            ])),
-            ("sender.stopped", UntypedEvent("stopped", [
-                "reason": "duration", "frames_captured": 1, "frames_encoded": 24, "frames_sent": 6,
-                "keyframes_sent": 1, "packets_sent": 648, "bytes_sent": 782_484, "send_errors": 0, "encode_errors": 0,
-                "nacks_received": 0, "retransmitted": 0, "receiver_reports": 0, "rtt_ms": .null, "packets_lost": .null,
-                "width": 1920, "height": 1080, "duration_s": .double(4.0812),
-            ])),
-            ("sender.stopped.audio", UntypedEvent("stopped", [
-                "reason": "requested", "frames_captured": 300, "frames_encoded": 300, "frames_sent": 290,
-                "keyframes_sent": 2, "packets_sent": 2000, "bytes_sent": 1_500_000, "send_errors": 1, "encode_errors": 0,
-                "nacks_received": 5, "retransmitted": 5, "receiver_reports": 9, "rtt_ms": .double(1.25), "packets_lost": 3,
-                "width": 1280, "height": 720, "duration_s": .double(10.05),
-                "audio_frames": 500, "audio_packets_sent": 480, "audio_bytes_sent": 60000, "audio_dtx_frames": 20,
-                "audio_silent_frames": 100, "audio_cpu_s": .double(0.1234), "audio_underruns": 0,
-                "audio_dropped_frames": 1, "audio_clipped_frames": 0,
-                "audio_latency_ms_p50": .double(40.0), "audio_latency_ms_p95": .double(60.0),
-            ])),
-            ("sender.paused", UntypedEvent("paused")),
-            ("sender.resumed", UntypedEvent("resumed")),
+            ("sender.started", SenderStarted(
+                destination: Endpoint(host: "127.0.0.1", port: 5004), ssrc: 2_718_522_738, fps: 15, bitrateKbps: 2000,
+                content: .detail, controlSocket: "/run/user/1000/screenshare/pid-42.sock")),
+            ("sender.started.noControl.audio", SenderStarted(
+                destination: Endpoint(host: "10.0.0.2", port: 6000), ssrc: 7, fps: 30, bitrateKbps: 4000, content: .motion,
+                controlSocket: nil, audio: .init(ssrc: 3_000_000_001, port: 6002, bitrateKbps: 64))),
+            ("sender.started.room.hosting", SenderStarted(
+                destination: Endpoint(host: "127.0.0.1", port: 7600), ssrc: 2_895_255_438, fps: 15, bitrateKbps: 2000,
+                content: .detail, controlSocket: "/run/user/1000/screenshare/class.sock", room: hosting)),
+            ("sender.started.room.joining", SenderStarted(
+                destination: Endpoint(host: "192.168.1.20", port: 7600), ssrc: 99, fps: 15, bitrateKbps: 2000,
+                content: .detail, controlSocket: nil, room: joining, audio: .init(ssrc: 5, port: 7600, bitrateKbps: 48))),
+            ("sender.first_frame_sent", FirstFrameSent(size: PixelSize(width: 1920, height: 1080), keyframe: true, latencyMillis: 20.123_456)),
+            ("sender.stats", SenderStats(
+                fps: 15, kbps: 412, framesSent: 61, keyframesSent: 1,
+                encodeMillis: Quantiles(p50: 3.2449, p95: 5.0), captureMillis: Quantiles(p50: 0.9, p95: 1.1),
+                convertMillis: Quantiles(p50: 0.7, p95: 0.8), sendMillis: Quantiles(p50: 0.0504, p95: 0.07),
+                size: PixelSize(width: 1920, height: 1080), sendErrors: 0, rttMillis: nil, loss: nil, retransmitted: 0)),
+            ("sender.stats.room.audio", SenderStats(
+                fps: 30, kbps: 2100, framesSent: 600, keyframesSent: 3,
+                encodeMillis: Quantiles(p50: 8.25, p95: 12.96), captureMillis: Quantiles(p50: 1.0, p95: 2.0),
+                convertMillis: Quantiles(p50: 0.5, p95: 0.75), sendMillis: Quantiles(p50: 0.1, p95: 0.2),
+                size: PixelSize(width: 1280, height: 720), sendErrors: 2, rttMillis: 0.4321, loss: 0.0123, retransmitted: 4,
+                viewers: 3,
+                audio: .init(packetsSent: 250, bytesSent: 40000, kbps: 64, latencyP50Millis: 42.5, latencyP95Millis: nil))),
+            ("sender.stopped", SenderStopped(
+                reason: .duration, framesCaptured: 1, framesEncoded: 24, framesSent: 6, keyframesSent: 1, packetsSent: 648,
+                bytesSent: 782_484, sendErrors: 0, encodeErrors: 0, nacksReceived: 0, retransmitted: 0, receiverReports: 0,
+                rttMillis: nil, packetsLost: nil, size: PixelSize(width: 1920, height: 1080), durationSeconds: 4.0812)),
+            ("sender.stopped.audio", SenderStopped(
+                reason: .requested, framesCaptured: 300, framesEncoded: 300, framesSent: 290, keyframesSent: 2, packetsSent: 2000,
+                bytesSent: 1_500_000, sendErrors: 1, encodeErrors: 0, nacksReceived: 5, retransmitted: 5, receiverReports: 9,
+                rttMillis: 1.25, packetsLost: 3, size: PixelSize(width: 1280, height: 720), durationSeconds: 10.05,
+                audio: .init(frames: 500, packetsSent: 480, bytesSent: 60000, dtxFrames: 20, silentFrames: 100, cpuSeconds: 0.1234,
+                             underruns: 0, droppedFrames: 1, clippedFrames: 0, latencyP50Millis: 40.0, latencyP95Millis: 60.0))),
+            ("sender.paused", BroadcastPaused()),
+            ("sender.resumed", BroadcastResumed()),
             ("sender.settings_changed", changed(faster, from: settings)),
             ("sender.settings_changed.toNull", changed(unlimited, from: faster)),
-            ("sender.source_restored", UntypedEvent("source_restored", ["size": "640x360"])),
+            ("sender.source_restored", SourceRestored(size: PixelSize(width: 640, height: 360))),
         ]
     }
 
@@ -268,37 +247,31 @@ enum EventCases {
     // MARK: - warning and error (all kinds)
 
     static func problems() -> [(label: String, event: any BroadcastEvent)] {
-        func warning(_ kind: String, _ message: String) -> UntypedEvent {
-            UntypedEvent("warning", ["kind": .string(kind), "message": .string(message)])
-        }
-        func error(_ kind: String, _ message: String) -> UntypedEvent {
-            UntypedEvent("error", ["kind": .string(kind), "message": .string(message)])
-        }
-        return [
-            ("warning.control_unavailable", warning("control_unavailable",
+        [
+            ("warning.control_unavailable", WarningEvent(.controlUnavailable,
                 "cannot listen on /run/x.sock: Address already in use; `screenshare ctl` cannot reach this broadcast")),
-            ("warning.encoder_overshoot", UntypedEvent("warning", ["kind": "encoder_overshoot", "kbps": 3100, "target_kbps": 2000,
-                "message": "sending 3100 kbps for a 2000 kbps target: the content needs more; raise --bitrate, lower --fps or --max-resolution"])),
-            ("warning.audio_unavailable", warning("audio_unavailable",
+            ("warning.encoder_overshoot", WarningEvent(.encoderOvershoot(kbps: 3100, targetKbps: 2000),
+                "sending 3100 kbps for a 2000 kbps target: the content needs more; raise --bitrate, lower --fps or --max-resolution")),
+            ("warning.audio_unavailable", WarningEvent(.audioUnavailable,
                 "audio: PulseAudio is not running; sending video only (use --no-audio to silence this)")),
-            ("warning.source_resized", warning("source_resized",
+            ("warning.source_resized", WarningEvent(.sourceResized,
                 "source is now 1280x720 (was 1920x1080); restarting the encoder with a keyframe")),
-            ("warning.source_unavailable", warning("source_unavailable",
+            ("warning.source_unavailable", WarningEvent(.sourceUnavailable,
                 "window 0x200001 \"Slides\" is not mapped (minimised or hidden); sending a placeholder")),
-            ("warning.encoder_reconfigure", warning("encoder_reconfigure", "vpx_codec_enc_config_set failed; re-creating it")),
-            ("warning.send_failed", warning("send_failed", "packets to 127.0.0.1:5004 are refused (is a receiver listening?)")),
-            ("warning.send_failed.audio", warning("send_failed",
+            ("warning.encoder_reconfigure", WarningEvent(.encoderReconfigure, "vpx_codec_enc_config_set failed; re-creating it")),
+            ("warning.send_failed", WarningEvent(.sendFailed, "packets to 127.0.0.1:5004 are refused (is a receiver listening?)")),
+            ("warning.send_failed.audio", WarningEvent(.sendFailed,
                 "audio packets to 127.0.0.1:5006 are refused (is a receiver listening?)")),
-            ("warning.network_busy", warning("network_busy",
+            ("warning.network_busy", WarningEvent(.networkBusy,
                 "30 of 400 packets sent in the last second were lost on the way and resent (8 %)")),
-            ("warning.audio_playback_unavailable", warning("audio_playback_unavailable",
+            ("warning.audio_playback_unavailable", WarningEvent(.audioPlaybackUnavailable,
                 "audio playback: no PulseAudio server; video only")),
-            ("error.source_switch_failed", error("source_switch_failed", "no window matches 'Slides'; keeping the previous source")),
-            ("error.unsupported_resolution", UntypedEvent("error", ["kind": "unsupported_resolution", "width": 8, "height": 1,
-                "message": "the source is 8x1, smaller than 16x16; holding the last picture until it grows"])),
-            ("error.source_gone", error("source_gone", "the X server closed the connection")),
-            ("error.encode_failure", error("encode_failure", "vpx_codec_encode: Invalid parameter")),
-            ("error.record_failure", error("record_failure", "cannot write /tmp/out.webm: No space left on device")),
+            ("error.source_switch_failed", ErrorEvent(.sourceSwitchFailed, "no window matches 'Slides'; keeping the previous source")),
+            ("error.unsupported_resolution", ErrorEvent(.unsupportedResolution(width: 8, height: 1),
+                "the source is 8x1, smaller than 16x16; holding the last picture until it grows")),
+            ("error.source_gone", ErrorEvent(.sourceGone, "the X server closed the connection")),
+            ("error.encode_failure", ErrorEvent(.encodeFailure, "vpx_codec_encode: Invalid parameter")),
+            ("error.record_failure", ErrorEvent(.recordFailure, "cannot write /tmp/out.webm: No space left on device")),
         ]
     }
 }
