@@ -106,7 +106,7 @@ let package = Package(
         ]),
         // What users see of every event (JSON and human text), pinned.
         .testTarget(name: "EventsTests", dependencies: [
-            "Events", "Room", "Relay", "Sender", "AudioIO", "Transport", "MediaCore", "VP8Codec",
+            "Events", "Room", "Relay", "Sender", "Receiver", "AudioIO", "Transport", "MediaCore", "VP8Codec",
         ]),
         .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec"]),
     ],

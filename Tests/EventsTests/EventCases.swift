@@ -4,6 +4,7 @@ import MediaCore
 import Room
 import Transport
 import VP8Codec
+@testable import Receiver
 @testable import Relay
 @testable import Sender
 
@@ -86,59 +87,50 @@ enum EventCases {
     // MARK: - watch
 
     static func viewer() -> [(label: String, event: any BroadcastEvent)] {
-        [
-            ("viewer.started", UntypedEvent("started", [
-                "rtp_port": 5004, "rtcp_port": 5005, "payload_type": 96, "window": false, "record": .null,
-            ])),
-            ("viewer.started.audio.record", UntypedEvent("started", [
-                "rtp_port": 5004, "rtcp_port": 5005, "payload_type": 96, "window": true, "record": "/tmp/out.webm",
-                "audio_port": 5006, "audio_playback": true,
-            ])),
-            ("viewer.started.room.audio", UntypedEvent("started", [
-                "rtp_port": 40123, "rtcp_port": 40123, "payload_type": 96, "window": true, "record": .null,
-                "room": "class", "server": "192.168.1.20:7600", "audio_port": .null, "audio_playback": false,
-            ])),
-            ("viewer.first_frame", UntypedEvent("first_frame", [
-                "width": 1920, "height": 1080, "time_to_first_frame_ms": .double(118.0456),
-            ])),
-            ("viewer.first_frame.room", UntypedEvent("first_frame", [
-                "width": 640, "height": 360, "time_to_first_frame_ms": .double(1500.5), "since_subscribed_ms": .double(80.25),
-            ])),
-            ("viewer.resolution_changed", UntypedEvent("resolution_changed", ["width": 1280, "height": 720])),
-            ("viewer.sender_changed", UntypedEvent("sender_changed", ["ssrc": .int(4_000_000_000)])),
-            ("viewer.sender_left", UntypedEvent("sender_left", ["ssrc": 12345])),
-            ("viewer.stats", UntypedEvent("stats", [
-                "fps": 15, "kbps": 400, "width": 1920, "height": 1080, "packets_received": 3000, "packets_lost": 2,
-                "jitter_ms": .double(1.2345), "buffer_ms": .double(20.0), "frames_decoded": 150, "freeze_count": 0,
-                "nack_count": 1, "pli_count": 0, "rtt_ms": .null,
-            ])),
-            ("viewer.stats.audio", UntypedEvent("stats", [
-                "fps": 30, "kbps": 2000, "width": 1280, "height": 720, "packets_received": 9000, "packets_lost": 0,
-                "jitter_ms": .double(0.05), "buffer_ms": .double(35.5), "frames_decoded": 900, "freeze_count": 1,
-                "nack_count": 0, "pli_count": 1, "rtt_ms": .double(0.42),
-                "av_offset_ms": .double(-12.3), "av_sync": true, "video_sync_delay_ms": .double(0.0), "audio_sync_delay_ms": .double(12.3),
-                "audio_output_latency_ms": .double(25.1), "audio_output_flushes": 0, "audio_jitter_delay_ms": .double(40.0),
-                "audio_target_delay_ms": .null, "audio_packets": 500, "audio_decoded": 498, "audio_fec_recovered": 1,
-                "audio_concealed": 1, "audio_late": 0, "audio_silence_frames": 3, "audio_packets_lost": 2, "audio_playing": true,
-            ])),
-            ("viewer.stopped", UntypedEvent("stopped", [
-                "reason": "duration", "frames_decoded": 0, "keyframes_decoded": 0, "frames_dropped": 0, "frames_received": 0,
-                "freeze_count": 0, "total_freezes_duration_s": .double(0.0), "packets_received": 0, "packets_lost": 0,
-                "jitter_ms": .double(0.0), "nack_count": 0, "pli_count": 0, "idle_probes": 0, "rtt_ms": .null,
-                "packets_rejected": 0, "decode_errors": 0, "packets_foreign": 0, "time_to_first_frame_ms": .null,
-                "width": 0, "height": 0, "recorded_frames": 0, "duration_s": .double(2.0004), "recorded_audio_packets": 0,
-            ])),
-            ("viewer.stopped.audio", UntypedEvent("stopped", [
-                "reason": "requested", "frames_decoded": 900, "keyframes_decoded": 2, "frames_dropped": 1, "frames_received": 901,
-                "freeze_count": 1, "total_freezes_duration_s": .double(0.3456), "packets_received": 9000, "packets_lost": 4,
-                "jitter_ms": .double(0.75), "nack_count": 3, "pli_count": 1, "idle_probes": 7, "rtt_ms": .double(0.42),
-                "packets_rejected": 1, "decode_errors": 0, "packets_foreign": 2, "time_to_first_frame_ms": .double(118.0456),
-                "width": 1280, "height": 720, "recorded_frames": 880, "duration_s": .double(30.5), "recorded_audio_packets": 1500,
-                "av_offset_ms": .null, "av_sync": false, "video_sync_delay_ms": .double(0.0), "audio_sync_delay_ms": .double(0.0),
-                "audio_output_latency_ms": .null, "audio_output_flushes": 2, "audio_jitter_delay_ms": .null,
-                "audio_target_delay_ms": .double(60.0), "audio_packets": 1500, "audio_decoded": 1490, "audio_fec_recovered": 0,
-                "audio_concealed": 10, "audio_late": 1, "audio_silence_frames": 0, "audio_packets_lost": 10, "audio_playing": false,
-            ])),
+        let room = RoomSettings(name: "class", displayName: "pupil", server: "192.168.1.20:7600")
+        return [
+            ("viewer.started", ViewerStarted(rtpPort: 5004, rtcpPort: 5005, payloadType: 96, window: false, record: nil)),
+            ("viewer.started.audio.record", ViewerStarted(
+                rtpPort: 5004, rtcpPort: 5005, payloadType: 96, window: true, record: "/tmp/out.webm",
+                audio: .init(port: 5006, playback: true))),
+            ("viewer.started.room.audio", ViewerStarted(
+                rtpPort: 40123, rtcpPort: 40123, payloadType: 96, window: true, record: nil, room: room,
+                audio: .init(port: nil, playback: false))),
+            ("viewer.first_frame", FirstFrame(size: PixelSize(width: 1920, height: 1080), timeToFirstFrameMillis: 118.0456)),
+            ("viewer.first_frame.room", FirstFrame(size: PixelSize(width: 640, height: 360), timeToFirstFrameMillis: 1500.5,
+                                                   sinceSubscribedMillis: 80.25)),
+            ("viewer.resolution_changed", ResolutionChanged(size: PixelSize(width: 1280, height: 720))),
+            ("viewer.sender_changed", SenderChanged(ssrc: 4_000_000_000)),
+            ("viewer.sender_left", SenderLeft(ssrc: 12345)),
+            ("viewer.stats", ViewerStats(
+                fps: 15, kbps: 400, size: PixelSize(width: 1920, height: 1080), packetsReceived: 3000, packetsLost: 2,
+                jitterMillis: 1.2345, bufferMillis: 20.0, framesDecoded: 150, freezeCount: 0, nackCount: 1, pliCount: 0,
+                rttMillis: nil)),
+            ("viewer.stats.audio", ViewerStats(
+                fps: 30, kbps: 2000, size: PixelSize(width: 1280, height: 720), packetsReceived: 9000, packetsLost: 0,
+                jitterMillis: 0.05, bufferMillis: 35.5, framesDecoded: 900, freezeCount: 1, nackCount: 0, pliCount: 1,
+                rttMillis: 0.42,
+                audio: ViewerAudioStats(
+                    avOffsetMillis: -12.3, avSync: true, videoSyncDelayMillis: 0.0, audioSyncDelayMillis: 12.3,
+                    outputLatencyMillis: 25.1, outputFlushes: 0, jitterDelayMillis: 40.0, targetDelayMillis: nil,
+                    packets: 500, decoded: 498, fecRecovered: 1, concealed: 1, late: 0, silenceFrames: 3, packetsLost: 2,
+                    playing: true))),
+            ("viewer.stopped", ViewerStopped(
+                reason: .duration, framesDecoded: 0, keyframesDecoded: 0, framesDropped: 0, framesReceived: 0, freezeCount: 0,
+                totalFreezesDurationSeconds: 0.0, packetsReceived: 0, packetsLost: 0, jitterMillis: 0.0, nackCount: 0, pliCount: 0,
+                idleProbes: 0, rttMillis: nil, packetsRejected: 0, decodeErrors: 0, packetsForeign: 0, timeToFirstFrameMillis: nil,
+                size: PixelSize(width: 0, height: 0), recordedFrames: 0, durationSeconds: 2.0004, recordedAudioPackets: 0)),
+            ("viewer.stopped.audio", ViewerStopped(
+                reason: .requested, framesDecoded: 900, keyframesDecoded: 2, framesDropped: 1, framesReceived: 901, freezeCount: 1,
+                totalFreezesDurationSeconds: 0.3456, packetsReceived: 9000, packetsLost: 4, jitterMillis: 0.75, nackCount: 3,
+                pliCount: 1, idleProbes: 7, rttMillis: 0.42, packetsRejected: 1, decodeErrors: 0, packetsForeign: 2,
+                timeToFirstFrameMillis: 118.0456, size: PixelSize(width: 1280, height: 720), recordedFrames: 880,
+                durationSeconds: 30.5, recordedAudioPackets: 1500,
+                audio: ViewerAudioStats(
+                    avOffsetMillis: nil, avSync: false, videoSyncDelayMillis: 0.0, audioSyncDelayMillis: 0.0,
+                    outputLatencyMillis: nil, outputFlushes: 2, jitterDelayMillis: nil, targetDelayMillis: 60.0,
+                    packets: 1500, decoded: 1490, fecRecovered: 0, concealed: 10, late: 1, silenceFrames: 0, packetsLost: 10,
+                    playing: false))),
         ]
     }
 
