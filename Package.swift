@@ -104,6 +104,10 @@ let package = Package(
         .testTarget(name: "RelayServerTests", dependencies: [
             "Relay", "Room", "RTP", "Transport", "Events", .product(name: "Logging", package: "swift-log"),
         ]),
+        // What users see of every event (JSON and human text), pinned.
+        .testTarget(name: "EventsTests", dependencies: [
+            "Events", "Room", "Relay", "Sender", "Receiver", "AudioIO", "Transport", "MediaCore", "VP8Codec",
+        ]),
         .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec"]),
     ],
     swiftLanguageModes: [.v6]

@@ -192,22 +192,14 @@ public final class Viewer: @unchecked Sendable {
 
     /// Runs until stopped; returns why, and the summary (also sent as the `stopped` event).
     public func run() -> (reason: ViewerStopReason, summary: [String: JSONValue]) {
-        var started: [String: JSONValue] = [
-            "rtp_port": .int(Int(rtp.port)), "rtcp_port": .int(Int(rtcp?.port ?? rtp.port)),
-            "payload_type": .int(Int(media.payloadType)), "window": .bool(window != nil),
-            "record": config.recordPath.map { .string($0) } ?? .null,
-        ]
-        if let r = config.room {
-            started["room"] = .string(r.name)
-            started["server"] = .string(r.server)
-        }
+        var audioStarted: ViewerStarted.Audio?
         if let a = config.description.audio, audio != nil {
-            started["audio_port"] = config.room == nil ? .int(Int(a.port)) : .null
-            started["audio_playback"] = .bool(audio?.isPlaying ?? false)
+            audioStarted = ViewerStarted.Audio(port: config.room == nil ? a.port : nil, playback: audio?.isPlaying ?? false)
         }
-        events.emit(BroadcastEvent("started", started))
+        events.emit(ViewerStarted(rtpPort: rtp.port, rtcpPort: rtcp?.port ?? rtp.port, payloadType: media.payloadType,
+                                  window: window != nil, record: config.recordPath, room: config.room, audio: audioStarted))
         if let w = audioPlaybackWarning {
-            events.emit(BroadcastEvent("warning", ["kind": "audio_playback_unavailable", "message": .string(w)]))
+            events.emit(.warning(.audioPlaybackUnavailable, w))
         }
         if room != nil {
             room!.start(now: startNanos)
@@ -255,12 +247,12 @@ public final class Viewer: @unchecked Sendable {
             flushRoom()
         }
         try? recorder?.finish()
-        let summary = summaryFields()
+        let stopped = summary()
         // PulseAudio's mainloop thread must be gone before the process exits: left running it
         // was seen crashing exit's destructors (status 139 after the summary, ~1 run in 8).
         audio?.stopPlayback()
-        events.emit(BroadcastEvent("stopped", summary))
-        return (stopReason.withLock { $0 } ?? .requested, summary)
+        events.emit(stopped)
+        return (stopReason.withLock { $0 } ?? .requested, stopped.fields)
     }
 
     // MARK: - RTP
@@ -318,7 +310,7 @@ public final class Viewer: @unchecked Sendable {
         if senderSSRC != header.ssrc {
             // A new sender (or the same one restarted): follow it after a silence or a BYE.
             if senderSSRC != nil, expectedSSRC == nil, now - lastPacketNanos < 2_000_000_000 { receiveRejected += 1; return }
-            if senderSSRC != nil { events.emit(BroadcastEvent("sender_changed", ["ssrc": .int(Int(header.ssrc))])) }
+            if senderSSRC != nil { events.emit(SenderChanged(ssrc: header.ssrc)) }
             senderSSRC = header.ssrc
             receive = ReceiveStatistics(ssrc: header.ssrc)
             nack = Viewer.makeNackGenerator()
@@ -389,7 +381,7 @@ public final class Viewer: @unchecked Sendable {
         }
         guard nanos >= 0 else { return }  // before the first recorded picture
         do { try recorder.writeAudio(payload, timestampNanos: UInt64(nanos)) } catch {
-            events.emit(BroadcastEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
+            events.emit(.error(.recordFailure, "\(error)"))
         }
     }
     /// Retries wait for the answer: the RTT measured from NACK to retransmission (the sender
@@ -407,8 +399,8 @@ public final class Viewer: @unchecked Sendable {
     /// (only an answer to a single request is a clean sample).
     /// The round trip measured by RTCP XR (RRTR → DLRR), smoothed; nil until answered.
     private var reportRTT: UInt64?
-    /// `rtt_ms` for stats and the summary (0.01 ms steps), null until answered.
-    private var rttField: JSONValue { reportRTT.map { .double((Double($0) / 1e4).rounded() / 100) } ?? .null }
+    /// `rtt_ms` for stats and the summary (0.01 ms steps), nil (null) until answered.
+    private var rttMillis: Double? { reportRTT.map { (Double($0) / 1e4).rounded() / 100 } }
     /// The RTT NACK retries wait for: measured from NACK answers, else 100 ms. Not the RTCP XR
     /// round trip: with it, a path whose resends never arrive gave up after 10 × ~25 ms and
     /// asked for a keyframe 6 times in 4 s; the keyframes starved the encoder's rate (the
@@ -471,7 +463,7 @@ public final class Viewer: @unchecked Sendable {
                 let size = PixelSize(width: picture.width, height: picture.height)
                 if size != pictureSize {
                     if pictureSize.area > 0 {
-                        events.emit(BroadcastEvent("resolution_changed", ["width": .int(size.width), "height": .int(size.height)]))
+                        events.emit(ResolutionChanged(size: size))
                     }
                     pictureSize = size
                 }
@@ -493,12 +485,8 @@ public final class Viewer: @unchecked Sendable {
         record(frame)
         if !firstFrameReported {
             firstFrameReported = true
-            var fields: [String: JSONValue] = [
-                "width": .int(pictureSize.width), "height": .int(pictureSize.height),
-                "time_to_first_frame_ms": .double(Double(now - startNanos) / 1e6),
-            ]
-            if let subscribedAt { fields["since_subscribed_ms"] = .double(Double(now - subscribedAt) / 1e6) }
-            events.emit(BroadcastEvent("first_frame", fields))
+            events.emit(FirstFrame(size: pictureSize, timeToFirstFrameMillis: Double(now - startNanos) / 1e6,
+                                   sinceSubscribedMillis: subscribedAt.map { Double(now - $0) / 1e6 }))
         }
     }
 
@@ -509,7 +497,7 @@ public final class Viewer: @unchecked Sendable {
             do {
                 recorder = try WebMRecorder(path: path, video: pictureSize, audio: audio != nil)
             } catch {
-                events.emit(BroadcastEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
+                events.emit(.error(.recordFailure, "\(error)"))
                 return
             }
         }
@@ -522,7 +510,7 @@ public final class Viewer: @unchecked Sendable {
         do {
             try recorder?.writeVideo(frame.data, keyframe: frame.isKeyframe, timestampNanos: nanos)
         } catch {
-            events.emit(BroadcastEvent("error", ["kind": "record_failure", "message": .string("\(error)")]))
+            events.emit(.error(.recordFailure, "\(error)"))
             recorder = nil
         }
     }
@@ -556,7 +544,7 @@ public final class Viewer: @unchecked Sendable {
                 audio?.onSenderReport(sr, arrival: now)
                 sync.audioClock = SenderClock(sr, clockRate: 48_000)
             case .goodbye(let bye) where senderSSRC.map({ bye.sources.contains($0) }) ?? false:
-                events.emit(BroadcastEvent("sender_left", ["ssrc": .int(Int(senderSSRC!))]))
+                events.emit(SenderLeft(ssrc: senderSSRC!))
                 lastPacketNanos = 0  // a new sender may take over at once
             case .extendedReport(let xr):
                 // The answer to our RRTR (RFC 3611): the round trip to the sender or relay.
@@ -653,15 +641,12 @@ public final class Viewer: @unchecked Sendable {
     }
 
     private func emitStats(_ c: Snapshot, since p: Snapshot) {
-        events.emit(BroadcastEvent("stats", [
-            "fps": .int(c.decoded - p.decoded), "kbps": .int(Int((c.bytes - p.bytes) * 8 / 1000)),
-            "width": .int(pictureSize.width), "height": .int(pictureSize.height),
-            "packets_received": .int(Int(c.received)), "packets_lost": .int(Int(c.lost)),
-            "jitter_ms": .double((receive?.jitterSeconds ?? 0) * 1000), "buffer_ms": .double(Double(jitter.targetDelay) / 1e6),
-            "frames_decoded": .int(stats.framesDecoded), "freeze_count": .int(stats.freezeCount),
-            "nack_count": .int(stats.nackCount), "pli_count": .int(stats.pliCount),
-            "rtt_ms": rttField,
-        ].merging(audioFields()) { a, _ in a }))
+        events.emit(ViewerStats(
+            fps: c.decoded - p.decoded, kbps: Int((c.bytes - p.bytes) * 8 / 1000), size: pictureSize,
+            packetsReceived: Int(c.received), packetsLost: Int(c.lost),
+            jitterMillis: (receive?.jitterSeconds ?? 0) * 1000, bufferMillis: Double(jitter.targetDelay) / 1e6,
+            framesDecoded: stats.framesDecoded, freezeCount: stats.freezeCount,
+            nackCount: stats.nackCount, pliCount: stats.pliCount, rttMillis: rttMillis, audio: audioStats()))
     }
 
     /// Lip sync starts again (a stream restarted: its clock and delays no longer hold).
@@ -671,40 +656,37 @@ public final class Viewer: @unchecked Sendable {
         audio?.extraDelay = 0
     }
 
-    private func audioFields() -> [String: JSONValue] {
-        guard let a = audio else { return [:] }
+    private func audioStats() -> ViewerAudioStats? {
+        guard let a = audio else { return nil }
         let c = a.counters
-        func ms(_ n: UInt64?) -> JSONValue { n.map { .double((Double($0) / 1e5).rounded() / 10) } ?? .null }
-        return [
-            "av_offset_ms": sync.offset.map { .double((Double($0) / 1e5).rounded() / 10) } ?? .null,
-            "av_sync": .bool(config.avSync),
-            "video_sync_delay_ms": ms(sync.videoExtraDelay), "audio_sync_delay_ms": ms(sync.audioExtraDelay),
-            "audio_output_latency_ms": ms(a.outputLatencyNanos), "audio_output_flushes": .int(a.outputFlushes),
-            "audio_jitter_delay_ms": ms(a.playoutDelayNanos), "audio_target_delay_ms": ms(a.started ? a.targetDelayNanos : nil),
-            "audio_packets": .int(c.packets), "audio_decoded": .int(c.decoded), "audio_fec_recovered": .int(c.fecRecovered),
-            "audio_concealed": .int(c.concealed), "audio_late": .int(c.late), "audio_silence_frames": .int(c.silenceFrames),
-            "audio_packets_lost": .int(Int(a.receive.map { $0.expected - $0.packetsReceived } ?? 0)),
-            "audio_playing": .bool(a.isPlaying),
-        ]
+        func ms(_ n: UInt64?) -> Double? { n.map { (Double($0) / 1e5).rounded() / 10 } }
+        return ViewerAudioStats(
+            avOffsetMillis: sync.offset.map { (Double($0) / 1e5).rounded() / 10 }, avSync: config.avSync,
+            videoSyncDelayMillis: ms(sync.videoExtraDelay), audioSyncDelayMillis: ms(sync.audioExtraDelay),
+            outputLatencyMillis: ms(a.outputLatencyNanos), outputFlushes: a.outputFlushes,
+            jitterDelayMillis: ms(a.playoutDelayNanos), targetDelayMillis: ms(a.started ? a.targetDelayNanos : nil),
+            packets: c.packets, decoded: c.decoded, fecRecovered: c.fecRecovered,
+            concealed: c.concealed, late: c.late, silenceFrames: c.silenceFrames,
+            packetsLost: Int(a.receive.map { $0.expected - $0.packetsReceived } ?? 0), playing: a.isPlaying)
     }
 
-    private func summaryFields() -> [String: JSONValue] {
+    private func summary() -> ViewerStopped {
         _ = snapshot()
-        return [
-            "reason": .string((stopReason.withLock { $0 } ?? .requested).rawValue),
-            "frames_decoded": .int(stats.framesDecoded), "keyframes_decoded": .int(stats.keyFramesDecoded),
-            "frames_dropped": .int(stats.framesDropped), "frames_received": .int(stats.framesReceived),
-            "freeze_count": .int(stats.freezeCount), "total_freezes_duration_s": .double(stats.totalFreezesDuration),
-            "packets_received": .int(Int(stats.packetsReceived)), "packets_lost": .int(Int(stats.packetsLost)),
-            "jitter_ms": .double((receive?.jitterSeconds ?? 0) * 1000),
-            "nack_count": .int(stats.nackCount), "pli_count": .int(stats.pliCount), "idle_probes": .int(nack.idleProbes),
-            "rtt_ms": rttField,
-            "packets_rejected": .int(receiveRejected), "decode_errors": .int(decodeErrors), "packets_foreign": .int(packetsForeign),
-            "time_to_first_frame_ms": stats.firstFrameTime.map { .double(Double($0) / 1e6) } ?? .null,
-            "width": .int(pictureSize.width), "height": .int(pictureSize.height),
-            "recorded_frames": .int(recorder?.videoFramesWritten ?? 0),
-            "duration_s": .double(Double(clock.nowNanos() - startNanos) / 1e9),
-            "recorded_audio_packets": .int(recorder?.audioPacketsWritten ?? 0),
-        ].merging(audioFields()) { a, _ in a }
+        return ViewerStopped(
+            reason: stopReason.withLock { $0 } ?? .requested,
+            framesDecoded: stats.framesDecoded, keyframesDecoded: stats.keyFramesDecoded,
+            framesDropped: stats.framesDropped, framesReceived: stats.framesReceived,
+            freezeCount: stats.freezeCount, totalFreezesDurationSeconds: stats.totalFreezesDuration,
+            packetsReceived: Int(stats.packetsReceived), packetsLost: Int(stats.packetsLost),
+            jitterMillis: (receive?.jitterSeconds ?? 0) * 1000,
+            nackCount: stats.nackCount, pliCount: stats.pliCount, idleProbes: nack.idleProbes,
+            rttMillis: rttMillis,
+            packetsRejected: receiveRejected, decodeErrors: decodeErrors, packetsForeign: packetsForeign,
+            timeToFirstFrameMillis: stats.firstFrameTime.map { Double($0) / 1e6 },
+            size: pictureSize,
+            recordedFrames: recorder?.videoFramesWritten ?? 0,
+            durationSeconds: Double(clock.nowNanos() - startNanos) / 1e9,
+            recordedAudioPackets: recorder?.audioPacketsWritten ?? 0,
+            audio: audioStats())
     }
 }

@@ -89,8 +89,8 @@ public final class RelayServer: @unchecked Sendable {
     /// Runs until stopped (or for `durationSeconds`); returns the summary (also the `stopped` event).
     public func run(durationSeconds: Double?) -> [String: JSONValue] {
         let start = clock.nowNanos()
-        events?.emit(BroadcastEvent("started", ["listen": .string("\(host ?? "0.0.0.0"):\(port)"), "protocol_version": .int(Int(RoomProtocol.version)),
-                                                "receive_buffer": .int(buffers.receive), "send_buffer": .int(buffers.send)]))
+        events?.emit(RelayStarted(listen: "\(host ?? "0.0.0.0"):\(port)", protocolVersion: Int(RoomProtocol.version),
+                                  receiveBuffer: buffers.receive, sendBuffer: buffers.send))
         let batch = ReceiveBatch(count: 32, bufferSize: 2048)
         var nextPoll = start
         var nextStats = start + 1_000_000_000
@@ -117,52 +117,56 @@ public final class RelayServer: @unchecked Sendable {
             if now >= nextStats {
                 nextStats += 1_000_000_000
                 let c = core.counters
-                events?.emit(BroadcastEvent("stats", [
-                    "rooms": .int(core.roomCount), "peers": .int(core.peerCount),
-                    "packets_in": .int(c.rtpIn - last.rtpIn), "packets_out": .int(c.rtpForwarded - last.rtpForwarded),
-                    "kbps_out": .int((c.bytesForwarded - last.bytesForwarded) * 8 / 1000),
-                    "retransmitted": .int(c.retransmitted - last.retransmitted), "keyframe_requests": .int(c.keyframeRequests - last.keyframeRequests),
-                    "rejected": .int(c.rejected), "unknown_source": .int(c.unknownSource),
-                    "send_errors": .int(transport.errors - lastErrors), "lost_in": .int(core.rtpLostIn),
-                ]))
+                events?.emit(RelayStats(
+                    rooms: core.roomCount, peers: core.peerCount,
+                    packetsIn: c.rtpIn - last.rtpIn, packetsOut: c.rtpForwarded - last.rtpForwarded,
+                    kbpsOut: (c.bytesForwarded - last.bytesForwarded) * 8 / 1000,
+                    retransmitted: c.retransmitted - last.retransmitted, keyframeRequests: c.keyframeRequests - last.keyframeRequests,
+                    rejected: c.rejected, unknownSource: c.unknownSource,
+                    sendErrors: transport.errors - lastErrors, lostIn: core.rtpLostIn))
                 last = c
                 lastErrors = transport.errors
             }
         }
         let c = core.counters
-        let s: [String: JSONValue] = [
-            "rtp_in": .int(c.rtpIn), "rtp_forwarded": .int(c.rtpForwarded), "bytes_forwarded": .int(c.bytesForwarded),
-            "rtcp_in": .int(c.rtcpIn), "control_in": .int(c.controlIn), "retransmitted": .int(c.retransmitted),
-            "keyframe_requests": .int(c.keyframeRequests), "rejected": .int(c.rejected), "unknown_source": .int(c.unknownSource),
-            "timeouts": .int(c.timeouts), "send_errors": .int(transport.errors), "lost_in": .int(core.rtpLostIn),
-            "duration_s": .double(Double(clock.nowNanos() - start) / 1e9),
-        ]
+        let stopped = RelayStopped(
+            rtpIn: c.rtpIn, rtpForwarded: c.rtpForwarded, bytesForwarded: c.bytesForwarded,
+            rtcpIn: c.rtcpIn, controlIn: c.controlIn, retransmitted: c.retransmitted,
+            keyframeRequests: c.keyframeRequests, rejected: c.rejected, unknownSource: c.unknownSource,
+            timeouts: c.timeouts, sendErrors: transport.errors, lostIn: core.rtpLostIn,
+            durationSeconds: Double(clock.nowNanos() - start) / 1e9)
+        let s = stopped.fields
         summary.withLock { $0 = s }
-        events?.emit(BroadcastEvent("stopped", s))
+        events?.emit(stopped)
         return s
     }
 
     private func report(_ e: RelayEvent) {
-        let event: BroadcastEvent
-        switch e {
-        case let .peerJoined(room, peer, address):
-            event = BroadcastEvent("peer_joined", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name),
-                                                   "role": .string(peer.role), "address": .string(address.description)])
-        case let .peerLeft(room, peer, reason):
-            event = BroadcastEvent("peer_left", ["room": .string(room), "peer": .int(Int(peer.id)), "name": .string(peer.name), "reason": .string(reason)])
-        case let .substreamStarted(room, peer, stream):
-            event = BroadcastEvent("substream_started", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
-        case let .substreamStopped(room, peer, stream):
-            event = BroadcastEvent("substream_stopped", ["room": .string(room), "peer": .int(Int(peer))].merging(stream.fields) { a, _ in a })
-        case let .subscribed(room, viewer, publisher, kinds):
-            event = BroadcastEvent("subscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher)),
-                                                  "kinds": .array(kinds.map { .string($0.rawValue) })])
-        case let .unsubscribed(room, viewer, publisher):
-            event = BroadcastEvent("unsubscribed", ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher))])
-        case let .rejected(address, reason):
+        if case let .rejected(address, reason) = e {
             logger.debug("relay: dropped a datagram from \(address): \(reason)")
             return
         }
+        guard let event = Self.event(for: e) else { return }
         if let events { events.emit(event) } else { logger.debug("relay: \(event.jsonLine())") }
+    }
+
+    /// The event a relay event is reported as (nil: only logged).
+    static func event(for e: RelayEvent) -> (any BroadcastEvent)? {
+        switch e {
+        case let .peerJoined(room, peer, address):
+            return PeerJoined(room: room, peer: peer.id, peerName: peer.name, role: peer.role, address: address)
+        case let .peerLeft(room, peer, reason):
+            return PeerLeft(room: room, peer: peer.id, peerName: peer.name, reason: reason)
+        case let .substreamStarted(room, peer, stream):
+            return SubstreamStarted(room: room, peer: peer, stream: stream)
+        case let .substreamStopped(room, peer, stream):
+            return SubstreamStopped(room: room, peer: peer, stream: stream)
+        case let .subscribed(room, viewer, publisher, kinds):
+            return RelaySubscribed(room: room, viewer: viewer, publisher: publisher, kinds: kinds)
+        case let .unsubscribed(room, viewer, publisher):
+            return RelayUnsubscribed(room: room, viewer: viewer, publisher: publisher)
+        case .rejected:
+            return nil
+        }
     }
 }

@@ -1,4 +1,11 @@
 import Events
+import Transport
+
+// Room and peer events: what `start --room` and `watch --room` report of the room (from their
+// room client, through `RoomEventMapper`), and what `serve` reports of its rooms (the peer and
+// substream events, with the room and the peer's address). They live here, next to the room
+// client and the relay core that produce them; the events that only `serve` prints (started,
+// stats, stopped, and its subscriptions) are in Relay (RelayEvents.swift).
 
 /// How `start` and `watch` join a room.
 public struct RoomSettings: Sendable, Equatable {
@@ -30,49 +37,43 @@ public struct RoomEventMapper {
 
     public init(server: String) { self.server = server }
 
-    public mutating func map(_ e: RoomClientEvent, client: RoomClient) -> [BroadcastEvent] {
-        func peer(_ p: PeerInfo) -> [String: JSONValue] { ["peer": .int(Int(p.id)), "name": .string(p.name)] }
+    public mutating func map(_ e: RoomClientEvent, client: RoomClient) -> [any BroadcastEvent] {
         switch e {
         case let .connected(id, room, peers, rejoined):
-            return [BroadcastEvent("connected", ["room": .string(room), "server": .string(server), "peer": .int(Int(id)),
-                                                 "peers": .int(peers.count), "rejoined": .bool(rejoined)])]
+            return [RoomConnected(room: room, server: server, peer: id, peers: peers.count, rejoined: rejoined)]
         case .peerJoined(let p):
-            return [BroadcastEvent("peer_joined", peer(p).merging(["role": .string(p.role)]) { a, _ in a })]
+            return [PeerJoined(peer: p.id, peerName: p.name, role: p.role)]
         case let .peerLeft(p, reason):
-            return [BroadcastEvent("peer_left", peer(p).merging(["reason": .string(reason)]) { a, _ in a })]
+            return [PeerLeft(peer: p.id, peerName: p.name, reason: reason)]
         case let .substreamStarted(p, s):
-            return [BroadcastEvent("substream_started", peer(p).merging(s.fields) { a, _ in a })]
+            return [SubstreamStarted(peer: p.id, peerName: p.name, stream: s)]
         case let .substreamStopped(p, s):
-            return [BroadcastEvent("substream_stopped", peer(p).merging(s.fields) { a, _ in a })]
+            return [SubstreamStopped(peer: p.id, peerName: p.name, stream: s)]
         case let .subscribed(p, streams):
-            return [BroadcastEvent("subscribed", [
-                "publisher": .int(Int(p.id)), "name": .string(p.name),
-                "kinds": .array(streams.map { .string($0.kind.rawValue) }),
-            ])]
+            return [Subscribed(publisher: p.id, publisherName: p.name, kinds: streams.map(\.kind))]
         case .unsubscribed(let p):
-            return [BroadcastEvent("unsubscribed", ["publisher": .int(Int(p.id)), "name": .string(p.name)])]
+            return [Unsubscribed(publisher: p.id, publisherName: p.name)]
         case .subscribers(let ids):
             // Our audience changed: one event per viewer who came or went.
-            var out: [BroadcastEvent] = []
+            var out: [any BroadcastEvent] = []
             for id in ids where !viewers.contains(id) {
                 names[id] = client.peers[id]?.name ?? ""
-                out.append(BroadcastEvent("subscribed", ["viewer": .int(Int(id)), "name": .string(names[id]!), "viewers": .int(ids.count)]))
+                out.append(ViewerJoined(viewer: id, viewerName: names[id]!, viewers: ids.count))
             }
             for id in viewers where !ids.contains(id) {
-                out.append(BroadcastEvent("unsubscribed", ["viewer": .int(Int(id)), "name": .string(names.removeValue(forKey: id) ?? ""), "viewers": .int(ids.count)]))
+                out.append(ViewerLeft(viewer: id, viewerName: names.removeValue(forKey: id) ?? "", viewers: ids.count))
             }
             viewers = ids
             return out
         case let .reconnecting(attempt, delay, reason):
             viewers = []
-            return [BroadcastEvent("reconnecting", ["attempt": .int(attempt), "of": .int(RoomClient.retries),
-                                                    "retry_in_ms": .int(Int(delay / 1_000_000)), "reason": .string(reason),
-                                                    "server": .string(server)])]
+            return [Reconnecting(attempt: attempt, of: RoomClient.retries, retryInMillis: Int(delay / 1_000_000), reason: reason,
+                                 server: server)]
         case .disconnected(let reason):
             disconnected = reason
-            return [BroadcastEvent("disconnected", ["reason": .string(reason), "server": .string(server)])]
+            return [Disconnected(reason: reason, server: server)]
         case let .error(code, message):
-            return [BroadcastEvent("warning", ["kind": "room_error", "code": .string(code.rawValue), "message": .string(message)])]
+            return [WarningEvent(.roomError(code: code.rawValue), message)]
         }
     }
 }
@@ -82,4 +83,232 @@ extension StreamInfo {
     public var fields: [String: JSONValue] {
         ["kind": .string(kind.rawValue), "ssrc": .int(Int(ssrc)), "codec": .string(codec), "payload_type": .int(Int(pt))]
     }
+}
+
+// MARK: - The room client's events (start and watch)
+
+/// `connected`: joined the room (again, after a reconnect, with `rejoined`).
+public struct RoomConnected: BroadcastEvent, Equatable {
+    public var room: String
+    /// The relay, as given.
+    public var server: String
+    /// Our peer id.
+    public var peer: UInt32
+    /// How many others are in the room.
+    public var peers: Int
+    public var rejoined: Bool
+    public init(room: String, server: String, peer: UInt32, peers: Int, rejoined: Bool) {
+        self.room = room
+        self.server = server
+        self.peer = peer
+        self.peers = peers
+        self.rejoined = rejoined
+    }
+
+    public var name: String { "connected" }
+    public var fields: [String: JSONValue] {
+        ["room": .string(room), "server": .string(server), "peer": .int(Int(peer)), "peers": .int(peers), "rejoined": .bool(rejoined)]
+    }
+    public var humanText: String { "connected to room \(room) at \(server) as peer \(peer) (\(peers) others here)" }
+}
+
+/// `subscribed` (watch): the relay confirmed that we receive `publisher`'s streams of `kinds`.
+public struct Subscribed: BroadcastEvent, Equatable {
+    public var publisher: UInt32
+    /// The publisher's display name.
+    public var publisherName: String
+    public var kinds: [StreamKind]
+    public init(publisher: UInt32, publisherName: String, kinds: [StreamKind]) {
+        self.publisher = publisher
+        self.publisherName = publisherName
+        self.kinds = kinds
+    }
+
+    public var name: String { "subscribed" }
+    public var fields: [String: JSONValue] {
+        ["publisher": .int(Int(publisher)), "name": .string(publisherName), "kinds": .array(kinds.map { .string($0.rawValue) })]
+    }
+    public var humanText: String { "watching \(publisherName) (peer \(publisher))" }
+}
+
+/// `unsubscribed` (watch): we no longer receive `publisher`.
+public struct Unsubscribed: BroadcastEvent, Equatable {
+    public var publisher: UInt32
+    /// The publisher's display name.
+    public var publisherName: String
+    public init(publisher: UInt32, publisherName: String) {
+        self.publisher = publisher
+        self.publisherName = publisherName
+    }
+
+    public var name: String { "unsubscribed" }
+    public var fields: [String: JSONValue] { ["publisher": .int(Int(publisher)), "name": .string(publisherName)] }
+    public var humanText: String { "no longer watching peer \(publisher)" }
+}
+
+/// `subscribed` (start): a viewer receives our streams; `viewers` is how many do now.
+public struct ViewerJoined: BroadcastEvent, Equatable {
+    public var viewer: UInt32
+    /// The viewer's display name ("" when the room did not say).
+    public var viewerName: String
+    public var viewers: Int
+    public init(viewer: UInt32, viewerName: String, viewers: Int) {
+        self.viewer = viewer
+        self.viewerName = viewerName
+        self.viewers = viewers
+    }
+
+    public var name: String { "subscribed" }
+    public var fields: [String: JSONValue] { ["viewer": .int(Int(viewer)), "name": .string(viewerName), "viewers": .int(viewers)] }
+    public var humanText: String { "\(viewerName) is watching (\(viewers) viewers)" }
+}
+
+/// `unsubscribed` (start): a viewer no longer receives our streams.
+public struct ViewerLeft: BroadcastEvent, Equatable {
+    public var viewer: UInt32
+    public var viewerName: String
+    public var viewers: Int
+    public init(viewer: UInt32, viewerName: String, viewers: Int) {
+        self.viewer = viewer
+        self.viewerName = viewerName
+        self.viewers = viewers
+    }
+
+    public var name: String { "unsubscribed" }
+    public var fields: [String: JSONValue] { ["viewer": .int(Int(viewer)), "name": .string(viewerName), "viewers": .int(viewers)] }
+    public var humanText: String { "\(viewerName) stopped watching (\(viewers) viewers)" }
+}
+
+/// `reconnecting`: lost the relay (or never reached it); trying again.
+public struct Reconnecting: BroadcastEvent, Equatable {
+    public var attempt: Int
+    /// How many attempts there are.
+    public var of: Int
+    public var retryInMillis: Int
+    public var reason: String
+    public var server: String
+    public init(attempt: Int, of: Int, retryInMillis: Int, reason: String, server: String) {
+        self.attempt = attempt
+        self.of = of
+        self.retryInMillis = retryInMillis
+        self.reason = reason
+        self.server = server
+    }
+
+    public var name: String { "reconnecting" }
+    public var fields: [String: JSONValue] {
+        ["attempt": .int(attempt), "of": .int(of), "retry_in_ms": .int(retryInMillis), "reason": .string(reason), "server": .string(server)]
+    }
+    public var humanText: String { "lost the relay \(server) (\(reason)); retry \(attempt)/\(of) in \(retryInMillis) ms" }
+}
+
+/// `disconnected`: gave up on the relay after the retries; the command stops.
+public struct Disconnected: BroadcastEvent, Equatable {
+    public var reason: String
+    public var server: String
+    public init(reason: String, server: String) {
+        self.reason = reason
+        self.server = server
+    }
+
+    public var name: String { "disconnected" }
+    public var fields: [String: JSONValue] { ["reason": .string(reason), "server": .string(server)] }
+    public var humanText: String { "gave up on the relay \(server): \(reason)" }
+}
+
+// MARK: - Peers and their streams (start, watch, and serve with `room`)
+
+/// `peer_joined`. `serve` adds the room and the peer's address.
+public struct PeerJoined: BroadcastEvent, Equatable {
+    /// The room (serve only).
+    public var room: String?
+    public var peer: UInt32
+    /// The peer's display name.
+    public var peerName: String
+    public var role: String
+    /// Where the peer's datagrams come from (serve only).
+    public var address: PeerAddress?
+    public init(room: String? = nil, peer: UInt32, peerName: String, role: String, address: PeerAddress? = nil) {
+        self.room = room
+        self.peer = peer
+        self.peerName = peerName
+        self.role = role
+        self.address = address
+    }
+
+    public var name: String { "peer_joined" }
+    public var fields: [String: JSONValue] {
+        var f: [String: JSONValue] = ["peer": .int(Int(peer)), "name": .string(peerName), "role": .string(role)]
+        if let room { f["room"] = .string(room) }
+        if let address { f["address"] = .string(address.description) }
+        return f
+    }
+    public var humanText: String { "\(peerName) joined\(room.map { " room \($0)" } ?? "") (peer \(peer))" }
+}
+
+/// `peer_left` (`reason`: left, timeout, ...). `serve` adds the room.
+public struct PeerLeft: BroadcastEvent, Equatable {
+    public var room: String?
+    public var peer: UInt32
+    public var peerName: String
+    public var reason: String
+    public init(room: String? = nil, peer: UInt32, peerName: String, reason: String) {
+        self.room = room
+        self.peer = peer
+        self.peerName = peerName
+        self.reason = reason
+    }
+
+    public var name: String { "peer_left" }
+    public var fields: [String: JSONValue] {
+        var f: [String: JSONValue] = ["peer": .int(Int(peer)), "name": .string(peerName), "reason": .string(reason)]
+        if let room { f["room"] = .string(room) }
+        return f
+    }
+    public var humanText: String { "\(peerName) left\(room.map { " room \($0)" } ?? "") (\(reason))" }
+}
+
+/// `substream_started`: a peer publishes a stream. The clients name the peer; `serve` gives the room.
+public struct SubstreamStarted: BroadcastEvent, Equatable {
+    public var room: String?
+    public var peer: UInt32
+    /// The peer's display name (start and watch).
+    public var peerName: String?
+    public var stream: StreamInfo
+    public init(room: String? = nil, peer: UInt32, peerName: String? = nil, stream: StreamInfo) {
+        self.room = room
+        self.peer = peer
+        self.peerName = peerName
+        self.stream = stream
+    }
+
+    public var name: String { "substream_started" }
+    public var fields: [String: JSONValue] { substreamFields(room: room, peer: peer, name: peerName, stream: stream) }
+    public var humanText: String { "peer \(peer) started sharing \(stream.kind.rawValue)" }
+}
+
+/// `substream_stopped`: a peer no longer publishes a stream.
+public struct SubstreamStopped: BroadcastEvent, Equatable {
+    public var room: String?
+    public var peer: UInt32
+    public var peerName: String?
+    public var stream: StreamInfo
+    public init(room: String? = nil, peer: UInt32, peerName: String? = nil, stream: StreamInfo) {
+        self.room = room
+        self.peer = peer
+        self.peerName = peerName
+        self.stream = stream
+    }
+
+    public var name: String { "substream_stopped" }
+    public var fields: [String: JSONValue] { substreamFields(room: room, peer: peer, name: peerName, stream: stream) }
+    public var humanText: String { "peer \(peer) stopped sharing \(stream.kind.rawValue)" }
+}
+
+private func substreamFields(room: String?, peer: UInt32, name: String?, stream: StreamInfo) -> [String: JSONValue] {
+    var f = stream.fields
+    f["peer"] = .int(Int(peer))
+    if let name { f["name"] = .string(name) }
+    if let room { f["room"] = .string(room) }
+    return f
 }

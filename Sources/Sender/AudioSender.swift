@@ -122,21 +122,20 @@ final class AudioSender: @unchecked Sendable {
         }
     }
 
-    static func broadcastEvent(_ e: AudioCaptureEvent) -> BroadcastEvent {
+    static func broadcastEvent(_ e: AudioCaptureEvent) -> any BroadcastEvent {
         switch e {
         case .appAttached(let index, let name, let binary, let pid):
-            return BroadcastEvent("audio_app_attached", ["sink_input": .int(Int(index)), "app": .string(name),
-                                                         "binary": .string(binary), "pid": .string(pid)])
+            return AudioAppAttached(sinkInput: index, app: name, binary: binary, pid: pid)
         case .appDetached(let index):
-            return BroadcastEvent("audio_app_detached", ["sink_input": .int(Int(index))])
+            return AudioAppDetached(sinkInput: index)
         case .sourceLost(let reason):
-            return BroadcastEvent("warning", ["kind": "audio_source_lost", "message": .string(reason + "; sending silence, reconnecting")])
+            return WarningEvent(.audioSourceLost, reason + "; sending silence, reconnecting")
         case .reconnecting(let attempt, let delay):
-            return BroadcastEvent("audio_reconnecting", ["attempt": .int(attempt), "retry_in_ms": .int(delay)])
+            return AudioReconnecting(attempt: attempt, retryInMillis: delay)
         case .resumed:
-            return BroadcastEvent("audio_resumed")
+            return AudioResumed()
         case .streamFailed(let what, let reason):
-            return BroadcastEvent("warning", ["kind": "audio_stream_failed", "message": .string("\(what): \(reason)")])
+            return WarningEvent(.audioStreamFailed, "\(what): \(reason)")
         }
     }
 
@@ -202,8 +201,7 @@ final class AudioSender: @unchecked Sendable {
             }
             if error != 0 && now &- lastSendWarning > 5_000_000_000 {
                 lastSendWarning = now
-                events.emit(BroadcastEvent("warning", ["kind": "send_failed",
-                    "message": .string("audio packets to \(rtpSocket.remote) are refused (is a receiver listening?)")]))
+                events.emit(.warning(.sendFailed, "audio packets to \(rtpSocket.remote) are refused (is a receiver listening?)"))
             }
         }
         var ts = timespec()

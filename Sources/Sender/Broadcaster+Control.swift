@@ -19,7 +19,7 @@ extension Broadcaster {
         guard changed else { return }
         liveGeneration.add(1, ordering: .sequentiallyConsistent)
         mailbox.wake()
-        events.emit(BroadcastEvent(paused ? "paused" : "resumed"))
+        if paused { events.emit(BroadcastPaused()) } else { events.emit(BroadcastResumed()) }
     }
 
     /// Applies `set` changes (all or nothing) and reports them in a settings_changed event.
@@ -32,9 +32,7 @@ extension Broadcaster {
         }
         liveGeneration.add(1, ordering: .sequentiallyConsistent)
         mailbox.wake()
-        var fields = new.fields
-        fields["changed"] = .array(new.changedKeys(from: old).map { .string($0) })
-        events.emit(BroadcastEvent("settings_changed", fields))
+        events.emit(SettingsChanged(settings: new, changed: new.changedKeys(from: old)))
     }
 
     /// Answers one control request (see `ControlProtocol`).

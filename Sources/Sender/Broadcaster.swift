@@ -185,26 +185,13 @@ public final class Broadcaster: @unchecked Sendable {
                     self?.handleControl(request) ?? .failure("stopping")
                 }
             } catch {
-                events.emit(BroadcastEvent("warning", ["kind": "control_unavailable", "message": .string("\(error); `screenshare ctl` cannot reach this broadcast")]))
+                events.emit(.warning(.controlUnavailable, "\(error); `screenshare ctl` cannot reach this broadcast"))
             }
         }
-        var started: [String: JSONValue] = [
-            "destination": .string(config.destination.description), "ssrc": .int(Int(ssrc)),
-            "fps": .int(config.fps), "bitrate_kbps": .int(config.bitrate.kbps), "content": .string(config.content.rawValue),
-            "control_socket": control.map { .string($0.path) } ?? .null,
-        ]
-        if let room = config.room {
-            started["room"] = .string(room.name)
-            started["server"] = .string(room.server)
-            started["name"] = .string(room.displayName)
-            if let w = room.watchCommand { started["watch_command"] = .string(w) }
-        }
-        if let audioSender {
-            started["audio_ssrc"] = .int(Int(audioSender.ssrc))
-            started["audio_port"] = .int(Int(audioSender.port))
-            started["audio_bitrate_kbps"] = .int(audioSender.config.bitrate.kbps)
-        }
-        events.emit(BroadcastEvent("started", started))
+        events.emit(SenderStarted(
+            destination: config.destination, ssrc: ssrc, fps: config.fps, bitrateKbps: config.bitrate.kbps, content: config.content,
+            controlSocket: control?.path, room: config.room,
+            audio: audioSender.map { .init(ssrc: $0.ssrc, port: $0.port, bitrateKbps: $0.config.bitrate.kbps) }))
         spawn("screenshare-capture") { producer() }
         spawn("screenshare-encode") { [self] in encodeLoop() }
         spawn("screenshare-rtcp") { [self] in rtcpLoop() }
@@ -242,32 +229,23 @@ public final class Broadcaster: @unchecked Sendable {
         sendRTCP(bye: true)
         let c = counters.withLock { $0 }
         let (reason, detail) = stopState.withLock { $0 } ?? (.requested, "")
-        var summary: [String: JSONValue] = [
-            "reason": .string(reason.rawValue), "frames_captured": .int(c.framesCaptured),
-            "frames_encoded": .int(c.framesEncoded), "frames_sent": .int(c.framesSent),
-            "keyframes_sent": .int(c.keyframesSent), "packets_sent": .int(Int(c.packetsSent)),
-            "bytes_sent": .int(c.bytesSent), "send_errors": .int(c.sendErrors), "encode_errors": .int(c.encodeErrors),
-            "nacks_received": .int(c.nacksReceived), "retransmitted": .int(c.retransmitted),
-            "receiver_reports": .int(c.receiverReports), "rtt_ms": c.rttMillis.map { .double($0) } ?? .null,
-            "packets_lost": c.cumulativeLost.map { .int($0) } ?? .null,
-            "width": .int(c.outputSize.width), "height": .int(c.outputSize.height),
-            "duration_s": .double(Double(clock.nowNanos() &- startNanos) / 1e9),
-        ]
-        if let a = audioSender?.counters.withLock({ $0 }) {
-            summary["audio_frames"] = .int(a.framesEncoded)
-            summary["audio_packets_sent"] = .int(Int(a.packetsSent))
-            summary["audio_bytes_sent"] = .int(a.bytesSent)
-            summary["audio_dtx_frames"] = .int(a.dtxFrames)
-            summary["audio_silent_frames"] = .int(a.silentFrames)
-            summary["audio_cpu_s"] = .double(Double(a.threadCPUNanos) / 1e9)
-            summary["audio_underruns"] = .int(a.mixer.underruns)
-            summary["audio_dropped_frames"] = .int(a.mixer.droppedFrames)
-            summary["audio_clipped_frames"] = .int(a.mixer.clippedFrames)
-            summary["audio_latency_ms_p50"] = a.latency.quantile(0.5).map { .double($0) } ?? .null
-            summary["audio_latency_ms_p95"] = a.latency.quantile(0.95).map { .double($0) } ?? .null
-        }
-        events.emit(BroadcastEvent("stopped", summary))
-        return (reason, detail, summary)
+        let audioCounters = audioSender?.counters.withLock { $0 }
+        let stopped = SenderStopped(
+            reason: reason, framesCaptured: c.framesCaptured, framesEncoded: c.framesEncoded, framesSent: c.framesSent,
+            keyframesSent: c.keyframesSent, packetsSent: Int(c.packetsSent), bytesSent: c.bytesSent,
+            sendErrors: c.sendErrors, encodeErrors: c.encodeErrors, nacksReceived: c.nacksReceived,
+            retransmitted: c.retransmitted, receiverReports: c.receiverReports, rttMillis: c.rttMillis,
+            packetsLost: c.cumulativeLost, size: c.outputSize,
+            durationSeconds: Double(clock.nowNanos() &- startNanos) / 1e9,
+            audio: audioCounters.map { a in
+                SenderStopped.Audio(
+                    frames: a.framesEncoded, packetsSent: Int(a.packetsSent), bytesSent: a.bytesSent, dtxFrames: a.dtxFrames,
+                    silentFrames: a.silentFrames, cpuSeconds: Double(a.threadCPUNanos) / 1e9, underruns: a.mixer.underruns,
+                    droppedFrames: a.mixer.droppedFrames, clippedFrames: a.mixer.clippedFrames,
+                    latencyP50Millis: a.latency.quantile(0.5), latencyP95Millis: a.latency.quantile(0.95))
+            })
+        events.emit(stopped)
+        return (reason, detail, stopped.fields)
     }
 
     /// Starts a thread. The kernel knows it as "ss-…" (15 bytes at most: `screenshare-audio` is
@@ -289,30 +267,23 @@ public final class Broadcaster: @unchecked Sendable {
             let sorted = values.sorted()
             return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]
         }
-        var fields: [String: JSONValue] = [
-            "fps": .int(c.framesSent - p.framesSent),
-            "kbps": .int((c.bytesSent - p.bytesSent) * 8 / 1000),
-            "frames_sent": .int(c.framesSent), "keyframes_sent": .int(c.keyframesSent),
-            "encode_ms_p50": .double(pct(c.encodeMillis, 0.5)), "encode_ms_p95": .double(pct(c.encodeMillis, 0.95)),
-            "capture_ms_p50": .double(pct(c.captureMillis, 0.5)), "capture_ms_p95": .double(pct(c.captureMillis, 0.95)),
-            "convert_ms_p50": .double(pct(c.convertMillis, 0.5)), "convert_ms_p95": .double(pct(c.convertMillis, 0.95)),
-            "send_ms_p50": .double(pct(c.sendMillis, 0.5)), "send_ms_p95": .double(pct(c.sendMillis, 0.95)),
-            "width": .int(c.outputSize.width), "height": .int(c.outputSize.height),
-            "send_errors": .int(c.sendErrors),
-            "rtt_ms": c.rttMillis.map { .double($0) } ?? .null, "loss": c.fractionLost.map { .double($0) } ?? .null,
-            "retransmitted": .int(c.retransmitted),
-        ]
-        if config.room != nil { fields["viewers"] = .int(c.viewers) }
+        var audioStats: SenderStats.Audio?
         if let audio {
-            fields["audio_packets_sent"] = .int(Int(audio.packetsSent))
-            fields["audio_bytes_sent"] = .int(audio.bytesSent)
-            fields["audio_kbps"] = .int((audio.bytesSent - lastAudioBytes) * 8 / 1000)
-            lastAudioBytes = audio.bytesSent
             let recent = pa.map { audio.latency.since($0.latency) } ?? audio.latency
-            fields["audio_latency_ms_p50"] = recent.quantile(0.5).map { .double($0) } ?? .null
-            fields["audio_latency_ms_p95"] = recent.quantile(0.95).map { .double($0) } ?? .null
+            audioStats = SenderStats.Audio(
+                packetsSent: Int(audio.packetsSent), bytesSent: audio.bytesSent, kbps: (audio.bytesSent - lastAudioBytes) * 8 / 1000,
+                latencyP50Millis: recent.quantile(0.5), latencyP95Millis: recent.quantile(0.95))
+            lastAudioBytes = audio.bytesSent
         }
-        events.emit(BroadcastEvent("stats", fields))
+        events.emit(SenderStats(
+            fps: c.framesSent - p.framesSent, kbps: (c.bytesSent - p.bytesSent) * 8 / 1000,
+            framesSent: c.framesSent, keyframesSent: c.keyframesSent,
+            encodeMillis: Quantiles(p50: pct(c.encodeMillis, 0.5), p95: pct(c.encodeMillis, 0.95)),
+            captureMillis: Quantiles(p50: pct(c.captureMillis, 0.5), p95: pct(c.captureMillis, 0.95)),
+            convertMillis: Quantiles(p50: pct(c.convertMillis, 0.5), p95: pct(c.convertMillis, 0.95)),
+            sendMillis: Quantiles(p50: pct(c.sendMillis, 0.5), p95: pct(c.sendMillis, 0.95)),
+            size: c.outputSize, sendErrors: c.sendErrors, rttMillis: c.rttMillis, loss: c.fractionLost,
+            retransmitted: c.retransmitted, viewers: config.room != nil ? c.viewers : nil, audio: audioStats))
         // Receivers asked for many packets again: the path is losing them (even if the
         // retransmissions repair it, it is a sign of congestion).
         let sentPackets = Int(c.packetsSent &- p.packetsSent), resent = c.retransmitted - p.retransmitted
@@ -328,8 +299,8 @@ public final class Broadcaster: @unchecked Sendable {
         let now = clock.nowNanos()
         if overshootSeconds >= 3, overshootWarnedAt == 0 || now &- overshootWarnedAt >= 10_000_000_000 {
             overshootWarnedAt = now
-            events.emit(BroadcastEvent("warning", ["kind": "encoder_overshoot", "kbps": .int(kbps), "target_kbps": .int(target),
-                "message": .string("sending \(kbps) kbps for a \(target) kbps target: the content needs more; raise --bitrate, lower --fps or --max-resolution")]))
+            events.emit(.warning(.encoderOvershoot(kbps: kbps, targetKbps: target),
+                "sending \(kbps) kbps for a \(target) kbps target: the content needs more; raise --bitrate, lower --fps or --max-resolution"))
         }
     }
 
@@ -342,8 +313,7 @@ public final class Broadcaster: @unchecked Sendable {
             return try AudioSender(config: audioConfig, destination: config.destination, shared: config.room == nil ? nil : rtpSocket,
                                    clock: clock, events: events, logger: logger)
         } catch let error as AudioError where !audioConfig.required {
-            events.emit(BroadcastEvent("warning", ["kind": "audio_unavailable",
-                "message": .string("audio: \(error); sending video only (use --no-audio to silence this)")]))
+            events.emit(.warning(.audioUnavailable, "audio: \(error); sending video only (use --no-audio to silence this)"))
             return nil
         }
     }
@@ -415,7 +385,7 @@ public final class Broadcaster: @unchecked Sendable {
                         capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: cursor, logger: logger)
                         force = true
                     } catch {
-                        events.emit(BroadcastEvent("error", ["kind": "source_switch_failed", "message": .string("\(error); keeping the previous source")]))
+                        events.emit(.error(.sourceSwitchFailed, "\(error); keeping the previous source"))
                         live.withLock { $0.source = current.source }
                     }
                 }
@@ -442,16 +412,15 @@ public final class Broadcaster: @unchecked Sendable {
                     // the receivers keep the last picture until it grows back.
                     if tooSmall != view.size {
                         tooSmall = view.size
-                        events.emit(BroadcastEvent("error", ["kind": "unsupported_resolution", "width": .int(view.size.width), "height": .int(view.size.height),
-                            "message": .string("the source is \(view.size), smaller than \(Self.minimumSide)x\(Self.minimumSide); holding the last picture until it grows")]))
+                        events.emit(.error(.unsupportedResolution(width: view.size.width, height: view.size.height),
+                            "the source is \(view.size), smaller than \(Self.minimumSide)x\(Self.minimumSide); holding the last picture until it grows"))
                     }
                     return
                 }
                 tooSmall = nil
                 if view.size != sourceSize {
                     if sourceSize.area > 0 && !force {
-                        events.emit(BroadcastEvent("warning", ["kind": "source_resized",
-                            "message": .string("source is now \(view.size) (was \(sourceSize)); restarting the encoder with a keyframe")]))
+                        events.emit(.warning(.sourceResized, "source is now \(view.size) (was \(sourceSize)); restarting the encoder with a keyframe"))
                     }
                     sourceSize = view.size
                     pool.resize(to: targetSize(for: view.size))
@@ -471,14 +440,14 @@ public final class Broadcaster: @unchecked Sendable {
                 pacer.retry(at: now)
                 if unavailable != nil {
                     unavailable = nil
-                    events.emit(BroadcastEvent("source_restored", ["size": .string(sourceSize.description)]))
+                    events.emit(SourceRestored(size: sourceSize))
                 }
             case .placeholder(let reason):
                 // Privacy: never the screen instead of the window; a placeholder, and say so.
                 pacer.retry(at: now)
                 if unavailable != reason {
                     unavailable = reason
-                    events.emit(BroadcastEvent("warning", ["kind": "source_unavailable", "message": .string(reason + "; sending a placeholder")]))
+                    events.emit(.warning(.sourceUnavailable, reason + "; sending a placeholder"))
                 }
             case .unchanged:
                 // Damage-triggered: wake as soon as the screen changes (no frame-tick wait).
@@ -487,7 +456,7 @@ public final class Broadcaster: @unchecked Sendable {
                 logger.warning("capture: \(message)")
                 pacer.retry(at: now)
             case .permanentError(let message):
-                events.emit(BroadcastEvent("error", ["kind": "source_gone", "message": .string(message)]))
+                events.emit(.error(.sourceGone, message))
                 stop(.sourceGone, detail: message)
             }
         }
@@ -542,7 +511,7 @@ public final class Broadcaster: @unchecked Sendable {
             case .endOfInput:
                 stop(.endOfInput)
             case .failed(let message):
-                events.emit(BroadcastEvent("error", ["kind": "source_gone", "message": .string(message)]))
+                events.emit(.error(.sourceGone, message))
                 stop(.sourceGone, detail: message)
             }
         }
@@ -581,7 +550,7 @@ public final class Broadcaster: @unchecked Sendable {
                     do {
                         try encoder?.reconfigure(targetBitrateKbps: next.bitrate.kbps, content: next.content)
                     } catch {
-                        events.emit(BroadcastEvent("warning", ["kind": "encoder_reconfigure", "message": .string("\(error); re-creating it")]))
+                        events.emit(.warning(.encoderReconfigure, "\(error); re-creating it"))
                         encoder = nil
                     }
                 }
@@ -643,7 +612,7 @@ public final class Broadcaster: @unchecked Sendable {
                     encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current))
                     counters.withLock { $0.outputSize = frame.size }
                 } catch {
-                    events.emit(BroadcastEvent("error", ["kind": "encode_failure", "message": .string("\(error)")]))
+                    events.emit(.error(.encodeFailure, "\(error)"))
                     stop(.failed, detail: "\(error)")
                     break
                 }
@@ -685,7 +654,7 @@ public final class Broadcaster: @unchecked Sendable {
                     sendNanos &+= clock.nowNanos() &- sendStart
                 }
             } catch {
-                events.emit(BroadcastEvent("error", ["kind": "encode_failure", "message": .string("\(error)")]))
+                events.emit(.error(.encodeFailure, "\(error)"))
                 counters.withLock { $0.encodeErrors += 1 }
                 encoder = nil  // re-created on the next frame, which will be a keyframe
                 continue
@@ -711,18 +680,15 @@ public final class Broadcaster: @unchecked Sendable {
             }
             if produced && !firstSent {
                 firstSent = true
-                events.emit(BroadcastEvent("first_frame_sent", [
-                    "width": .int(frame.width), "height": .int(frame.height), "keyframe": .bool(key),
-                    "latency_ms": .double(Double(clock.nowNanos() &- frame.timestampNanos) / 1e6),
-                ]))
+                events.emit(FirstFrameSent(size: PixelSize(width: frame.width, height: frame.height), keyframe: key,
+                                           latencyMillis: Double(clock.nowNanos() &- frame.timestampNanos) / 1e6))
             }
             if errors > 0 && now &- lastSendWarning > 5_000_000_000 {
                 lastSendWarning = now
                 if busy > 0 {
                     warnNetworkBusy("the local send queue is full: \(busy) of \(packets) packets of a frame dropped")
                 } else {
-                    events.emit(BroadcastEvent("warning", ["kind": "send_failed",
-                        "message": .string("packets to \(config.destination) are refused (is a receiver listening?)")]))
+                    events.emit(.warning(.sendFailed, "packets to \(config.destination) are refused (is a receiver listening?)"))
                 }
             }
         }
@@ -808,7 +774,7 @@ public final class Broadcaster: @unchecked Sendable {
             last = now
             return true
         }
-        if due { events.emit(BroadcastEvent("warning", ["kind": "network_busy", "message": .string(message)])) }
+        if due { events.emit(.warning(.networkBusy, message)) }
     }
 
     /// Bytes of a frame sent without pacing.

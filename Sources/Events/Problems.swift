@@ -1,0 +1,139 @@
+// The `warning` and `error` events, shared by every command (the sender, the viewer and the
+// room client report them), so they live here in the events target. Their `kind`s are the
+// documented set (README, "Warnings"): one enum case each, with the fields a kind adds.
+
+/// `warning`: something is wrong but the command goes on (`kind`, `message`, and the fields
+/// the kind adds). Emit with `events.emit(.warning(.networkBusy, message))`.
+public struct WarningEvent: BroadcastEvent, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// Receivers report loss (≥ 5 % of the packets resent) or the local send queue is full.
+        case networkBusy
+        /// Packets are refused (nobody listens at the destination).
+        case sendFailed
+        /// The source changed size: the encoder restarts with a keyframe.
+        case sourceResized
+        /// The window is unmapped or gone: a placeholder is sent.
+        case sourceUnavailable
+        /// The encoder could not take new settings: it is re-created.
+        case encoderReconfigure
+        /// The encoder sends well above the target bit rate.
+        case encoderOvershoot(kbps: Int, targetKbps: Int)
+        /// The control socket could not be opened: `screenshare ctl` cannot reach the broadcast.
+        case controlUnavailable
+        /// No PulseAudio (or no such source): video only.
+        case audioUnavailable
+        /// The audio source went away: silence is sent while it reconnects.
+        case audioSourceLost
+        /// A PulseAudio stream failed.
+        case audioStreamFailed
+        /// The viewer cannot play the audio.
+        case audioPlaybackUnavailable
+        /// The relay refused a request (`code` is its error code).
+        case roomError(code: String)
+
+        /// The `kind` field.
+        public var name: String {
+            switch self {
+            case .networkBusy: "network_busy"
+            case .sendFailed: "send_failed"
+            case .sourceResized: "source_resized"
+            case .sourceUnavailable: "source_unavailable"
+            case .encoderReconfigure: "encoder_reconfigure"
+            case .encoderOvershoot: "encoder_overshoot"
+            case .controlUnavailable: "control_unavailable"
+            case .audioUnavailable: "audio_unavailable"
+            case .audioSourceLost: "audio_source_lost"
+            case .audioStreamFailed: "audio_stream_failed"
+            case .audioPlaybackUnavailable: "audio_playback_unavailable"
+            case .roomError: "room_error"
+            }
+        }
+
+        /// The fields the kind adds to `kind` and `message`.
+        var extraFields: [String: JSONValue] {
+            switch self {
+            case let .encoderOvershoot(kbps, target): ["kbps": .int(kbps), "target_kbps": .int(target)]
+            case .roomError(let code): ["code": .string(code)]
+            default: [:]
+            }
+        }
+    }
+
+    public var kind: Kind
+    public var message: String
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var name: String { "warning" }
+    public var fields: [String: JSONValue] {
+        var f = kind.extraFields
+        f["kind"] = .string(kind.name)
+        f["message"] = .string(message)
+        return f
+    }
+    public var humanText: String { "warning: \(kind.name) \(message)" }
+}
+
+/// `error`: something failed; the command may go on without it (`source_switch_failed`,
+/// `record_failure`) or stop (`source_gone`). Emit with `events.emit(.error(.sourceGone, message))`.
+public struct ErrorEvent: BroadcastEvent, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// `ctl set source=...` could not open the new source: the previous one goes on.
+        case sourceSwitchFailed
+        /// The source is too small to encode: the last picture is held.
+        case unsupportedResolution(width: Int, height: Int)
+        /// The source ended for good.
+        case sourceGone
+        /// The encoder failed.
+        case encodeFailure
+        /// The viewer could not write its recording.
+        case recordFailure
+
+        /// The `kind` field.
+        public var name: String {
+            switch self {
+            case .sourceSwitchFailed: "source_switch_failed"
+            case .unsupportedResolution: "unsupported_resolution"
+            case .sourceGone: "source_gone"
+            case .encodeFailure: "encode_failure"
+            case .recordFailure: "record_failure"
+            }
+        }
+
+        /// The fields the kind adds to `kind` and `message`.
+        var extraFields: [String: JSONValue] {
+            switch self {
+            case let .unsupportedResolution(width, height): ["width": .int(width), "height": .int(height)]
+            default: [:]
+            }
+        }
+    }
+
+    public var kind: Kind
+    public var message: String
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var name: String { "error" }
+    public var fields: [String: JSONValue] {
+        var f = kind.extraFields
+        f["kind"] = .string(kind.name)
+        f["message"] = .string(message)
+        return f
+    }
+    public var humanText: String { "error: \(kind.name) \(message)" }
+}
+
+extension BroadcastEvent where Self == WarningEvent {
+    /// A `warning` event: `events.emit(.warning(.networkBusy, message))`.
+    public static func warning(_ kind: WarningEvent.Kind, _ message: String) -> WarningEvent { WarningEvent(kind, message) }
+}
+
+extension BroadcastEvent where Self == ErrorEvent {
+    /// An `error` event: `events.emit(.error(.sourceGone, message))`.
+    public static func error(_ kind: ErrorEvent.Kind, _ message: String) -> ErrorEvent { ErrorEvent(kind, message) }
+}

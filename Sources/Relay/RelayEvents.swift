@@ -1,0 +1,105 @@
+import Events
+import Room
+import Transport
+
+// The events only `serve` prints: the relay started, its stats every second, its summary, and
+// who subscribed to whom in its rooms. They live here, next to RelayServer, which emits them; the
+// peer and substream events it shares with the room clients are in Room (RoomEvents.swift).
+
+/// `started`: the relay listens (`receive_buffer`/`send_buffer`: the socket buffers it got).
+public struct RelayStarted: BroadcastEvent, Equatable {
+    /// HOST:PORT.
+    public var listen: String
+    public var protocolVersion: Int
+    public var receiveBuffer: Int
+    public var sendBuffer: Int
+
+    public var name: String { "started" }
+    public var fields: [String: JSONValue] {
+        ["listen": .string(listen), "protocol_version": .int(protocolVersion),
+         "receive_buffer": .int(receiveBuffer), "send_buffer": .int(sendBuffer)]
+    }
+    public var humanText: String { "relay listening on \(listen) (protocol v\(protocolVersion))" }
+}
+
+/// `stats`, every second: the last second's traffic (counts since the last stats), and totals
+/// for `rejected`, `unknown_source` and `lost_in`.
+public struct RelayStats: BroadcastEvent, Equatable {
+    public var rooms: Int
+    public var peers: Int
+    public var packetsIn: Int
+    public var packetsOut: Int
+    public var kbpsOut: Int
+    public var retransmitted: Int
+    public var keyframeRequests: Int
+    public var rejected: Int
+    public var unknownSource: Int
+    public var sendErrors: Int
+    public var lostIn: Int
+
+    public var name: String { "stats" }
+    public var fields: [String: JSONValue] {
+        ["rooms": .int(rooms), "peers": .int(peers), "packets_in": .int(packetsIn), "packets_out": .int(packetsOut),
+         "kbps_out": .int(kbpsOut), "retransmitted": .int(retransmitted), "keyframe_requests": .int(keyframeRequests),
+         "rejected": .int(rejected), "unknown_source": .int(unknownSource), "send_errors": .int(sendErrors), "lost_in": .int(lostIn)]
+    }
+    public var humanText: String {
+        "\(rooms) rooms  \(peers) peers  \(packetsIn) pkt/s in  \(packetsOut) pkt/s out  \(kbpsOut) kbps out"
+    }
+}
+
+/// `stopped`: the relay's totals.
+public struct RelayStopped: BroadcastEvent, Equatable {
+    public var rtpIn: Int
+    public var rtpForwarded: Int
+    public var bytesForwarded: Int
+    public var rtcpIn: Int
+    public var controlIn: Int
+    public var retransmitted: Int
+    public var keyframeRequests: Int
+    public var rejected: Int
+    public var unknownSource: Int
+    public var timeouts: Int
+    public var sendErrors: Int
+    public var lostIn: Int
+    public var durationSeconds: Double
+
+    public var name: String { "stopped" }
+    public var fields: [String: JSONValue] {
+        ["rtp_in": .int(rtpIn), "rtp_forwarded": .int(rtpForwarded), "bytes_forwarded": .int(bytesForwarded),
+         "rtcp_in": .int(rtcpIn), "control_in": .int(controlIn), "retransmitted": .int(retransmitted),
+         "keyframe_requests": .int(keyframeRequests), "rejected": .int(rejected), "unknown_source": .int(unknownSource),
+         "timeouts": .int(timeouts), "send_errors": .int(sendErrors), "lost_in": .int(lostIn),
+         "duration_s": .double(durationSeconds)]
+    }
+    public var humanText: String { "relay stopped: \(rtpForwarded) packets forwarded, \(rejected) rejected" }
+}
+
+/// `subscribed`: in `room`, `viewer` receives `publisher`'s streams of `kinds`.
+public struct RelaySubscribed: BroadcastEvent, Equatable {
+    public var room: String
+    public var viewer: UInt32
+    public var publisher: UInt32
+    public var kinds: [StreamKind]
+
+    public var name: String { "subscribed" }
+    public var fields: [String: JSONValue] {
+        ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher)),
+         "kinds": .array(kinds.map { .string($0.rawValue) })]
+    }
+    /// (The relay does not name the publisher here: "-", as the line has always read.)
+    public var humanText: String { "watching - (peer \(publisher))" }
+}
+
+/// `unsubscribed`: in `room`, `viewer` no longer receives `publisher`.
+public struct RelayUnsubscribed: BroadcastEvent, Equatable {
+    public var room: String
+    public var viewer: UInt32
+    public var publisher: UInt32
+
+    public var name: String { "unsubscribed" }
+    public var fields: [String: JSONValue] {
+        ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher))]
+    }
+    public var humanText: String { "no longer watching peer \(publisher)" }
+}

@@ -1,0 +1,49 @@
+import Events
+import Foundation
+import Testing
+
+/// Pins what users see of every event: the JSON line (`--json`, on stdout) and the human line
+/// (on stderr). The expected text is in `PinnedOutput.swift`, recorded from the code before
+/// events were typed; it must not change unless the output is meant to.
+@Suite struct EventOutputTests {
+    static let time = Date(timeIntervalSince1970: 1_795_000_000.125)
+
+    /// Every event name the README documents.
+    static let documentedNames: Set<String> = [
+        "started", "first_frame_sent", "connected", "peer_joined", "peer_left", "substream_started", "substream_stopped",
+        "subscribed", "unsubscribed", "paused", "resumed", "settings_changed", "stats", "warning", "error", "reconnecting",
+        "disconnected", "stopped", "source_restored", "audio_app_attached", "audio_app_detached", "audio_reconnecting",
+        "audio_resumed", "first_frame", "resolution_changed", "sender_left", "sender_changed",
+    ]
+
+    @Test func everyEventPrintsAsPinned() throws {
+        let cases = EventCases.all()
+        var dump = ""
+        for (label, event) in cases {
+            let json = event.jsonLine(time: Self.time), text = event.humanText
+            dump += "        \"\(label)\": (\n            json: #\"\(json)\"#,\n            text: #\"\(text)\"#),\n"
+            guard let pinned = PinnedOutput.expected[label] else {
+                Issue.record("\(label) is not pinned: \(json) / \(text)")
+                continue
+            }
+            #expect(json == pinned.json, "\(label): JSON")
+            #expect(text == pinned.text, "\(label): human text")
+        }
+        if let path = ProcessInfo.processInfo.environment["EVENTS_PIN_DUMP"] {
+            try dump.write(toFile: path, atomically: true, encoding: .utf8)
+        }
+        let labels = cases.map(\.label)
+        #expect(Set(labels).count == labels.count, "a label is used twice")
+        #expect(Set(PinnedOutput.expected.keys).subtracting(labels).sorted() == [], "pinned but not rendered")
+        #expect(Self.documentedNames.subtracting(cases.map(\.event.name)).sorted() == [], "documented events not pinned")
+        #expect(Set(cases.map(\.event.name)).subtracting(Self.documentedNames).sorted() == [], "undocumented events")
+    }
+
+    /// The time stamp and the rounding of doubles (to 3 decimals) in the JSON line.
+    @Test func jsonLineStampsTimeAndRoundsDoubles() {
+        let line = EventCases.all().first { $0.label == "sender.first_frame_sent" }!.event.jsonLine(time: Self.time)
+        #expect(line.contains(#""time":"2026-11-18T"#))
+        #expect(line.contains(#".125Z""#))
+        #expect(line.contains(#""latency_ms":20.123,"#))
+    }
+}
