@@ -25,7 +25,8 @@ import X11TestSupport
         // Listening first: a null sink nobody asked for low latency renders 2 s blocks, and a
         // stream that joins then is first heard when that block has played out (the viewer would
         // buffer its sound meanwhile). The measurer's 5 ms fragments bring the headset sink down
-        // to 5 ms blocks; 2.1 s later the last 2 s block has played.
+        // to 5 ms blocks once the last 2 s block has played: its latency (how far ahead it has
+        // rendered) then stays within a few milliseconds.
         var listen = AVMeasure.Configuration(display: viewerDisplay.name, windowTitle: "screenshare watch",
                                              pulseServer: pulse.server, source: "headset.monitor")
         listen.audioThreshold = 0.2 + 2 * noise  // Opus-coded noise peaks above its own amplitude
@@ -56,7 +57,7 @@ import X11TestSupport
             "watch", "--sdp", sdp, "--display", viewerDisplay.name, "--audio-sink", "headset", "--duration", "18", "--json",
         ], dir: dir, name: "viewer", environment: pulse.environment)
         defer { viewer.finish(within: 0) }
-        _ = try RoomEndToEndTests.wait(for: "first_frame", in: viewer)
+        _ = try EventLog.wait(for: "first_frame", in: viewer)
         // The app's first sound reaches the stream after up to 2 s (README, known limits): ten
         // events after that.
         usleep(2_000_000)
@@ -77,14 +78,12 @@ import X11TestSupport
         print("AVSync (noise \(noise)):", report)
         print("  video delay (drawn at the source -> seen at the viewer) ms:", ms(video.offsetsMillis))
         print("  audio delay (played at the source -> played at the viewer) ms:", ms(audio.offsetsMillis))
-        let summary = try stoppedEvent(viewer.stdout)
+        let summary = try EventLog(viewer).stopped()
         print("  viewer:", summary.filter { $0.key.hasPrefix("audio") || $0.key.contains("frames") })
-        print("  sender:", try stoppedEvent(sender.stdout).filter { $0.key.contains("audio") })
+        print("  sender:", try EventLog(sender).stopped().filter { $0.key.contains("audio") })
         // The viewer's lip-sync state each second: measured offset, the delays it added, and
         // PulseAudio's latency (a regression shows here first).
-        for line in viewer.stdout.split(separator: "\n") {
-            guard let obj = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  obj["event"] as? String == "stats" else { continue }
+        for obj in EventLog(viewer).events(named: "stats") {
             let keys = ["av_offset_ms", "video_sync_delay_ms", "audio_sync_delay_ms", "audio_output_latency_ms", "audio_output_flushes"]
             print("  stats:", keys.map { "\($0)=\(obj[$0].map { "\($0)" } ?? "-")" }.joined(separator: " "))
         }

@@ -31,7 +31,7 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "5",
             "--audio-app", "lecture-app", "--app-gain", "0", "--mic-gain", "-6", "--sdp", "\(dir)/sender.sdp", "--duration", "6", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        try waitForEvent("started", in: sender)
+        try EventLog.wait(for: "started", in: sender)
         usleep(300_000)
         // The app being shared (440 Hz), another app (2500 Hz), the microphone (1000 Hz). Same
         // amplitude each; the mic is asked for 6 dB lower.
@@ -43,8 +43,8 @@ import X11TestSupport
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         players.forEach { $0.finish(within: 0, interrupt: false) }
         ffmpeg.finish(within: 2)
-        #expect(sender.stdout.contains("\"audio_app_attached\""), "\(sender.stdout)")
-        #expect((try stoppedEvent(sender.stdout)["audio_packets_sent"] as? Int ?? 0) > 150)
+        #expect(EventLog(sender).contains("audio_app_attached"), "\(sender.stdout)")
+        #expect((try EventLog(sender).stopped()["audio_packets_sent"] as? Int ?? 0) > 150)
         #expect(try String(contentsOfFile: "\(dir)/sender.sdp", encoding: .utf8) == String(contentsOfFile: sdp, encoding: .utf8))
 
         let samples = try readS16Stereo("\(dir)/audio.raw")
@@ -68,7 +68,7 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "5",
             "--audio-app", "lecture-app", "--no-mic", "--duration", "8", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        try waitForEvent("started", in: sender)
+        try EventLog.wait(for: "started", in: sender)
         usleep(300_000)
         let first = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
         // Wait until it is heard. (The first time can take up to 2 s: a null sink renders 2 s
@@ -85,9 +85,9 @@ import X11TestSupport
         second.finish(within: 0, interrupt: false)
         let frames = receiver.stop()
 
-        let attached = sender.stdout.split(separator: "\n").filter { $0.contains("\"audio_app_attached\"") }
-        #expect(attached.count == 2, "\(sender.stdout)")
-        #expect(sender.stdout.contains("\"audio_app_detached\""))
+        let log = EventLog(sender)
+        #expect(log.events(named: "audio_app_attached").count == 2, "\(sender.stdout)")
+        #expect(log.contains("audio_app_detached"))
         func tone(_ f: OpusRTPReceiver.Frame) -> Bool { f.level440 > 0.15 }
         #expect(frames.contains { $0.arrival < stoppedAt && tone($0) }, "no tone before the app stopped")
         // Silence while it is gone (DTX may leave packets out altogether).
@@ -115,8 +115,8 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(freeEvenPort())", "--input", video, "--input-size", "64x64", "--duration", "1", "--json",
         ], dir: dir, name: "implicit", environment: noServer)
         #expect(implicit.finish(within: 10) == 0, "\(implicit.stderr)")
-        #expect(implicit.stdout.contains("\"audio_unavailable\""))
-        #expect((try stoppedEvent(implicit.stdout)["frames_sent"] as? Int ?? 0) > 0)
+        #expect(EventLog(implicit).events(named: "warning").contains { $0["kind"] as? String == "audio_unavailable" }, "\(implicit.stdout)")
+        #expect((try EventLog(implicit).stopped()["frames_sent"] as? Int ?? 0) > 0)
     }
 
     @Test func sourcesListsPlayingApplicationsAndMicrophones() throws {
@@ -133,8 +133,7 @@ import X11TestSupport
         // pacat connects asynchronously: list until it shows up.
         var audio: [String: Any] = [:]
         try waitUntil(seconds: 10, "the playing app in `sources --json`") {
-            let obj = (try? JSONSerialization.jsonObject(with: Data((try? sources(json: true, environment: pulse.environment))?.stdout.utf8 ?? "".utf8))) as? [String: Any]
-            audio = obj?["audio"] as? [String: Any] ?? [:]
+            audio = (try? parseJSONObject(sources(json: true, environment: pulse.environment).stdout))?["audio"] as? [String: Any] ?? [:]
             return (audio["applications"] as? [[String: Any]] ?? []).contains { $0["name"] as? String == "listed-app ✓" }
         }
         #expect(audio["available"] as? Bool == true)
@@ -170,7 +169,7 @@ import X11TestSupport
         let noAudio = try sources(json: false, environment: none).stdout
         #expect(noAudio.contains("monitors:") && noAudio.contains("windows:"))
         #expect(noAudio.split(separator: "\n").contains { $0.hasPrefix("audio: unavailable") && $0.contains("no-such-socket") }, "\(noAudio)")
-        let noAudioJSON = try #require(try JSONSerialization.jsonObject(with: Data(sources(json: true, environment: none).stdout.utf8)) as? [String: Any])
+        let noAudioJSON = try parseJSONObject(sources(json: true, environment: none).stdout)
         let unavailable = try #require(noAudioJSON["audio"] as? [String: Any])
         #expect(unavailable["available"] as? Bool == false)
         #expect((unavailable["error"] as? String)?.contains("no-such-socket") == true)
@@ -187,7 +186,7 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "10",
             "--fps", "10", "--audio-app", "lecture-app", "--no-mic", "--duration", "60", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        try waitForEvent("started", in: sender)
+        try EventLog.wait(for: "started", in: sender)
         // Low-latency players, so what is measured is the reconnection, not a null sink's 2 s blocks.
         let first = try pulse.play(tone: 440, app: "lecture-app", latencyMillis: 20, dir: dir)
         let heard = receiver.waitFor(seconds: 5) { $0.level440 > 0.15 }
@@ -197,9 +196,7 @@ import X11TestSupport
         let killedAt = Date()
         first.finish(within: 2, interrupt: false)
         // The capture notices, and retries while the server is away (at least twice).
-        try waitUntil(seconds: 5, "two audio_reconnecting events") {
-            sender.stdout.components(separatedBy: "\"event\":\"audio_reconnecting\"").count > 2
-        }
+        try EventLog.wait(for: "audio_reconnecting", in: sender, count: 2, seconds: 5)
         try waitUntil(seconds: 5, "an outage of 1.5 s") { Date() > killedAt.addingTimeInterval(1.5) }
         let restartAt = Date()
         try pulse.restart()
@@ -207,7 +204,7 @@ import X11TestSupport
         let second = try pulse.play(tone: 440, app: "lecture-app", latencyMillis: 20, dir: dir)
         defer { second.finish(within: 0, interrupt: false) }
         let again = receiver.waitFor(seconds: 4) { $0.arrival > backAt && $0.level440 > 0.15 }
-        let resumedSeen = (try? waitForEvent("audio_resumed", in: sender, seconds: 2)) != nil
+        let resumedSeen = (try? EventLog.wait(for: "audio_resumed", in: sender, seconds: 2)) != nil
         usleep(300_000)  // a little more stream after the tone is back
         kill(sender.pid, SIGINT)
         #expect(sender.finish(within: 15) == 130, "sender: \(sender.stderr)")
@@ -227,7 +224,7 @@ import X11TestSupport
         #expect(delay < 3, "audio back \(delay) s after PulseAudio")
         // Each step was reported, in order.
         #expect(resumedSeen)
-        let names = jsonEvents(sender.stdout).compactMap { e -> String? in
+        let names = EventLog(sender).all.compactMap { e -> String? in
             let name = e["event"] as? String
             if name == "warning" { return e["kind"] as? String == "audio_source_lost" ? "audio_source_lost" : nil }
             return ["audio_reconnecting", "audio_resumed", "audio_app_attached"].contains(name ?? "") ? name : nil
@@ -248,7 +245,7 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "5",
             "--audio-output", "headset", "--mic", "mic2.monitor", "--mic-gain", "-6", "--duration", "60", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        try waitForEvent("started", in: sender)
+        try EventLog.wait(for: "started", in: sender)
         // Two apps on the shared sink, one on the default sink; one tone into the named
         // microphone, one into the default microphone.
         let players = try [
@@ -282,7 +279,7 @@ import X11TestSupport
         #expect(20 * log10(max(a660, 1e-9) / a440) <= -40, "the default sink's app leaks in: \(a660)")
         #expect(20 * log10(max(a1500, 1e-9) / a440) <= -40, "the default microphone leaks in: \(a1500)")
         // The capture-to-send latency is measured (its size is for bench/audio.sh, not a test).
-        let stats = jsonEvents(sender.stdout).filter { $0["event"] as? String == "stats" }
+        let stats = EventLog(sender).events(named: "stats")
         let latency = try #require(stats.last?["audio_latency_ms_p50"] as? Double, "\(stats.last ?? [:])")
         #expect(latency > 0 && (stats.last?["audio_latency_ms_p95"] as? Double ?? 0) >= latency)
     }
@@ -298,7 +295,7 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "5",
             "--audio-output", "--no-mic", "--control-socket", socket, "--duration", "60", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        try waitForEvent("started", in: sender)
+        try EventLog.wait(for: "started", in: sender)
         let player = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
         defer { player.finish(within: 0, interrupt: false) }
         let tone: (OpusRTPReceiver.Frame) -> Bool = { $0.level440 > 0.15 }
@@ -307,7 +304,7 @@ import X11TestSupport
 
         kill(sender.pid, SIGUSR1)  // pause
         let pausedAt = Date()
-        try waitForEvent("paused", in: sender, seconds: 5)
+        try EventLog.wait(for: "paused", in: sender, seconds: 5)
         try waitUntil(seconds: 5, "a 1.5 s pause") { Date() > pausedAt.addingTimeInterval(1.5) }
         let ctl = try Child(screenshareBinary(), ["ctl", "--socket", socket, "resume"], dir: dir, name: "ctl-resume")
         let resumedAt = Date()
@@ -346,7 +343,7 @@ import X11TestSupport
         let before = frames.filter { $0.arrival < pausedAt }.map(offset).min()!
         let after = frames.filter { $0.arrival > b.arrival }.map(offset).min()!
         #expect(abs(after - before) <= 0.02, "the RTP clock moved \((before - after) * 1000) ms against the wall clock across the pause")
-        let names = jsonEvents(sender.stdout).compactMap { $0["event"] as? String }.filter { ["paused", "resumed"].contains($0) }
+        let names = EventLog(sender).names.filter { ["paused", "resumed"].contains($0) }
         #expect(names == ["paused", "resumed"])
     }
 }
@@ -571,20 +568,6 @@ func changingVideo(dir: String) throws -> String {
     let size = 64 * 64 * 3 / 2
     try (Data(repeating: 60, count: size) + Data(repeating: 200, count: size)).write(to: URL(fileURLWithPath: path))
     return path
-}
-
-/// The JSON events a child printed, in order.
-func jsonEvents(_ stdout: String) -> [[String: Any]] {
-    stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-}
-
-/// Waits (bounded) until `condition` holds.
-func waitUntil(seconds: Double, _ what: String, _ condition: () -> Bool) throws {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        guard Date() < deadline else { throw TestFailure("timed out after \(seconds) s waiting for \(what)") }
-        usleep(10_000)
-    }
 }
 
 /// Interleaved s16 stereo → the left channel as floats.

@@ -175,16 +175,6 @@ struct FFmpegReceiver {
     }
 }
 
-/// Parses our JSON event lines and returns the `stopped` event's fields.
-func stoppedEvent(_ stdout: String) throws -> [String: Any] {
-    for line in stdout.split(separator: "\n").reversed() {
-        if let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], obj["event"] as? String == "stopped" {
-            return obj
-        }
-    }
-    throw TestFailure("no stopped event in: \(stdout)")
-}
-
 /// Writes the SDP the sender will write, so the receiver can start first.
 func writeSDP(port: UInt16, fps: Int, to path: String) throws {
     try SessionDescription(destination: "127.0.0.1", videoPort: port, framerate: fps).render()

@@ -24,7 +24,7 @@ import X11TestSupport
         ], dir: dir, name: "sender")
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         ffmpeg.child.finish(within: 5)
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         let sent = try #require(stopped["frames_sent"] as? Int)
         // A still slide: the first frame, refinement, then at least the 1 fps keep-alive
         // (rate control may drop refinement frames after a large keyframe in detail mode).
@@ -54,7 +54,7 @@ import X11TestSupport
         ], dir: dir, name: "sender")
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         gst.finish(within: 1)
-        let sent = try #require(try stoppedEvent(sender.stdout)["frames_sent"] as? Int)
+        let sent = try #require(try EventLog(sender).stopped()["frames_sent"] as? Int)
         let decoded = gst.stdout.split(separator: "\n").filter { !$0.isEmpty }.count
         #expect(decoded >= Int(0.9 * Double(sent)) && decoded > 0, "GStreamer decoded \(decoded) of \(sent): \(gst.stderr)")
     }
@@ -145,11 +145,10 @@ import X11TestSupport
         let port = freeEvenPort()
         let sender = try Child(screenshareBinary(), ["start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--json"], dir: dir, name: "sender")
         // Wait for the first frame (bounded), then interrupt.
-        let deadline = Date().addingTimeInterval(20)
-        while !sender.stdout.contains("first_frame_sent") && Date() < deadline { usleep(20_000) }
+        try EventLog.wait(for: "first_frame_sent", in: sender)
         kill(sender.pid, SIGINT)
         #expect(sender.finish(within: 10, interrupt: false) == 130)
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         #expect(stopped["reason"] as? String == "requested")
     }
 
@@ -176,7 +175,7 @@ import X11TestSupport
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--window", "shared slides",
             "--duration", "5", "--no-cursor", "--json",
         ], dir: dir, name: "sender")
-        try waitForEvent("first_frame_sent", in: sender)
+        try EventLog.wait(for: "first_frame_sent", in: sender)
         // The sender asked the window to repaint (Expose) when it redirected it; so does an app.
         shared.paint(first)
         usleep(1_200_000)
@@ -201,7 +200,7 @@ import X11TestSupport
         // Hidden: a flat placeholder, not the screen behind.
         let last = try #require(frames.last)
         #expect((last.max() ?? 0) - (last.min() ?? 0) <= 4, "last frame is not a flat placeholder")
-        #expect(sender.stdout.contains("\"source_unavailable\""))
+        #expect(EventLog(sender).events(named: "warning").contains { $0["kind"] as? String == "source_unavailable" }, "\(sender.stdout)")
     }
 
     @Test func oneRandRMonitorIsSentAtItsOwnSize() throws {
@@ -237,15 +236,15 @@ import X11TestSupport
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--duration", "3", "--json",
         ], dir: dir, name: "sender")
-        try waitForEvent("first_frame_sent", in: sender)
+        try EventLog.wait(for: "first_frame_sent", in: sender)
         // Xvfb resizes its framebuffer (xrandr reports a CRTC error, but the screen changes).
         _ = try run(which("xrandr"), ["--display", xvfb.name, "--fb", "1280x720"])
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         ffmpeg.child.finish(within: 5)
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         #expect(stopped["width"] as? Int == 1280 && stopped["height"] as? Int == 720, "\(stopped)")
         #expect(stopped["keyframes_sent"] as? Int == 2)
-        #expect(sender.stdout.contains("\"source_resized\""))
+        #expect(EventLog(sender).events(named: "warning").contains { $0["kind"] as? String == "source_resized" }, "\(sender.stdout)")
         let md5 = try String(contentsOfFile: ffmpeg.md5Path, encoding: .utf8)
         #expect(md5.contains("3110400") && md5.contains("1382400"), "ffmpeg decoded frames of both sizes")
     }
@@ -255,7 +254,7 @@ import X11TestSupport
         let dir = try makeTempDir()
         let child = try Child(screenshareBinary(), ["sources", "--display", xvfb.name, "--json"], dir: dir, name: "sources")
         #expect(child.finish(within: 10) == 0, "\(child.stderr)")
-        let obj = try #require(try JSONSerialization.jsonObject(with: Data(child.stdout.utf8)) as? [String: Any])
+        let obj = try parseJSONObject(child.stdout)
         let windows = try #require(obj["windows"] as? [[String: Any]])
         let mine = try #require(windows.first { $0["id"] as? String == "0x" + String(w.id, radix: 16) })
         #expect(mine["title"] as? String == "Listed Window ✓")
@@ -276,15 +275,6 @@ func crop(_ bgra: [UInt8], width: Int, x: Int, y: Int, w: Int, h: Int) -> [UInt8
     return out
 }
 
-/// Waits (bounded) until the child printed an event of that name.
-func waitForEvent(_ name: String, in child: Child, seconds: Double = 20) throws {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !child.stdout.contains("\"event\":\"\(name)\"") {
-        guard Date() < deadline, child.isRunning else { throw TestFailure("no \(name) event: \(child.stdout) \(child.stderr)") }
-        usleep(20_000)
-    }
-}
-
 /// RTCP feedback reaches the sender: a PLI (RFC 4585 §6.3.1) sent back to the address the
 /// sender reports come from gives a new keyframe.
 @Suite struct KeyframeRequestTests {
@@ -303,7 +293,7 @@ func waitForEvent(_ name: String, in child: Child, seconds: Double = 20) throws 
         // PLI: V=2 FMT=1, PT=206, length 2; sender SSRC (ours), media SSRC (theirs).
         rtcp.send([0x81, 206, 0x00, 0x02, 0x11, 0x22, 0x33, 0x44] + mediaSSRC, to: from)
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         #expect(stopped["keyframes_sent"] as? Int == 2, "keyframes: \(stopped["keyframes_sent"] ?? "none")")
     }
 }
@@ -361,7 +351,7 @@ final class LoopbackUDP {
             "--fps", "15", "--bitrate", "4M", "--content", "detail", "--duration", "4", "--json",
         ], dir: dir, name: "sender")
         #expect(sender.finish(within: 60) == 0, "sender: \(sender.stderr)")
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         let captured = try #require(stopped["frames_captured"] as? Int)
         let sent = try #require(stopped["frames_sent"] as? Int)
         #expect(Double(sent) >= 0.8 * Double(captured), "sent \(sent) of \(captured) pictures")
@@ -380,13 +370,10 @@ final class LoopbackUDP {
             "--fps", "30", "--bitrate", "1M", "--content", "motion", "--duration", "5", "--json",
         ], dir: dir, name: "sender")
         #expect(sender.finish(within: 60) == 0, "sender: \(sender.stderr)")
-        let rates: [Int] = sender.stdout.split(separator: "\n").compactMap { line in
-            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["event"] as? String == "stats" else { return nil }
-            return o["kbps"] as? Int
-        }
+        let rates = EventLog(sender).events(named: "stats").compactMap { $0["kbps"] as? Int }
         // Over the whole run, keyframe included: within 25 % of the target (it was 43 % over
         // when the quantizer was capped at 56).
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         let bytes = try #require(stopped["bytes_sent"] as? Int)
         let seconds = try #require(stopped["duration_s"] as? Double)
         let mean = Double(bytes) * 8 / seconds / 1000

@@ -23,7 +23,7 @@ import X11TestSupport
         let viewer = try Child(screenshareBinary(), [
             "watch", "--sdp", sdp, "--headless", "--record", "\(dir)/got.webm", "--audio-sink", "virtmic", "--duration", "7", "--json",
         ], dir: dir, name: "viewer", environment: pulse.environment)
-        _ = try RoomEndToEndTests.wait(for: "first_frame", in: viewer)
+        _ = try EventLog.wait(for: "first_frame", in: viewer)
         usleep(2_500_000)  // the app's first sound reaches the stream after up to 2 s (see the README's known limits)
         let heard = try Child(which("parecord"), ["--device=virtmic.monitor", "--raw", "--format=s16le", "--rate=48000", "--channels=2",
                                                  "\(dir)/heard.raw"], dir: dir, name: "parecord", environment: pulse.environment)
@@ -34,7 +34,7 @@ import X11TestSupport
         #expect(sender.finish(within: 20) == 0, "\(sender.stderr)")
         _ = tone.finish(within: 0)
 
-        let summary = try stoppedEvent(viewer.stdout)
+        let summary = try EventLog(viewer).stopped()
         #expect(summary["audio_playing"] as? Bool == true, "\(summary)")
         #expect((summary["audio_decoded"] as? Int ?? 0) > 100, "\(summary)")
         #expect(summary["audio_late"] as? Int == 0, "\(summary)")
