@@ -1,7 +1,6 @@
 import Foundation
 import OpusCodec
 import RTP
-import Synchronization
 import Testing
 import X11TestSupport
 
@@ -180,7 +179,7 @@ import X11TestSupport
         let dir = try makeTempDir()
         let video = try changingVideo(dir: dir)
         let port = freeEvenPort()
-        let videoLog = try RTPPacketLog(port: port)
+        let videoLog = try UDPReceiver(port: port)
         let receiver = try OpusRTPReceiver(port: port + 2)
         let sender = try Child(screenshareBinary(), [
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "10",
@@ -209,7 +208,7 @@ import X11TestSupport
         kill(sender.pid, SIGINT)
         #expect(sender.finish(within: 15) == 130, "sender: \(sender.stderr)")
         let frames = receiver.stop()
-        let packets = videoLog.stop()
+        let packets = videoLog.stop().compactMap { d in d.rtp.map { (arrival: d.arrival, payloadType: $0.header.payloadType) } }
 
         // Video kept flowing while PulseAudio was away (10 fps, one packet per 64x64 frame).
         let outage = packets.filter { $0.payloadType == 96 && $0.arrival > killedAt && $0.arrival < restartAt }
@@ -437,8 +436,9 @@ final class PrivatePulse {
     }
 }
 
-/// Receives our Opus RTP on a UDP port and decodes each packet with libopus as it arrives.
-final class OpusRTPReceiver: @unchecked Sendable {
+/// Our Opus RTP arriving on a UDP port (a `UDPReceiver`), decoded with libopus in order of
+/// arrival as the test reads it.
+final class OpusRTPReceiver {
     struct Frame: Sendable {
         var arrival: Date
         var sequence: UInt16
@@ -449,116 +449,47 @@ final class OpusRTPReceiver: @unchecked Sendable {
         var left: [Float]
         var rms: Double { left.isEmpty ? 0 : sqrt(left.reduce(0) { $0 + Double($1) * Double($1) } / Double(left.count)) }
     }
-    // `frames` is guarded by its Mutex; `fd` is immutable; `running` is atomic.
-    private let fd: Int32
-    private let frames = Mutex<[Frame]>([])
-    private let running = Atomic<Bool>(true)
-    private let finished = DispatchSemaphore(value: 0)
+    private let udp: UDPReceiver
+    private let decoder: OpusFrameDecoder
+    private var frames: [Frame] = []
+    private var datagramsRead = 0
+    private var pcm = [Float](repeating: 0, count: 5760 * 2)
 
     init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw TestFailure("cannot bind UDP port \(port)") }
-        let decoder = try OpusFrameDecoder()
-        let box = UncheckedDecoder(decoder)
-        Thread { [self] in receiveLoop(box.decoder) }.start()
+        udp = try UDPReceiver(port: port)
+        decoder = try OpusFrameDecoder()
     }
 
-    private func receiveLoop(_ decoder: OpusFrameDecoder) {
-        var buffer = [UInt8](repeating: 0, count: 2000)
-        var pcm = [Float](repeating: 0, count: 5760 * 2)
-        while running.load(ordering: .relaxed) {
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, 50) > 0 else { continue }
-            let n = recv(fd, &buffer, buffer.count, 0)
-            guard n > 12, buffer[1] & 0x7F == 111 else { continue }
-            let seq = UInt16(buffer[2]) << 8 | UInt16(buffer[3])
-            let ts = UInt32(buffer[4]) << 24 | UInt32(buffer[5]) << 16 | UInt32(buffer[6]) << 8 | UInt32(buffer[7])
-            let marker = buffer[1] & 0x80 != 0
-            let count = (try? buffer.withUnsafeBytes { b in
-                try pcm.withUnsafeMutableBufferPointer { try decoder.decode(UnsafeRawBufferPointer(rebasing: b[12..<n]), into: $0) }
+    /// The frames received so far (decoding those that arrived since the last call).
+    func snapshot() -> [Frame] {
+        let new = udp.datagrams(from: datagramsRead)
+        datagramsRead += new.count
+        for d in new {
+            guard let (header, payload) = d.rtp, header.payloadType == 111, !payload.isEmpty else { continue }
+            let count = (try? payload.withUnsafeBytes { p in
+                try pcm.withUnsafeMutableBufferPointer { try decoder.decode(p, into: $0) }
             }) ?? 0
             let left = stride(from: 0, to: count * 2, by: 2).map { pcm[$0] }
-            frames.withLock { $0.append(Frame(arrival: Date(), sequence: seq, timestamp: ts, marker: marker,
-                                              level440: amplitude(left, 440), left: left)) }
+            frames.append(Frame(arrival: d.arrival, sequence: header.sequenceNumber, timestamp: header.timestamp, marker: header.marker,
+                                level440: amplitude(left, 440), left: left))
         }
-        finished.signal()
+        return frames
     }
-
-    /// The frames received so far.
-    func snapshot() -> [Frame] { frames.withLock { $0 } }
 
     /// Waits (bounded) until a received frame satisfies `condition`; returns it, or nil at the deadline.
     func waitFor(seconds: Double, _ condition: (Frame) -> Bool) -> Frame? {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if let f = snapshot().first(where: condition) { return f }
-            usleep(10_000)
+        var found: Frame?
+        try? waitUntil(seconds: seconds, "an Opus frame") {
+            found = snapshot().first(where: condition)
+            return found != nil
         }
-        return snapshot().first(where: condition)
+        return found
     }
 
     /// Stops receiving and returns every frame received.
     func stop() -> [Frame] {
-        running.store(false, ordering: .relaxed)
-        finished.wait()
-        close(fd)
-        return frames.withLock { $0 }
-    }
-}
-
-private struct UncheckedDecoder: @unchecked Sendable {
-    // Handed to the receive thread, which is its only user from then on.
-    let decoder: OpusFrameDecoder
-    init(_ d: OpusFrameDecoder) { decoder = d }
-}
-
-/// Logs the RTP packets arriving on a UDP port (arrival time, payload type, sequence number).
-final class RTPPacketLog: @unchecked Sendable {
-    struct Packet: Sendable {
-        var arrival: Date
-        var payloadType: UInt8
-        var sequence: UInt16
-    }
-    // `packets` is guarded by its Mutex; `fd` is immutable; `running` is atomic.
-    private let fd: Int32
-    private let packets = Mutex<[Packet]>([])
-    private let running = Atomic<Bool>(true)
-    private let finished = DispatchSemaphore(value: 0)
-
-    init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw TestFailure("cannot bind UDP port \(port)") }
-        Thread { [self] in
-            var buffer = [UInt8](repeating: 0, count: 2000)
-            while running.load(ordering: .relaxed) {
-                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&pfd, 1, 50) > 0 else { continue }
-                let n = recv(fd, &buffer, buffer.count, 0)
-                guard n >= 12, buffer[0] >> 6 == 2 else { continue }
-                let p = Packet(arrival: Date(), payloadType: buffer[1] & 0x7F, sequence: UInt16(buffer[2]) << 8 | UInt16(buffer[3]))
-                packets.withLock { $0.append(p) }
-            }
-            finished.signal()
-        }.start()
-    }
-
-    func snapshot() -> [Packet] { packets.withLock { $0 } }
-
-    func stop() -> [Packet] {
-        running.store(false, ordering: .relaxed)
-        finished.wait()
-        close(fd)
-        return packets.withLock { $0 }
+        udp.stop()
+        return snapshot()
     }
 }
 

@@ -97,8 +97,8 @@ import X11TestSupport
         let xvfb = try PrivateXvfb()
         let dir = try makeTempDir()
         let port = freeEvenPort()
-        let sink = try LoopbackUDP(port: port)
-        _ = sink
+        let sink = try UDPReceiver(port: port)  // bound: the packets are not refused
+        defer { sink.stop() }
         let socket = "\(dir)/ctl.sock"
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--control-socket", socket, "--json",

@@ -161,14 +161,10 @@ import X11TestSupport
         let dir = try makeTempDir()
         let port = freeEvenPort()
         let serve = try Self.serve(dir, port: port)
-        let probe = try LoopbackUDP(port: 0)
-        var relay = sockaddr_in()
-        relay.sin_family = sa_family_t(AF_INET)
-        relay.sin_port = port.bigEndian
-        relay.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let probe = try UDPReceiver()
         func ask(_ bytes: [UInt8]) throws -> ControlEnvelope {
-            probe.send(bytes, to: relay)
-            return try ControlEnvelope.parse(try probe.receive(timeoutSeconds: 3).0)
+            probe.send(bytes, toPort: port)
+            return try ControlEnvelope.parse(try probe.receive(timeoutSeconds: 3).bytes)
         }
         func code(_ e: ControlEnvelope) -> RoomErrorCode? { if case let .error(c, _) = e.message { c } else { nil } }
         var wrongVersion = ControlEnvelope(requestID: 1, .ping(version: 0)).encoded()
@@ -179,8 +175,8 @@ import X11TestSupport
         #expect(code(try ask(ControlEnvelope(requestID: 4, .subscribe(publisher: 1, kinds: [])).encoded())) == .notJoined)
         #expect(code(try ask(ControlEnvelope(requestID: 5, .join(room: "", name: "x", role: "viewer", token: nil)).encoded())) == .badRoom)
         var rng = SystemRandomNumberGenerator()
-        for _ in 0..<300 { probe.send((0..<Int.random(in: 1...200)).map { _ in UInt8.random(in: 0...255, using: &rng) }, to: relay) }
-        for n in 0..<8 { probe.send(Array(ControlEnvelope(requestID: 6, .join(room: "r", name: "x", role: "viewer", token: nil)).encoded().prefix(n)), to: relay) }
+        for _ in 0..<300 { probe.send((0..<Int.random(in: 1...200)).map { _ in UInt8.random(in: 0...255, using: &rng) }, toPort: port) }
+        for n in 0..<8 { probe.send(Array(ControlEnvelope(requestID: 6, .join(room: "r", name: "x", role: "viewer", token: nil)).encoded().prefix(n)), toPort: port) }
         // Still serving: a presenter and a viewer meet.
         let input = try Self.motion(dir, 320, 240)
         let viewer = try Self.viewer(dir, "v", room: "r", port: port, duration: 3)

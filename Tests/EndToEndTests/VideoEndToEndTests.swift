@@ -282,54 +282,20 @@ func crop(_ bgra: [UInt8], width: Int, x: Int, y: Int, w: Int, h: Int) -> [UInt8
         let xvfb = try PrivateXvfb()
         let dir = try makeTempDir()
         let port = freeEvenPort()
-        let rtcp = try LoopbackUDP(port: port + 1)
+        let rtcp = try UDPReceiver(port: port + 1)
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--duration", "3", "--json",
         ], dir: dir, name: "sender")
         // The first sender report tells where the sender's RTCP comes from, and its SSRC.
-        let (report, from) = try rtcp.receive(timeoutSeconds: 10)
+        let first = try rtcp.receive(timeoutSeconds: 10)
+        let report = first.bytes
         #expect(report.count >= 28 && report[1] == 200, "first RTCP packet is an SR")
         let mediaSSRC = Array(report[4..<8])
         // PLI: V=2 FMT=1, PT=206, length 2; sender SSRC (ours), media SSRC (theirs).
-        rtcp.send([0x81, 206, 0x00, 0x02, 0x11, 0x22, 0x33, 0x44] + mediaSSRC, to: from)
+        rtcp.send([0x81, 206, 0x00, 0x02, 0x11, 0x22, 0x33, 0x44] + mediaSSRC, to: first.from)
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         let stopped = try EventLog(sender).stopped()
         #expect(stopped["keyframes_sent"] as? Int == 2, "keyframes: \(stopped["keyframes_sent"] ?? "none")")
-    }
-}
-
-/// A UDP socket on 127.0.0.1:port for tests that talk RTCP to the sender.
-final class LoopbackUDP {
-    let fd: Int32
-    init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw TestFailure("cannot bind UDP \(port)") }
-    }
-    deinit { close(fd) }
-
-    func receive(timeoutSeconds: Double) throws -> ([UInt8], sockaddr_in) {
-        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        guard poll(&pfd, 1, Int32(timeoutSeconds * 1000)) == 1 else { throw TestFailure("nothing received within \(timeoutSeconds) s") }
-        var buf = [UInt8](repeating: 0, count: 2048)
-        var from = sockaddr_in()
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let n = withUnsafeMutablePointer(to: &from) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, &buf, buf.count, 0, $0, &len) }
-        }
-        guard n > 0 else { throw TestFailure("recvfrom failed") }
-        return (Array(buf[0..<n]), from)
-    }
-
-    func send(_ bytes: [UInt8], to addr: sockaddr_in) {
-        var a = addr
-        _ = withUnsafePointer(to: &a) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
     }
 }
 
@@ -344,8 +310,8 @@ final class LoopbackUDP {
         #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=15",
                                           "-frames:v", "30", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", path]) == 0)
         let port = freeEvenPort()
-        let sink = try LoopbackUDP(port: port)
-        _ = sink
+        let sink = try UDPReceiver(port: port)  // bound: the packets are not refused
+        defer { sink.stop() }
         let sender = try Child(screenshareBinary(), [
             "start", "--to", "127.0.0.1:\(port)", "--input", path, "--input-format", "nv12", "--input-size", "1280x720",
             "--fps", "15", "--bitrate", "4M", "--content", "detail", "--duration", "4", "--json",
@@ -363,8 +329,8 @@ final class LoopbackUDP {
         #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30",
                                           "-frames:v", "45", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", path]) == 0)
         let port = freeEvenPort()
-        let sink = try LoopbackUDP(port: port)
-        _ = sink
+        let sink = try UDPReceiver(port: port)  // bound: the packets are not refused
+        defer { sink.stop() }
         let sender = try Child(screenshareBinary(), [
             "start", "--to", "127.0.0.1:\(port)", "--input", path, "--input-format", "nv12", "--input-size", "1280x720",
             "--fps", "30", "--bitrate", "1M", "--content", "motion", "--duration", "5", "--json",
