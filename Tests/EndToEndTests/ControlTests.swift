@@ -31,13 +31,17 @@ import X11TestSupport
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--control-socket", socket, "--no-cursor", "--json",
         ], dir: dir, name: "sender")
-        try EventLog.wait(for: "first_frame_sent", in: sender)
-        usleep(1_800_000)  // past the refinement after the first picture
+        let firstFrame = try EventLog.wait(for: "first_frame_sent", in: sender)
+        // Past the refinement after the first picture.
+        try waitUntilRefined(sender, since: try #require(firstFrame.eventTime))
 
         #expect(try ctl(["--socket", socket, "pause"], dir: dir).status == 0)
         let before = try #require((try status(socket, dir: dir)["stats"] as? [String: Any])?["frames_sent"] as? Int)
         try paintRoot(b, width: 1920, height: 1080, on: xvfb.name)
-        usleep(1_500_000)
+        let statsBefore = EventLog(sender).events(named: "stats").count
+        // Two more of the sender's stats seconds (the second one entirely after the new slide):
+        // unpaused, it would have sent the slide by then.
+        try EventLog.wait(for: "stats", in: sender, count: statsBefore + 2)
         let during = try #require((try status(socket, dir: dir)["stats"] as? [String: Any])?["frames_sent"] as? Int)
         // Paused: only keep-alive repeats (1 fps), not the ~22 frames a new slide would bring.
         #expect(during - before <= 3, "frames sent while paused: \(during - before)")
@@ -49,7 +53,9 @@ import X11TestSupport
         let bad = try ctl(["--socket", socket, "set", "volume=11"], dir: dir)
         #expect(bad.status == 64)
         #expect(bad.err.contains("volume"), "\(bad.err)")
-        usleep(1_500_000)
+        // Applied: reported, and the stream at the new size.
+        try EventLog.wait(for: "settings_changed", in: sender)
+        try EventLog.wait(for: "stats", in: sender) { $0["width"] as? Int == 1280 && $0["height"] as? Int == 720 }
         let settings = try #require(try status(socket, dir: dir)["settings"] as? [String: Any])
         #expect(settings["max_resolution"] as? String == "720p")
         #expect(settings["bitrate_kbps"] as? Int == 1000)
@@ -109,17 +115,14 @@ import X11TestSupport
         let failed = try EventLog.wait(for: "error", in: sender)
         #expect(failed["kind"] as? String == "source_switch_failed", "\(failed)")
         #expect(try ctl(["--socket", socket, "set", "source=region:640x480+100+100"], dir: dir).status == 0)
-        let deadline = Date().addingTimeInterval(10)
-        var size = 0
-        while Date() < deadline, size != 640 {
-            let r = try ctl(["--socket", socket, "--json", "status"], dir: dir)
-            let obj = try? parseJSONObject(r.out)
-            size = ((obj?["stats"] as? [String: Any])?["width"] as? Int) ?? 0
-            usleep(100_000)
+        // The capture thread switches: `ctl status` reports the stream at the region's size.
+        var now: JSONObject = [:]
+        try waitUntil(seconds: 10, pollMillis: 100, "the stream switched to the 640x480 region: \(now)") {
+            now = (try? parseJSONObject(ctl(["--socket", socket, "--json", "status"], dir: dir).out)) ?? [:]
+            return (now["stats"] as? [String: Any])?["width"] as? Int == 640
         }
-        #expect(size == 640, "the stream switched to the 640x480 region")
-        let settings = try #require(try status(socket, dir: dir)["settings"] as? [String: Any])
-        #expect(settings["source"] as? String == "region:640x480+100+100")
+        #expect((now["stats"] as? [String: Any])?["height"] as? Int == 480, "\(now)")
+        #expect((now["settings"] as? [String: Any])?["source"] as? String == "region:640x480+100+100", "\(now)")
         #expect(sender.finish(within: 0) == 130)
     }
 }

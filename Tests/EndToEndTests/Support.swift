@@ -175,6 +175,17 @@ struct FFmpegReceiver {
     }
 }
 
+/// Waits (bounded) until a sender has finished refining the picture it got at `changedAt` (after
+/// a change it encodes the picture again at half the frame rate for up to 1.5 s, or until the
+/// repeats change nothing): a whole stats second after that at the keep-alive rate (1 fps).
+/// Returns that stats event.
+@discardableResult
+func waitUntilRefined(_ sender: Child, since changedAt: Date, seconds: Double = 10) throws -> JSONObject {
+    try EventLog.wait(for: "stats", in: sender, seconds: seconds) { stats in
+        (stats["fps"] as? Int ?? .max) <= 1 && (stats.eventTime ?? .distantPast) >= changedAt.addingTimeInterval(1)
+    }
+}
+
 /// Writes the SDP the sender will write, so the receiver can start first.
 func writeSDP(port: UInt16, fps: Int, to path: String) throws {
     try SessionDescription(destination: "127.0.0.1", videoPort: port, framerate: fps).render()

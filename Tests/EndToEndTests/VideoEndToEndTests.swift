@@ -171,18 +171,23 @@ import X11TestSupport
         try writeSDP(port: port, fps: 15, to: sdp)
         let ffmpeg = try FFmpegReceiver(sdpPath: sdp, dir: dir)
         try waitUntilBound(port)
+        let socket = "\(dir)/ctl.sock"
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--window", "shared slides",
-            "--duration", "5", "--no-cursor", "--json",
+            "--control-socket", socket, "--no-cursor", "--json",
         ], dir: dir, name: "sender")
+        defer { sender.finish(within: 0) }
         try EventLog.wait(for: "first_frame_sent", in: sender)
         // The sender asked the window to repaint (Expose) when it redirected it; so does an app.
+        // Each step once the sender has finished refining the one before.
         shared.paint(first)
-        usleep(1_200_000)
+        try waitUntilRefined(sender, since: Date())
         try shared.move(x: 1100, y: 650)
         shared.paint(second)
-        usleep(1_500_000)
+        try waitUntilRefined(sender, since: Date())
         try shared.unmap()
+        try waitUntilRefined(sender, since: Date())
+        #expect(try runScreenshare(["ctl", "--socket", socket, "stop"]).status == 0)
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         ffmpeg.child.finish(within: 5)
 
