@@ -31,7 +31,9 @@ import X11TestSupport
             "--audio-app", "lecture-app", "--app-gain", "0", "--mic-gain", "-6", "--sdp", "\(dir)/sender.sdp", "--duration", "6", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
         try EventLog.wait(for: "started", in: sender)
-        usleep(300_000)
+        // The capture's record streams (microphone, and the anchor that keeps the sink in small
+        // blocks) are open before anything plays.
+        try pulse.waitForRecordStreams(of: "screenshare", count: 2)
         // The app being shared (440 Hz), another app (2500 Hz), the microphone (1000 Hz). Same
         // amplitude each; the mic is asked for 6 dB lower.
         let players = try [
@@ -68,16 +70,19 @@ import X11TestSupport
             "--audio-app", "lecture-app", "--no-mic", "--duration", "8", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
         try EventLog.wait(for: "started", in: sender)
-        usleep(300_000)
+        try pulse.waitForRecordStreams(of: "screenshare", count: 1)  // the capture's anchor
         let first = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
-        // Wait until it is heard. (The first time can take up to 2 s: a null sink renders 2 s
-        // blocks until the capture's low-latency anchor takes effect.)
-        let deadline = Date().addingTimeInterval(4)
-        while !receiver.snapshot().contains(where: { $0.level440 > 0.15 }) && Date() < deadline { usleep(20_000) }
-        usleep(300_000)
+        // Wait until it is heard, and steady: 300 ms of it (15 frames of 20 ms) in a row. (The
+        // first time can take up to 2 s: a null sink renders 2 s blocks until the capture's
+        // low-latency anchor takes effect.)
+        try waitUntil(seconds: 5, "300 ms of the tone before the app stops") {
+            let frames = receiver.snapshot()
+            return frames.count >= 15 && frames.suffix(15).allSatisfy { $0.level440 > 0.15 }
+        }
         first.finish(within: 0, interrupt: false)  // SIGKILL: the app vanishes
         let stoppedAt = Date()
-        usleep(1_200_000)
+        try EventLog.wait(for: "audio_app_detached", in: sender, seconds: 5)
+        hold(1.2 - Date().timeIntervalSince(stoppedAt), "the app stays away 1.2 s: the stream must carry no tone meanwhile")
         let restartedAt = Date()
         let second = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
@@ -196,7 +201,7 @@ import X11TestSupport
         first.finish(within: 2, interrupt: false)
         // The capture notices, and retries while the server is away (at least twice).
         try EventLog.wait(for: "audio_reconnecting", in: sender, count: 2, seconds: 5)
-        try waitUntil(seconds: 5, "an outage of 1.5 s") { Date() > killedAt.addingTimeInterval(1.5) }
+        hold(1.5 - Date().timeIntervalSince(killedAt), "PulseAudio stays away 1.5 s: video must keep flowing meanwhile")
         let restartAt = Date()
         try pulse.restart()
         let backAt = Date()
@@ -204,7 +209,8 @@ import X11TestSupport
         defer { second.finish(within: 0, interrupt: false) }
         let again = receiver.waitFor(seconds: 4) { $0.arrival > backAt && $0.level440 > 0.15 }
         let resumedSeen = (try? EventLog.wait(for: "audio_resumed", in: sender, seconds: 2)) != nil
-        usleep(300_000)  // a little more stream after the tone is back
+        // The app attached again (checked below, with the order of every step).
+        _ = try? EventLog.wait(for: "audio_app_attached", in: sender, count: 2, seconds: 3)
         kill(sender.pid, SIGINT)
         #expect(sender.finish(within: 15) == 130, "sender: \(sender.stderr)")
         let frames = receiver.stop()
@@ -304,7 +310,7 @@ import X11TestSupport
         kill(sender.pid, SIGUSR1)  // pause
         let pausedAt = Date()
         try EventLog.wait(for: "paused", in: sender, seconds: 5)
-        try waitUntil(seconds: 5, "a 1.5 s pause") { Date() > pausedAt.addingTimeInterval(1.5) }
+        hold(1.5 - Date().timeIntervalSince(pausedAt), "paused for 1.5 s: silence meanwhile, and the RTP clock must keep time across it")
         let ctl = try Child(screenshareBinary(), ["ctl", "--socket", socket, "resume"], dir: dir, name: "ctl-resume")
         let resumedAt = Date()
         #expect(ctl.finish(within: 10) == 0, "\(ctl.stderr)")
@@ -398,6 +404,33 @@ final class PrivatePulse {
             guard child.isRunning, Date() < deadline else { throw TestFailure("private PulseAudio did not start: \(child.stderr)") }
             usleep(50_000)
         }
+    }
+
+    /// Waits (bounded) until `app` has `count` record streams open on this server (`pactl list
+    /// source-outputs`).
+    func waitForRecordStreams(of app: String, count: Int, seconds: Double = 10) throws {
+        var listing = ""
+        try waitUntil(seconds: seconds, pollMillis: 50, "\(count) record streams of \(app); pactl: \(listing)") {
+            let pactl = try Child(which("pactl"), ["list", "source-outputs"], dir: dir, name: "pactl-\(UUID().uuidString.prefix(6))",
+                                  environment: environment)
+            guard pactl.finish(within: 5) == 0 else { return false }
+            listing = pactl.stdout
+            return listing.components(separatedBy: "application.name = \"\(app)\"").count - 1 >= count
+        }
+    }
+
+    /// The latency a sink reports (`pactl list sinks`), in microseconds; nil when it is not listed.
+    /// A null sink reports how far ahead of now it has rendered: up to a whole block.
+    func sinkLatencyMicros(_ sink: String) throws -> Int? {
+        let pactl = try Child(which("pactl"), ["list", "sinks"], dir: dir, name: "pactl-\(UUID().uuidString.prefix(6))", environment: environment)
+        guard pactl.finish(within: 5) == 0 else { return nil }
+        // "Sink #3" ... "\tName: headset" ... "\tLatency: 1007451 usec, configured 2000000 usec"
+        for block in pactl.stdout.components(separatedBy: "Sink #") {
+            let lines = block.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard lines.contains("Name: \(sink)") else { continue }
+            return lines.first { $0.hasPrefix("Latency: ") }.flatMap { Int($0.dropFirst("Latency: ".count).prefix { $0.isNumber }) }
+        }
+        return nil
     }
 
     /// Kills the server (SIGKILL, like a crash).
@@ -501,13 +534,28 @@ func changingVideo(dir: String) throws -> String {
     return path
 }
 
-/// Interleaved s16 stereo → the left channel as floats.
-func readS16Stereo(_ path: String) throws -> [Float] {
-    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+/// Interleaved s16 stereo → the left channel as floats (of the last `lastFrames` frames only,
+/// when given: a file still being written is read from its end).
+func readS16Stereo(_ path: String, lastFrames: Int? = nil) throws -> [Float] {
+    let data: Data
+    if let lastFrames {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return [] }
+        defer { try? handle.close() }
+        let size = try handle.seekToEnd() / 4 * 4
+        try handle.seek(toOffset: size - min(size, UInt64(lastFrames * 4)))
+        data = handle.readData(ofLength: Int(size) - Int(handle.offsetInFile))
+    } else {
+        data = try Data(contentsOf: URL(fileURLWithPath: path))
+    }
     return data.withUnsafeBytes { raw in
         let s = raw.bindMemory(to: Int16.self)
         return stride(from: 0, to: s.count - 1, by: 2).map { Float(s[$0]) / 32768 }
     }
+}
+
+/// How many s16 stereo frames a file holds so far (0 when it does not exist yet).
+func s16StereoFrames(_ path: String) -> Int {
+    ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0) / 4
 }
 
 func hann(_ x: [Float]) -> [Float] {

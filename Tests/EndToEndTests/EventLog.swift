@@ -105,3 +105,13 @@ func waitUntil(seconds: Double, pollMillis: Int = 10, _ what: @autoclosure () ->
         usleep(UInt32(pollMillis) * 1000)
     }
 }
+
+/// A stretch of time that is part of a scenario, not a wait for something to happen: an app
+/// stays away for 1.2 s, a pause lasts 1.5 s. Every fixed delay in the end-to-end tests goes
+/// through here, with its reason (`grep -rn "hold(" Tests/EndToEndTests` lists them).
+/// Nothing when `seconds` is not positive (the stretch has passed already).
+func hold(_ seconds: Double, _ why: String) {
+    _ = why
+    guard seconds > 0 else { return }
+    usleep(UInt32(seconds * 1_000_000))
+}
