@@ -41,7 +41,11 @@ import X11TestSupport
         let emitter = try AVEmitter(source)
         try emitter.start()
         defer { emitter.stop() }
-        usleep(2_100_000)
+        var latency: Int?
+        try waitUntil(seconds: 5, pollMillis: 50, "the headset sink in small blocks (latency \(latency.map { "\($0) us" } ?? "not listed"))") {
+            latency = try pulse.sinkLatencyMicros("headset")
+            return latency.map { $0 <= 20_000 } == true
+        }
 
         let port = freeEvenPort()
         let sdp = "\(dir)/stream.sdp"
@@ -51,20 +55,24 @@ import X11TestSupport
             "--audio-app", "lip-sync-app", "--no-mic", "--duration", "20", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
         defer { sender.finish(within: 0) }
-        let deadline = Date().addingTimeInterval(10)
-        while !FileManager.default.fileExists(atPath: sdp) && Date() < deadline { usleep(20_000) }
+        try waitUntil(seconds: 10, "the sender's SDP file") { FileManager.default.fileExists(atPath: sdp) }
         let viewer = try Child(screenshareBinary(), [
             "watch", "--sdp", sdp, "--display", viewerDisplay.name, "--audio-sink", "headset", "--duration", "18", "--json",
         ], dir: dir, name: "viewer", environment: pulse.environment)
         defer { viewer.finish(within: 0) }
         _ = try EventLog.wait(for: "first_frame", in: viewer)
         // The app's first sound reaches the stream after up to 2 s (README, known limits): ten
-        // events after that.
-        usleep(2_000_000)
+        // events after the first beep heard at the viewer.
+        try waitUntil(seconds: 10, "a beep heard at the viewer") { !measure.recording.beepOnsets.isEmpty }
         let from = emitter.events.count
-        let until = Date().addingTimeInterval(15)
-        while emitter.events.count < from + 10 && Date() < until { usleep(50_000) }
-        usleep(1_500_000)  // the last event through the network and the viewer's buffers
+        try waitUntil(seconds: 15, "ten more events at the source") { emitter.events.count >= from + 10 }
+        // The tenth through the network and the viewer's buffers: seen and heard (the checks
+        // below say what is missing if it is not).
+        let last = try #require(emitter.events.last)
+        _ = try? waitUntil(seconds: 5, "the last event seen and heard at the viewer") {
+            let r = measure.recording
+            return r.flashOnsets.contains { $0 > last.drawnNanos } && r.beepOnsets.contains { $0 > last.beepNanos }
+        }
         let recording = measure.stop()
         let events = emitter.stop()
         #expect(viewer.finish(within: 20) == 0, "\(viewer.stderr)")
