@@ -268,14 +268,12 @@ import X11TestSupport
             "t.", "!", "queue", "!", "webmmux", "!", "filesink", "location=\(dir)/sent.webm",
         ], dir: dir, name: "gst")
         #expect(gst.finish(within: 30) == 0, "gst: \(gst.stderr)")
-        // The viewer has decoded what it will decode once its count stops growing.
-        var last = -1, decoded = 0
-        let deadline = Date().addingTimeInterval(5)
-        repeat {
-            usleep(1_200_000)
-            last = decoded
-            decoded = EventLog(viewer).last(named: "stats")?["frames_decoded"] as? Int ?? 0
-        } while decoded != last && Date() < deadline
+        // The viewer has decoded what it will decode once a stats second after GStreamer ended
+        // decoded nothing (the checks below say what is missing if that does not come).
+        let gstEnded = Date()
+        _ = try? EventLog.wait(for: "stats", in: viewer, seconds: 5) {
+            $0["fps"] as? Int == 0 && ($0.eventTime ?? .distantPast) > gstEnded
+        }
         #expect(viewer.finish(within: 0) == 130, "viewer: \(viewer.stderr)")
         let got = try EventLog(viewer).stopped()
         let probe = try Self.ffprobe("\(dir)/sent.webm", dir: dir)
