@@ -45,7 +45,14 @@ import X11TestSupport
         // A second apart; the first within 2.5 s (the block the idle sink rendered plays out first).
         let deadline = monotonicNanos() + UInt64(count + 5) * 1_000_000_000
         while emitter.events.count < count && monotonicNanos() < deadline { usleep(20_000) }
-        usleep(300_000)  // the last flash and beep reach the measurer
+        // The last flash and beep reach the measurer (the checks below say what is missing if
+        // not). The probe's error is a few milliseconds either way: onsets from 50 ms before count.
+        if let last = emitter.events.last {
+            _ = try? waitUntil(seconds: 3, "the last event seen and heard") {
+                let r = measure.recording
+                return r.flashOnsets.contains { $0 + 50_000_000 > last.drawnNanos } && r.beepOnsets.contains { $0 + 50_000_000 > last.beepNanos }
+            }
+        }
         let events = emitter.stop()
         let recording = measure.stop()
         let run = Run(events: events, recording: recording, report: recording.sync(), missed: emitter.missed, underflows: emitter.underflows)

@@ -25,7 +25,8 @@ import X11TestSupport
         // Listening first: a null sink nobody asked for low latency renders 2 s blocks, and a
         // stream that joins then is first heard when that block has played out (the viewer would
         // buffer its sound meanwhile). The measurer's 5 ms fragments bring the headset sink down
-        // to 5 ms blocks; 2.1 s later the last 2 s block has played.
+        // to 5 ms blocks once the last 2 s block has played: its latency (how far ahead it has
+        // rendered) then stays within a few milliseconds.
         var listen = AVMeasure.Configuration(display: viewerDisplay.name, windowTitle: "screenshare watch",
                                              pulseServer: pulse.server, source: "headset.monitor")
         listen.audioThreshold = 0.2 + 2 * noise  // Opus-coded noise peaks above its own amplitude
@@ -40,7 +41,11 @@ import X11TestSupport
         let emitter = try AVEmitter(source)
         try emitter.start()
         defer { emitter.stop() }
-        usleep(2_100_000)
+        var latency: Int?
+        try waitUntil(seconds: 5, pollMillis: 50, "the headset sink in small blocks (latency \(latency.map { "\($0) us" } ?? "not listed"))") {
+            latency = try pulse.sinkLatencyMicros("headset")
+            return latency.map { $0 <= 20_000 } == true
+        }
 
         let port = freeEvenPort()
         let sdp = "\(dir)/stream.sdp"
@@ -50,20 +55,24 @@ import X11TestSupport
             "--audio-app", "lip-sync-app", "--no-mic", "--duration", "20", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
         defer { sender.finish(within: 0) }
-        let deadline = Date().addingTimeInterval(10)
-        while !FileManager.default.fileExists(atPath: sdp) && Date() < deadline { usleep(20_000) }
+        try waitUntil(seconds: 10, "the sender's SDP file") { FileManager.default.fileExists(atPath: sdp) }
         let viewer = try Child(screenshareBinary(), [
             "watch", "--sdp", sdp, "--display", viewerDisplay.name, "--audio-sink", "headset", "--duration", "18", "--json",
         ], dir: dir, name: "viewer", environment: pulse.environment)
         defer { viewer.finish(within: 0) }
-        _ = try RoomEndToEndTests.wait(for: "first_frame", in: viewer)
+        _ = try EventLog.wait(for: "first_frame", in: viewer)
         // The app's first sound reaches the stream after up to 2 s (README, known limits): ten
-        // events after that.
-        usleep(2_000_000)
+        // events after the first beep heard at the viewer.
+        try waitUntil(seconds: 10, "a beep heard at the viewer") { !measure.recording.beepOnsets.isEmpty }
         let from = emitter.events.count
-        let until = Date().addingTimeInterval(15)
-        while emitter.events.count < from + 10 && Date() < until { usleep(50_000) }
-        usleep(1_500_000)  // the last event through the network and the viewer's buffers
+        try waitUntil(seconds: 15, "ten more events at the source") { emitter.events.count >= from + 10 }
+        // The tenth through the network and the viewer's buffers: seen and heard (the checks
+        // below say what is missing if it is not).
+        let last = try #require(emitter.events.last)
+        _ = try? waitUntil(seconds: 5, "the last event seen and heard at the viewer") {
+            let r = measure.recording
+            return r.flashOnsets.contains { $0 > last.drawnNanos } && r.beepOnsets.contains { $0 > last.beepNanos }
+        }
         let recording = measure.stop()
         let events = emitter.stop()
         #expect(viewer.finish(within: 20) == 0, "\(viewer.stderr)")
@@ -77,14 +86,12 @@ import X11TestSupport
         print("AVSync (noise \(noise)):", report)
         print("  video delay (drawn at the source -> seen at the viewer) ms:", ms(video.offsetsMillis))
         print("  audio delay (played at the source -> played at the viewer) ms:", ms(audio.offsetsMillis))
-        let summary = try stoppedEvent(viewer.stdout)
+        let summary = try EventLog(viewer).stopped()
         print("  viewer:", summary.filter { $0.key.hasPrefix("audio") || $0.key.contains("frames") })
-        print("  sender:", try stoppedEvent(sender.stdout).filter { $0.key.contains("audio") })
+        print("  sender:", try EventLog(sender).stopped().filter { $0.key.contains("audio") })
         // The viewer's lip-sync state each second: measured offset, the delays it added, and
         // PulseAudio's latency (a regression shows here first).
-        for line in viewer.stdout.split(separator: "\n") {
-            guard let obj = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  obj["event"] as? String == "stats" else { continue }
+        for obj in EventLog(viewer).events(named: "stats") {
             let keys = ["av_offset_ms", "video_sync_delay_ms", "audio_sync_delay_ms", "audio_output_latency_ms", "audio_output_flushes"]
             print("  stats:", keys.map { "\($0)=\(obj[$0].map { "\($0)" } ?? "-")" }.joined(separator: " "))
         }

@@ -1,7 +1,6 @@
 import Foundation
 import OpusCodec
 import RTP
-import Synchronization
 import Testing
 import X11TestSupport
 
@@ -31,8 +30,10 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "5",
             "--audio-app", "lecture-app", "--app-gain", "0", "--mic-gain", "-6", "--sdp", "\(dir)/sender.sdp", "--duration", "6", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        try waitForEvent("started", in: sender)
-        usleep(300_000)
+        try EventLog.wait(for: "started", in: sender)
+        // The capture's record streams (microphone, and the anchor that keeps the sink in small
+        // blocks) are open before anything plays.
+        try pulse.waitForRecordStreams(of: "screenshare", count: 2)
         // The app being shared (440 Hz), another app (2500 Hz), the microphone (1000 Hz). Same
         // amplitude each; the mic is asked for 6 dB lower.
         let players = try [
@@ -43,8 +44,8 @@ import X11TestSupport
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         players.forEach { $0.finish(within: 0, interrupt: false) }
         ffmpeg.finish(within: 2)
-        #expect(sender.stdout.contains("\"audio_app_attached\""), "\(sender.stdout)")
-        #expect((try stoppedEvent(sender.stdout)["audio_packets_sent"] as? Int ?? 0) > 150)
+        #expect(EventLog(sender).contains("audio_app_attached"), "\(sender.stdout)")
+        #expect((try EventLog(sender).stopped()["audio_packets_sent"] as? Int ?? 0) > 150)
         #expect(try String(contentsOfFile: "\(dir)/sender.sdp", encoding: .utf8) == String(contentsOfFile: sdp, encoding: .utf8))
 
         let samples = try readS16Stereo("\(dir)/audio.raw")
@@ -68,26 +69,29 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "5",
             "--audio-app", "lecture-app", "--no-mic", "--duration", "8", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        try waitForEvent("started", in: sender)
-        usleep(300_000)
+        try EventLog.wait(for: "started", in: sender)
+        try pulse.waitForRecordStreams(of: "screenshare", count: 1)  // the capture's anchor
         let first = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
-        // Wait until it is heard. (The first time can take up to 2 s: a null sink renders 2 s
-        // blocks until the capture's low-latency anchor takes effect.)
-        let deadline = Date().addingTimeInterval(4)
-        while !receiver.snapshot().contains(where: { $0.level440 > 0.15 }) && Date() < deadline { usleep(20_000) }
-        usleep(300_000)
+        // Wait until it is heard, and steady: 300 ms of it (15 frames of 20 ms) in a row. (The
+        // first time can take up to 2 s: a null sink renders 2 s blocks until the capture's
+        // low-latency anchor takes effect.)
+        try waitUntil(seconds: 5, "300 ms of the tone before the app stops") {
+            let frames = receiver.snapshot()
+            return frames.count >= 15 && frames.suffix(15).allSatisfy { $0.level440 > 0.15 }
+        }
         first.finish(within: 0, interrupt: false)  // SIGKILL: the app vanishes
         let stoppedAt = Date()
-        usleep(1_200_000)
+        try EventLog.wait(for: "audio_app_detached", in: sender, seconds: 5)
+        hold(1.2 - Date().timeIntervalSince(stoppedAt), "the app stays away 1.2 s: the stream must carry no tone meanwhile")
         let restartedAt = Date()
         let second = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         second.finish(within: 0, interrupt: false)
         let frames = receiver.stop()
 
-        let attached = sender.stdout.split(separator: "\n").filter { $0.contains("\"audio_app_attached\"") }
-        #expect(attached.count == 2, "\(sender.stdout)")
-        #expect(sender.stdout.contains("\"audio_app_detached\""))
+        let log = EventLog(sender)
+        #expect(log.events(named: "audio_app_attached").count == 2, "\(sender.stdout)")
+        #expect(log.contains("audio_app_detached"))
         func tone(_ f: OpusRTPReceiver.Frame) -> Bool { f.level440 > 0.15 }
         #expect(frames.contains { $0.arrival < stoppedAt && tone($0) }, "no tone before the app stopped")
         // Silence while it is gone (DTX may leave packets out altogether).
@@ -115,8 +119,8 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(freeEvenPort())", "--input", video, "--input-size", "64x64", "--duration", "1", "--json",
         ], dir: dir, name: "implicit", environment: noServer)
         #expect(implicit.finish(within: 10) == 0, "\(implicit.stderr)")
-        #expect(implicit.stdout.contains("\"audio_unavailable\""))
-        #expect((try stoppedEvent(implicit.stdout)["frames_sent"] as? Int ?? 0) > 0)
+        #expect(EventLog(implicit).events(named: "warning").contains { $0["kind"] as? String == "audio_unavailable" }, "\(implicit.stdout)")
+        #expect((try EventLog(implicit).stopped()["frames_sent"] as? Int ?? 0) > 0)
     }
 
     @Test func sourcesListsPlayingApplicationsAndMicrophones() throws {
@@ -133,8 +137,7 @@ import X11TestSupport
         // pacat connects asynchronously: list until it shows up.
         var audio: [String: Any] = [:]
         try waitUntil(seconds: 10, "the playing app in `sources --json`") {
-            let obj = (try? JSONSerialization.jsonObject(with: Data((try? sources(json: true, environment: pulse.environment))?.stdout.utf8 ?? "".utf8))) as? [String: Any]
-            audio = obj?["audio"] as? [String: Any] ?? [:]
+            audio = (try? parseJSONObject(sources(json: true, environment: pulse.environment).stdout))?["audio"] as? [String: Any] ?? [:]
             return (audio["applications"] as? [[String: Any]] ?? []).contains { $0["name"] as? String == "listed-app ✓" }
         }
         #expect(audio["available"] as? Bool == true)
@@ -170,7 +173,7 @@ import X11TestSupport
         let noAudio = try sources(json: false, environment: none).stdout
         #expect(noAudio.contains("monitors:") && noAudio.contains("windows:"))
         #expect(noAudio.split(separator: "\n").contains { $0.hasPrefix("audio: unavailable") && $0.contains("no-such-socket") }, "\(noAudio)")
-        let noAudioJSON = try #require(try JSONSerialization.jsonObject(with: Data(sources(json: true, environment: none).stdout.utf8)) as? [String: Any])
+        let noAudioJSON = try parseJSONObject(sources(json: true, environment: none).stdout)
         let unavailable = try #require(noAudioJSON["audio"] as? [String: Any])
         #expect(unavailable["available"] as? Bool == false)
         #expect((unavailable["error"] as? String)?.contains("no-such-socket") == true)
@@ -181,13 +184,13 @@ import X11TestSupport
         let dir = try makeTempDir()
         let video = try changingVideo(dir: dir)
         let port = freeEvenPort()
-        let videoLog = try RTPPacketLog(port: port)
+        let videoLog = try UDPReceiver(port: port)
         let receiver = try OpusRTPReceiver(port: port + 2)
         let sender = try Child(screenshareBinary(), [
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "10",
             "--fps", "10", "--audio-app", "lecture-app", "--no-mic", "--duration", "60", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        try waitForEvent("started", in: sender)
+        try EventLog.wait(for: "started", in: sender)
         // Low-latency players, so what is measured is the reconnection, not a null sink's 2 s blocks.
         let first = try pulse.play(tone: 440, app: "lecture-app", latencyMillis: 20, dir: dir)
         let heard = receiver.waitFor(seconds: 5) { $0.level440 > 0.15 }
@@ -197,22 +200,21 @@ import X11TestSupport
         let killedAt = Date()
         first.finish(within: 2, interrupt: false)
         // The capture notices, and retries while the server is away (at least twice).
-        try waitUntil(seconds: 5, "two audio_reconnecting events") {
-            sender.stdout.components(separatedBy: "\"event\":\"audio_reconnecting\"").count > 2
-        }
-        try waitUntil(seconds: 5, "an outage of 1.5 s") { Date() > killedAt.addingTimeInterval(1.5) }
+        try EventLog.wait(for: "audio_reconnecting", in: sender, count: 2, seconds: 5)
+        hold(1.5 - Date().timeIntervalSince(killedAt), "PulseAudio stays away 1.5 s: video must keep flowing meanwhile")
         let restartAt = Date()
         try pulse.restart()
         let backAt = Date()
         let second = try pulse.play(tone: 440, app: "lecture-app", latencyMillis: 20, dir: dir)
         defer { second.finish(within: 0, interrupt: false) }
         let again = receiver.waitFor(seconds: 4) { $0.arrival > backAt && $0.level440 > 0.15 }
-        let resumedSeen = (try? waitForEvent("audio_resumed", in: sender, seconds: 2)) != nil
-        usleep(300_000)  // a little more stream after the tone is back
+        let resumedSeen = (try? EventLog.wait(for: "audio_resumed", in: sender, seconds: 2)) != nil
+        // The app attached again (checked below, with the order of every step).
+        _ = try? EventLog.wait(for: "audio_app_attached", in: sender, count: 2, seconds: 3)
         kill(sender.pid, SIGINT)
         #expect(sender.finish(within: 15) == 130, "sender: \(sender.stderr)")
         let frames = receiver.stop()
-        let packets = videoLog.stop()
+        let packets = videoLog.stop().compactMap { d in d.rtp.map { (arrival: d.arrival, payloadType: $0.header.payloadType) } }
 
         // Video kept flowing while PulseAudio was away (10 fps, one packet per 64x64 frame).
         let outage = packets.filter { $0.payloadType == 96 && $0.arrival > killedAt && $0.arrival < restartAt }
@@ -227,7 +229,7 @@ import X11TestSupport
         #expect(delay < 3, "audio back \(delay) s after PulseAudio")
         // Each step was reported, in order.
         #expect(resumedSeen)
-        let names = jsonEvents(sender.stdout).compactMap { e -> String? in
+        let names = EventLog(sender).all.compactMap { e -> String? in
             let name = e["event"] as? String
             if name == "warning" { return e["kind"] as? String == "audio_source_lost" ? "audio_source_lost" : nil }
             return ["audio_reconnecting", "audio_resumed", "audio_app_attached"].contains(name ?? "") ? name : nil
@@ -248,7 +250,7 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "5",
             "--audio-output", "headset", "--mic", "mic2.monitor", "--mic-gain", "-6", "--duration", "60", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        try waitForEvent("started", in: sender)
+        try EventLog.wait(for: "started", in: sender)
         // Two apps on the shared sink, one on the default sink; one tone into the named
         // microphone, one into the default microphone.
         let players = try [
@@ -282,7 +284,7 @@ import X11TestSupport
         #expect(20 * log10(max(a660, 1e-9) / a440) <= -40, "the default sink's app leaks in: \(a660)")
         #expect(20 * log10(max(a1500, 1e-9) / a440) <= -40, "the default microphone leaks in: \(a1500)")
         // The capture-to-send latency is measured (its size is for bench/audio.sh, not a test).
-        let stats = jsonEvents(sender.stdout).filter { $0["event"] as? String == "stats" }
+        let stats = EventLog(sender).events(named: "stats")
         let latency = try #require(stats.last?["audio_latency_ms_p50"] as? Double, "\(stats.last ?? [:])")
         #expect(latency > 0 && (stats.last?["audio_latency_ms_p95"] as? Double ?? 0) >= latency)
     }
@@ -298,7 +300,7 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--input", video, "--input-format", "nv12", "--input-size", "64x64", "--input-fps", "5",
             "--audio-output", "--no-mic", "--control-socket", socket, "--duration", "60", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        try waitForEvent("started", in: sender)
+        try EventLog.wait(for: "started", in: sender)
         let player = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
         defer { player.finish(within: 0, interrupt: false) }
         let tone: (OpusRTPReceiver.Frame) -> Bool = { $0.level440 > 0.15 }
@@ -307,8 +309,8 @@ import X11TestSupport
 
         kill(sender.pid, SIGUSR1)  // pause
         let pausedAt = Date()
-        try waitForEvent("paused", in: sender, seconds: 5)
-        try waitUntil(seconds: 5, "a 1.5 s pause") { Date() > pausedAt.addingTimeInterval(1.5) }
+        try EventLog.wait(for: "paused", in: sender, seconds: 5)
+        hold(1.5 - Date().timeIntervalSince(pausedAt), "paused for 1.5 s: silence meanwhile, and the RTP clock must keep time across it")
         let ctl = try Child(screenshareBinary(), ["ctl", "--socket", socket, "resume"], dir: dir, name: "ctl-resume")
         let resumedAt = Date()
         #expect(ctl.finish(within: 10) == 0, "\(ctl.stderr)")
@@ -346,7 +348,7 @@ import X11TestSupport
         let before = frames.filter { $0.arrival < pausedAt }.map(offset).min()!
         let after = frames.filter { $0.arrival > b.arrival }.map(offset).min()!
         #expect(abs(after - before) <= 0.02, "the RTP clock moved \((before - after) * 1000) ms against the wall clock across the pause")
-        let names = jsonEvents(sender.stdout).compactMap { $0["event"] as? String }.filter { ["paused", "resumed"].contains($0) }
+        let names = EventLog(sender).names.filter { ["paused", "resumed"].contains($0) }
         #expect(names == ["paused", "resumed"])
     }
 }
@@ -404,6 +406,33 @@ final class PrivatePulse {
         }
     }
 
+    /// Waits (bounded) until `app` has `count` record streams open on this server (`pactl list
+    /// source-outputs`).
+    func waitForRecordStreams(of app: String, count: Int, seconds: Double = 10) throws {
+        var listing = ""
+        try waitUntil(seconds: seconds, pollMillis: 50, "\(count) record streams of \(app); pactl: \(listing)") {
+            let pactl = try Child(which("pactl"), ["list", "source-outputs"], dir: dir, name: "pactl-\(UUID().uuidString.prefix(6))",
+                                  environment: environment)
+            guard pactl.finish(within: 5) == 0 else { return false }
+            listing = pactl.stdout
+            return listing.components(separatedBy: "application.name = \"\(app)\"").count - 1 >= count
+        }
+    }
+
+    /// The latency a sink reports (`pactl list sinks`), in microseconds; nil when it is not listed.
+    /// A null sink reports how far ahead of now it has rendered: up to a whole block.
+    func sinkLatencyMicros(_ sink: String) throws -> Int? {
+        let pactl = try Child(which("pactl"), ["list", "sinks"], dir: dir, name: "pactl-\(UUID().uuidString.prefix(6))", environment: environment)
+        guard pactl.finish(within: 5) == 0 else { return nil }
+        // "Sink #3" ... "\tName: headset" ... "\tLatency: 1007451 usec, configured 2000000 usec"
+        for block in pactl.stdout.components(separatedBy: "Sink #") {
+            let lines = block.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard lines.contains("Name: \(sink)") else { continue }
+            return lines.first { $0.hasPrefix("Latency: ") }.flatMap { Int($0.dropFirst("Latency: ".count).prefix { $0.isNumber }) }
+        }
+        return nil
+    }
+
     /// Kills the server (SIGKILL, like a crash).
     func kill() { Glibc.kill(child.pid, SIGKILL); child.finish(within: 5, interrupt: false) }
 
@@ -440,8 +469,9 @@ final class PrivatePulse {
     }
 }
 
-/// Receives our Opus RTP on a UDP port and decodes each packet with libopus as it arrives.
-final class OpusRTPReceiver: @unchecked Sendable {
+/// Our Opus RTP arriving on a UDP port (a `UDPReceiver`), decoded with libopus in order of
+/// arrival as the test reads it.
+final class OpusRTPReceiver {
     struct Frame: Sendable {
         var arrival: Date
         var sequence: UInt16
@@ -452,116 +482,47 @@ final class OpusRTPReceiver: @unchecked Sendable {
         var left: [Float]
         var rms: Double { left.isEmpty ? 0 : sqrt(left.reduce(0) { $0 + Double($1) * Double($1) } / Double(left.count)) }
     }
-    // `frames` is guarded by its Mutex; `fd` is immutable; `running` is atomic.
-    private let fd: Int32
-    private let frames = Mutex<[Frame]>([])
-    private let running = Atomic<Bool>(true)
-    private let finished = DispatchSemaphore(value: 0)
+    private let udp: UDPReceiver
+    private let decoder: OpusFrameDecoder
+    private var frames: [Frame] = []
+    private var datagramsRead = 0
+    private var pcm = [Float](repeating: 0, count: 5760 * 2)
 
     init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw TestFailure("cannot bind UDP port \(port)") }
-        let decoder = try OpusFrameDecoder()
-        let box = UncheckedDecoder(decoder)
-        Thread { [self] in receiveLoop(box.decoder) }.start()
+        udp = try UDPReceiver(port: port)
+        decoder = try OpusFrameDecoder()
     }
 
-    private func receiveLoop(_ decoder: OpusFrameDecoder) {
-        var buffer = [UInt8](repeating: 0, count: 2000)
-        var pcm = [Float](repeating: 0, count: 5760 * 2)
-        while running.load(ordering: .relaxed) {
-            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, 50) > 0 else { continue }
-            let n = recv(fd, &buffer, buffer.count, 0)
-            guard n > 12, buffer[1] & 0x7F == 111 else { continue }
-            let seq = UInt16(buffer[2]) << 8 | UInt16(buffer[3])
-            let ts = UInt32(buffer[4]) << 24 | UInt32(buffer[5]) << 16 | UInt32(buffer[6]) << 8 | UInt32(buffer[7])
-            let marker = buffer[1] & 0x80 != 0
-            let count = (try? buffer.withUnsafeBytes { b in
-                try pcm.withUnsafeMutableBufferPointer { try decoder.decode(UnsafeRawBufferPointer(rebasing: b[12..<n]), into: $0) }
+    /// The frames received so far (decoding those that arrived since the last call).
+    func snapshot() -> [Frame] {
+        let new = udp.datagrams(from: datagramsRead)
+        datagramsRead += new.count
+        for d in new {
+            guard let (header, payload) = d.rtp, header.payloadType == 111, !payload.isEmpty else { continue }
+            let count = (try? payload.withUnsafeBytes { p in
+                try pcm.withUnsafeMutableBufferPointer { try decoder.decode(p, into: $0) }
             }) ?? 0
             let left = stride(from: 0, to: count * 2, by: 2).map { pcm[$0] }
-            frames.withLock { $0.append(Frame(arrival: Date(), sequence: seq, timestamp: ts, marker: marker,
-                                              level440: amplitude(left, 440), left: left)) }
+            frames.append(Frame(arrival: d.arrival, sequence: header.sequenceNumber, timestamp: header.timestamp, marker: header.marker,
+                                level440: amplitude(left, 440), left: left))
         }
-        finished.signal()
+        return frames
     }
-
-    /// The frames received so far.
-    func snapshot() -> [Frame] { frames.withLock { $0 } }
 
     /// Waits (bounded) until a received frame satisfies `condition`; returns it, or nil at the deadline.
     func waitFor(seconds: Double, _ condition: (Frame) -> Bool) -> Frame? {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if let f = snapshot().first(where: condition) { return f }
-            usleep(10_000)
+        var found: Frame?
+        try? waitUntil(seconds: seconds, "an Opus frame") {
+            found = snapshot().first(where: condition)
+            return found != nil
         }
-        return snapshot().first(where: condition)
+        return found
     }
 
     /// Stops receiving and returns every frame received.
     func stop() -> [Frame] {
-        running.store(false, ordering: .relaxed)
-        finished.wait()
-        close(fd)
-        return frames.withLock { $0 }
-    }
-}
-
-private struct UncheckedDecoder: @unchecked Sendable {
-    // Handed to the receive thread, which is its only user from then on.
-    let decoder: OpusFrameDecoder
-    init(_ d: OpusFrameDecoder) { decoder = d }
-}
-
-/// Logs the RTP packets arriving on a UDP port (arrival time, payload type, sequence number).
-final class RTPPacketLog: @unchecked Sendable {
-    struct Packet: Sendable {
-        var arrival: Date
-        var payloadType: UInt8
-        var sequence: UInt16
-    }
-    // `packets` is guarded by its Mutex; `fd` is immutable; `running` is atomic.
-    private let fd: Int32
-    private let packets = Mutex<[Packet]>([])
-    private let running = Atomic<Bool>(true)
-    private let finished = DispatchSemaphore(value: 0)
-
-    init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw TestFailure("cannot bind UDP port \(port)") }
-        Thread { [self] in
-            var buffer = [UInt8](repeating: 0, count: 2000)
-            while running.load(ordering: .relaxed) {
-                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&pfd, 1, 50) > 0 else { continue }
-                let n = recv(fd, &buffer, buffer.count, 0)
-                guard n >= 12, buffer[0] >> 6 == 2 else { continue }
-                let p = Packet(arrival: Date(), payloadType: buffer[1] & 0x7F, sequence: UInt16(buffer[2]) << 8 | UInt16(buffer[3]))
-                packets.withLock { $0.append(p) }
-            }
-            finished.signal()
-        }.start()
-    }
-
-    func snapshot() -> [Packet] { packets.withLock { $0 } }
-
-    func stop() -> [Packet] {
-        running.store(false, ordering: .relaxed)
-        finished.wait()
-        close(fd)
-        return packets.withLock { $0 }
+        udp.stop()
+        return snapshot()
     }
 }
 
@@ -573,27 +534,28 @@ func changingVideo(dir: String) throws -> String {
     return path
 }
 
-/// The JSON events a child printed, in order.
-func jsonEvents(_ stdout: String) -> [[String: Any]] {
-    stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-}
-
-/// Waits (bounded) until `condition` holds.
-func waitUntil(seconds: Double, _ what: String, _ condition: () -> Bool) throws {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !condition() {
-        guard Date() < deadline else { throw TestFailure("timed out after \(seconds) s waiting for \(what)") }
-        usleep(10_000)
+/// Interleaved s16 stereo → the left channel as floats (of the last `lastFrames` frames only,
+/// when given: a file still being written is read from its end).
+func readS16Stereo(_ path: String, lastFrames: Int? = nil) throws -> [Float] {
+    let data: Data
+    if let lastFrames {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return [] }
+        defer { try? handle.close() }
+        let size = try handle.seekToEnd() / 4 * 4
+        try handle.seek(toOffset: size - min(size, UInt64(lastFrames * 4)))
+        data = handle.readData(ofLength: Int(size) - Int(handle.offsetInFile))
+    } else {
+        data = try Data(contentsOf: URL(fileURLWithPath: path))
     }
-}
-
-/// Interleaved s16 stereo → the left channel as floats.
-func readS16Stereo(_ path: String) throws -> [Float] {
-    let data = try Data(contentsOf: URL(fileURLWithPath: path))
     return data.withUnsafeBytes { raw in
         let s = raw.bindMemory(to: Int16.self)
         return stride(from: 0, to: s.count - 1, by: 2).map { Float(s[$0]) / 32768 }
     }
+}
+
+/// How many s16 stereo frames a file holds so far (0 when it does not exist yet).
+func s16StereoFrames(_ path: String) -> Int {
+    ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.intValue ?? 0) / 4
 }
 
 func hann(_ x: [Float]) -> [Float] {

@@ -54,7 +54,7 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
 
     @Test func aRoomPortInUseIsANetworkErrorNamingIt() throws {
         let port = freeEvenPort()
-        let taken = try LoopbackUDP(port: port)
+        let taken = try UDPReceiver(port: port)
         let r = try runScreenshare(["start", "--room", "a", "--listen", "127.0.0.1:\(port)", "--no-audio", "--duration", "1"])
         #expect(r.status == 68, "\(r.stderr)")
         #expect(r.stderr.contains("--listen") && r.stderr.contains("\(port)"), "\(r.stderr)")

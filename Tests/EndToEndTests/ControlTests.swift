@@ -13,7 +13,7 @@ import X11TestSupport
     func status(_ socket: String, dir: String) throws -> [String: Any] {
         let r = try ctl(["--socket", socket, "--json", "status"], dir: dir)
         #expect(r.status == 0, "\(r.err)")
-        return try #require(try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any])
+        return try parseJSONObject(r.out)
     }
 
     @Test func pauseHoldsThePictureAndSettingsChangeLive() throws {
@@ -31,13 +31,17 @@ import X11TestSupport
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--control-socket", socket, "--no-cursor", "--json",
         ], dir: dir, name: "sender")
-        try waitForEvent("first_frame_sent", in: sender)
-        usleep(1_800_000)  // past the refinement after the first picture
+        let firstFrame = try EventLog.wait(for: "first_frame_sent", in: sender)
+        // Past the refinement after the first picture.
+        try waitUntilRefined(sender, since: try #require(firstFrame.eventTime))
 
         #expect(try ctl(["--socket", socket, "pause"], dir: dir).status == 0)
         let before = try #require((try status(socket, dir: dir)["stats"] as? [String: Any])?["frames_sent"] as? Int)
         try paintRoot(b, width: 1920, height: 1080, on: xvfb.name)
-        usleep(1_500_000)
+        let statsBefore = EventLog(sender).events(named: "stats").count
+        // Two more of the sender's stats seconds (the second one entirely after the new slide):
+        // unpaused, it would have sent the slide by then.
+        try EventLog.wait(for: "stats", in: sender, count: statsBefore + 2)
         let during = try #require((try status(socket, dir: dir)["stats"] as? [String: Any])?["frames_sent"] as? Int)
         // Paused: only keep-alive repeats (1 fps), not the ~22 frames a new slide would bring.
         #expect(during - before <= 3, "frames sent while paused: \(during - before)")
@@ -49,7 +53,9 @@ import X11TestSupport
         let bad = try ctl(["--socket", socket, "set", "volume=11"], dir: dir)
         #expect(bad.status == 64)
         #expect(bad.err.contains("volume"), "\(bad.err)")
-        usleep(1_500_000)
+        // Applied: reported, and the stream at the new size.
+        try EventLog.wait(for: "settings_changed", in: sender)
+        try EventLog.wait(for: "stats", in: sender) { $0["width"] as? Int == 1280 && $0["height"] as? Int == 720 }
         let settings = try #require(try status(socket, dir: dir)["settings"] as? [String: Any])
         #expect(settings["max_resolution"] as? String == "720p")
         #expect(settings["bitrate_kbps"] as? Int == 1000)
@@ -61,11 +67,9 @@ import X11TestSupport
         #expect(!FileManager.default.fileExists(atPath: socket), "the socket is removed at exit")
 
         // Events in order; the stream ends at 1280x720 showing the slide painted during the pause.
-        let names = sender.stdout.split(separator: "\n").compactMap { line -> String? in
-            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["event"] as? String
-        }.filter { ["paused", "resumed", "settings_changed", "stopped"].contains($0) }
+        let names = EventLog(sender).names.filter { ["paused", "resumed", "settings_changed", "stopped"].contains($0) }
         #expect(names == ["paused", "resumed", "settings_changed", "stopped"], "\(names)")
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         #expect(stopped["width"] as? Int == 1280 && stopped["height"] as? Int == 720)
         #expect(stopped["reason"] as? String == "ctl_stop")
         let last = try ffmpeg.lastFrame(width: 1920, height: 1080)
@@ -84,14 +88,14 @@ import X11TestSupport
         let port = freeEvenPort()
         let sender = try Child(screenshareBinary(), ["start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--json"],
                                dir: dir, name: "sender", environment: env)
-        try waitForEvent("started", in: sender)
+        try EventLog.wait(for: "started", in: sender)
         let r = try ctl(["status"], dir: dir, env: env)
         #expect(r.status == 0, "\(r.err)")
         #expect(r.out.contains("frames_sent"))
         kill(sender.pid, SIGUSR1)
-        try waitForEvent("paused", in: sender)
+        try EventLog.wait(for: "paused", in: sender)
         kill(sender.pid, SIGUSR2)
-        try waitForEvent("resumed", in: sender)
+        try EventLog.wait(for: "resumed", in: sender)
         #expect(sender.finish(within: 0) == 130)
     }
 
@@ -99,29 +103,26 @@ import X11TestSupport
         let xvfb = try PrivateXvfb()
         let dir = try makeTempDir()
         let port = freeEvenPort()
-        let sink = try LoopbackUDP(port: port)
-        _ = sink
+        let sink = try UDPReceiver(port: port)  // bound: the packets are not refused
+        defer { sink.stop() }
         let socket = "\(dir)/ctl.sock"
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--control-socket", socket, "--json",
         ], dir: dir, name: "sender")
-        try waitForEvent("first_frame_sent", in: sender)
+        try EventLog.wait(for: "first_frame_sent", in: sender)
         // A window that does not exist: refused by the capture thread, the screen goes on.
         #expect(try ctl(["--socket", socket, "set", "source=window:no such window"], dir: dir).status == 0)
-        try waitForEvent("error", in: sender)
-        #expect(sender.stdout.contains("source_switch_failed"))
+        let failed = try EventLog.wait(for: "error", in: sender)
+        #expect(failed["kind"] as? String == "source_switch_failed", "\(failed)")
         #expect(try ctl(["--socket", socket, "set", "source=region:640x480+100+100"], dir: dir).status == 0)
-        let deadline = Date().addingTimeInterval(10)
-        var size = 0
-        while Date() < deadline, size != 640 {
-            let r = try ctl(["--socket", socket, "--json", "status"], dir: dir)
-            let obj = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [String: Any]
-            size = ((obj?["stats"] as? [String: Any])?["width"] as? Int) ?? 0
-            usleep(100_000)
+        // The capture thread switches: `ctl status` reports the stream at the region's size.
+        var now: JSONObject = [:]
+        try waitUntil(seconds: 10, pollMillis: 100, "the stream switched to the 640x480 region: \(now)") {
+            now = (try? parseJSONObject(ctl(["--socket", socket, "--json", "status"], dir: dir).out)) ?? [:]
+            return (now["stats"] as? [String: Any])?["width"] as? Int == 640
         }
-        #expect(size == 640, "the stream switched to the 640x480 region")
-        let settings = try #require(try status(socket, dir: dir)["settings"] as? [String: Any])
-        #expect(settings["source"] as? String == "region:640x480+100+100")
+        #expect((now["stats"] as? [String: Any])?["height"] as? Int == 480, "\(now)")
+        #expect((now["settings"] as? [String: Any])?["source"] as? String == "region:640x480+100+100", "\(now)")
         #expect(sender.finish(within: 0) == 130)
     }
 }
@@ -143,14 +144,14 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--input", input, "--input-size", "960x540", "--fps", "30", "--content", "motion",
             "--bitrate", "2M", "--no-audio", "--control-socket", socket, "--duration", "14", "--json",
         ], dir: dir, name: "sender")
-        func stats() -> [[String: Any]] { RoomEndToEndTests.events(viewer, "stats") }
+        func stats() -> [[String: Any]] { EventLog(viewer).events(named: "stats") }
         func fps(after count: Int) throws -> Int {
             // The second full second after the change (the first may straddle it).
-            let s = try RoomEndToEndTests.wait(for: "stats", in: viewer, count: count + 2)
+            let s = try EventLog.wait(for: "stats", in: viewer, count: count + 2)
             return s["fps"] as? Int ?? -1
         }
-        _ = try RoomEndToEndTests.wait(for: "first_frame", in: viewer)
-        _ = try RoomEndToEndTests.wait(for: "stats", in: viewer, count: 2)
+        _ = try EventLog.wait(for: "first_frame", in: viewer)
+        _ = try EventLog.wait(for: "stats", in: viewer, count: 2)
         #expect(try runScreenshare(["ctl", "--socket", socket, "set", "fps=5"]).status == 0)
         let slow = try fps(after: stats().count)
         #expect((4...6).contains(slow), "fps after set fps=5: \(slow)")
@@ -161,12 +162,12 @@ import X11TestSupport
         // 960x540 → 640x360: the decoded size changes within 1 s, and the pictures do not stop.
         let asked = Date()
         #expect(try runScreenshare(["ctl", "--socket", socket, "set", "max-resolution=640x360"]).status == 0)
-        let changed = try RoomEndToEndTests.wait(for: "resolution_changed", in: viewer, seconds: 5)
+        let changed = try EventLog.wait(for: "resolution_changed", in: viewer, seconds: 5)
         #expect(Date().timeIntervalSince(asked) <= 1.0, "new size after \(Date().timeIntervalSince(asked)) s")
         #expect(changed["width"] as? Int == 640 && changed["height"] as? Int == 360)
         #expect(sender.finish(within: 30) == 0, "\(sender.stderr)")
         #expect(viewer.finish(within: 30) == 0, "\(viewer.stderr)")
-        let summary = try stoppedEvent(viewer.stdout)
+        let summary = try EventLog(viewer).stopped()
         // No gap longer than 500 ms. (A freeze is counted from max(3 × the frame time, +150 ms),
         // about 180 ms at 30 fps: the encoder restart at the new size may cost one, under load.)
         let frozen = summary["total_freezes_duration_s"] as? Double ?? 1

@@ -65,15 +65,12 @@ import X11TestSupport
     @discardableResult
     static func check(_ child: Child, command: String) -> [String: [[String: Any]]] {
         var seen: [String: [[String: Any]]] = [:]
-        let rfc3339 = ISO8601DateFormatter()
-        rfc3339.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        for line in child.stdout.split(separator: "\n") {
-            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
-                Issue.record("\(command): not a JSON object: \(line)")
-                continue
-            }
+        let log = EventLog(child)
+        for line in log.malformedLines { Issue.record("\(command): not a JSON object: \(line)") }
+        for o in log.all {
+            let line = "\(o)"
             guard let name = o["event"] as? String else { Issue.record("\(command): no event name: \(line)"); continue }
-            #expect((o["time"] as? String).flatMap { rfc3339.date(from: $0) } != nil, "\(command) \(name): time is not RFC 3339: \(line)")
+            #expect(o["time"] is String && o.eventTime != nil, "\(command) \(name): time is not RFC 3339: \(line)")
             guard let fields = schema[command]?[name] else {
                 Issue.record("\(command): undocumented event '\(name)': \(line)")
                 continue
@@ -95,14 +92,14 @@ import X11TestSupport
         let port = freeEvenPort()
         let serve = try RoomEndToEndTests.serve(dir, port: port)
         let viewer = try RoomEndToEndTests.viewer(dir, "pupil", room: "r", port: port, duration: 30)
-        _ = try RoomEndToEndTests.wait(for: "connected", in: viewer)
+        _ = try EventLog.wait(for: "connected", in: viewer)
         let socket = "\(dir)/p.sock"
         let presenter = try Child(screenshareBinary(), [
             "start", "--room", "r", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", input, "--input-size", "320x240",
             "--fps", "15", "--audio-output", "--no-mic", "--control-socket", socket, "--duration", "8", "--json",
         ], dir: dir, name: "teacher")
-        _ = try RoomEndToEndTests.wait(for: "subscribed", in: presenter)
-        _ = try RoomEndToEndTests.wait(for: "stats", in: presenter) { $0["viewers"] as? Int == 1 }
+        _ = try EventLog.wait(for: "subscribed", in: presenter)
+        _ = try EventLog.wait(for: "stats", in: presenter) { $0["viewers"] as? Int == 1 }
         // Someone joins after the presenter: peer_joined on its side too.
         let late = try RoomEndToEndTests.viewer(dir, "late", room: "r", port: port, duration: 1)
         #expect(late.finish(within: 20) == 0)
@@ -112,7 +109,7 @@ import X11TestSupport
             #expect(r.status == 0, "ctl \(command): \(r.stderr)")
         }
         #expect(presenter.finish(within: 20) == 0, "\(presenter.stderr)")
-        _ = try RoomEndToEndTests.wait(for: "peer_left", in: viewer)
+        _ = try EventLog.wait(for: "peer_left", in: viewer)
         kill(viewer.pid, SIGINT)
         #expect(viewer.finish(within: 10) == 130)
         kill(serve.pid, SIGINT)
@@ -200,10 +197,10 @@ import X11TestSupport
         let resized = try Child(screenshareBinary(), [
             "start", "--display", screen.name, "--to", "127.0.0.1:\(freeEvenPort())", "--no-audio", "--json",
         ], dir: dir, name: "resized")
-        _ = try RoomEndToEndTests.wait(for: "first_frame_sent", in: resized)
+        _ = try EventLog.wait(for: "first_frame_sent", in: resized)
         // Xvfb resizes its framebuffer (xrandr reports a CRTC error, but the screen changes).
         _ = try run(which("xrandr"), ["-display", screen.name, "--fb", "1024x600"])
-        _ = try RoomEndToEndTests.wait(for: "warning", in: resized) { $0["kind"] as? String == "source_resized" }
+        _ = try EventLog.wait(for: "warning", in: resized) { $0["kind"] as? String == "source_resized" }
         screen.stop()
         #expect(resized.finish(within: 20, interrupt: false) == 69, "\(resized.stderr)")
         let r = Self.check(resized, command: "start")

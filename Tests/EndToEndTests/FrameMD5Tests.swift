@@ -31,7 +31,7 @@ import X11TestSupport
                                dir: dir, name: "ffmpeg")
         #expect(ffmpeg.finish(within: 20) == 0, "\(ffmpeg.stderr)")
         let theirs = Self.hashes(ffmpeg.stdout)
-        let decoded = try #require(try stoppedEvent(viewer.stdout)["frames_decoded"] as? Int)
+        let decoded = try #require(try EventLog(viewer).stopped()["frames_decoded"] as? Int)
         #expect(ours.count == decoded && decoded > 30, "\(ours.count) lines for \(decoded) frames")
         #expect(ours == theirs, "first difference at \(zip(ours, theirs).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(ours.count, theirs.count)) of \(ours.count)/\(theirs.count)")
     }

@@ -11,23 +11,16 @@ import X11TestSupport
         #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "nullsrc=s=1920x1080:r=15,geq=lum='random(1)*255':cb=128:cr=128",
                                           "-frames:v", "2", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", input]) == 0)
         let port = freeEvenPort()
-        let sink = try LoopbackUDP(port: port)
+        let sink = try UDPReceiver(port: port)
         let sender = try Child(screenshareBinary(), [
             "start", "--to", "127.0.0.1:\(port)", "--input", input, "--input-size", "1920x1080", "--bitrate", "2M",
             "--no-audio", "--duration", "2", "--json",
         ], dir: dir, name: "sender")
-        // The first frame's packets (one RTP timestamp) and when each arrived.
-        var arrivals: [(Double, Int)] = []
-        var firstTimestamp: UInt32?
-        while true {
-            guard let (bytes, _) = try? sink.receive(timeoutSeconds: 5) else { break }
-            guard bytes.count > 12, bytes[1] & 0x7F == 96 else { continue }
-            let ts = UInt32(bytes[4]) << 24 | UInt32(bytes[5]) << 16 | UInt32(bytes[6]) << 8 | UInt32(bytes[7])
-            if firstTimestamp == nil { firstTimestamp = ts }
-            guard ts == firstTimestamp else { break }
-            arrivals.append((Date().timeIntervalSince1970, bytes.count))
-        }
         #expect(sender.finish(within: 20) == 0, "\(sender.stderr)")
+        // The first frame's packets (one RTP timestamp) and when each arrived.
+        let video = sink.stop().filter { $0.rtp?.header.payloadType == 96 }
+        let firstTimestamp = video.first?.rtp?.header.timestamp
+        let arrivals = video.prefix { $0.rtp?.header.timestamp == firstTimestamp }.map { ($0.arrival.timeIntervalSince1970, $0.bytes.count) }
         let bytes = arrivals.reduce(0) { $0 + $1.1 }
         #expect(bytes > 40_000, "the keyframe is \(bytes) bytes: too small to show pacing")
         let span = (arrivals.last?.0 ?? 0) - (arrivals.first?.0 ?? 0)

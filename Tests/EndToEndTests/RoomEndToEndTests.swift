@@ -33,59 +33,39 @@ import X11TestSupport
         return c
     }
 
-    static func events(_ child: Child, _ name: String? = nil) -> [[String: Any]] {
-        child.stdout.split(separator: "\n").compactMap { line in
-            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
-            return name == nil || o["event"] as? String == name ? o : nil
-        }
-    }
-
-    static func wait(for name: String, in child: Child, count: Int = 1, seconds: Double = 20,
-                     where match: ([String: Any]) -> Bool = { _ in true }) throws -> [String: Any] {
-        let deadline = Date().addingTimeInterval(seconds)
-        while true {
-            let found = events(child, name).filter(match)
-            if found.count >= count { return found[count - 1] }
-            guard Date() < deadline, child.isRunning else {
-                throw TestFailure("no \(name) event (\(count)) in \(child.stdoutPath): \(child.stdout.suffix(2000)) \(child.stderr.suffix(1000))")
-            }
-            usleep(20_000)
-        }
-    }
-
     @Test func onePresenterThreeViewersALateJoinerAndAKilledViewer() throws {
         let dir = try makeTempDir()
         let input = try Self.motion(dir, 640, 360)
         let port = freeEvenPort()
         let presenter = try Self.presenter(dir, "teacher", room: "class", ["--listen", ":\(port)"], input: input, size: "640x360", duration: 16)
         try waitUntilBound(port)
-        let started = try Self.wait(for: "started", in: presenter)
+        let started = try EventLog.wait(for: "started", in: presenter)
         #expect((started["watch_command"] as? String)?.hasPrefix("screenshare watch --room class --server ") == true)
         let viewers = try (1...3).map { try Self.viewer(dir, "pupil\($0)", room: "class", port: port, duration: 13) }
-        for v in viewers { _ = try Self.wait(for: "first_frame", in: v) }
-        _ = try Self.wait(for: "subscribed", in: presenter, count: 3)
+        for v in viewers { _ = try EventLog.wait(for: "first_frame", in: v) }
+        _ = try EventLog.wait(for: "subscribed", in: presenter, count: 3)
 
         // kill -9 one viewer: the relay notices within 5 s and stops sending to it.
         kill(viewers[2].pid, SIGKILL)
         let killed = Date()
-        let left = try Self.wait(for: "peer_left", in: presenter, seconds: 10) { $0["name"] as? String == "pupil3" }
+        let left = try EventLog.wait(for: "peer_left", in: presenter, seconds: 10) { $0["name"] as? String == "pupil3" }
         let noticed = Date().timeIntervalSince(killed)
         #expect(left["reason"] as? String == "timeout")
         #expect(noticed <= 5.0, "noticed after \(noticed) s")
-        _ = try Self.wait(for: "unsubscribed", in: presenter) { $0["viewers"] as? Int == 2 }
+        _ = try EventLog.wait(for: "unsubscribed", in: presenter) { $0["viewers"] as? Int == 2 }
 
         // A late joiner gets a keyframe, so its first picture, within 500 ms.
         let late = try Self.viewer(dir, "late", room: "class", port: port, duration: 3)
-        let first = try Self.wait(for: "first_frame", in: late)
+        let first = try EventLog.wait(for: "first_frame", in: late)
         let ttff = try #require(first["time_to_first_frame_ms"] as? Double)
         #expect(ttff <= 500, "late joiner's first frame after \(ttff) ms")
         #expect(late.finish(within: 20) == 0, "\(late.stderr)")
 
         for v in viewers.prefix(2) { #expect(v.finish(within: 30) == 0, "\(v.stderr)") }
         #expect(presenter.finish(within: 30) == 0, "\(presenter.stderr)")
-        let sent = try #require(try stoppedEvent(presenter.stdout)["frames_sent"] as? Int)
+        let sent = try #require(try EventLog(presenter).stopped()["frames_sent"] as? Int)
         for v in viewers.prefix(2) {
-            let s = try stoppedEvent(v.stdout)
+            let s = try EventLog(v).stopped()
             // The others saw no freeze while the third one died, and lost nothing.
             #expect(s["freeze_count"] as? Int == 0, "\(v.stdoutPath): \(s)")
             #expect(s["packets_lost"] as? Int == 0, "\(s)")
@@ -97,7 +77,7 @@ import X11TestSupport
             #expect(rtt >= 0 && rtt < 50, "rtt \(rtt) ms")
         }
         // The relay answered keyframe requests: the presenter sent a keyframe for each joiner (≥ 2).
-        #expect((try stoppedEvent(presenter.stdout)["keyframes_sent"] as? Int ?? 0) >= 2)
+        #expect((try EventLog(presenter).stopped()["keyframes_sent"] as? Int ?? 0) >= 2)
     }
 
     @Test func notificationsArriveInOrder() throws {
@@ -106,22 +86,22 @@ import X11TestSupport
         let port = freeEvenPort()
         let serve = try Self.serve(dir, port: port)
         let viewer = try Self.viewer(dir, "pupil", room: "r", port: port, duration: 30)
-        _ = try Self.wait(for: "connected", in: viewer)
+        _ = try EventLog.wait(for: "connected", in: viewer)
         let presenter = try Self.presenter(dir, "teacher", room: "r", ["--server", "127.0.0.1:\(port)"], input: input, size: "320x240", duration: 3)
         #expect(presenter.finish(within: 20) == 0, "\(presenter.stderr)")
-        _ = try Self.wait(for: "peer_left", in: viewer)
+        _ = try EventLog.wait(for: "peer_left", in: viewer)
         kill(viewer.pid, SIGINT)
         #expect(viewer.finish(within: 10) == 130)
-        let order = Self.events(viewer).compactMap { $0["event"] as? String }.filter {
+        let order = EventLog(viewer).all.compactMap { $0["event"] as? String }.filter {
             ["peer_joined", "substream_started", "subscribed", "first_frame", "substream_stopped", "peer_left", "unsubscribed"].contains($0)
         }
         #expect(order == ["peer_joined", "substream_started", "subscribed", "first_frame", "substream_stopped", "peer_left", "unsubscribed"], "\(order)")
-        let stopped = try #require(Self.events(viewer, "substream_stopped").first)
+        let stopped = try #require(EventLog(viewer).events(named: "substream_stopped").first)
         #expect(stopped["kind"] as? String == "screen")
         // The relay reported the same story.
         kill(serve.pid, SIGINT)
         #expect(serve.finish(within: 10) == 130)
-        let relayOrder = Self.events(serve).compactMap { $0["event"] as? String }.filter { $0 != "stats" }
+        let relayOrder = EventLog(serve).all.compactMap { $0["event"] as? String }.filter { $0 != "stats" }
         #expect(relayOrder.first == "started")
         #expect(relayOrder.contains("substream_started") && relayOrder.contains("substream_stopped") && relayOrder.contains("subscribed"))
         #expect(relayOrder.last == "stopped")
@@ -133,26 +113,26 @@ import X11TestSupport
         let port = freeEvenPort()
         let serve = try Self.serve(dir, port: port)
         let ann = try Self.presenter(dir, "ann", room: "r", ["--server", "127.0.0.1:\(port)"], input: small, size: "320x240", duration: 6)
-        _ = try Self.wait(for: "connected", in: ann)
+        _ = try EventLog.wait(for: "connected", in: ann)
         let bob = try Self.presenter(dir, "bob", room: "r", ["--server", "127.0.0.1:\(port)"], input: large, size: "640x480", duration: 14)
-        _ = try Self.wait(for: "connected", in: bob)
+        _ = try EventLog.wait(for: "connected", in: bob)
         let pinned = try Self.viewer(dir, "pinned", room: "r", port: port, duration: 4, extra: ["--from", "bob"])
         let auto = try Self.viewer(dir, "auto", room: "r", port: port, duration: 12)
-        let pinnedFirst = try Self.wait(for: "first_frame", in: pinned)
+        let pinnedFirst = try EventLog.wait(for: "first_frame", in: pinned)
         #expect(pinnedFirst["width"] as? Int == 640)
-        let autoFirst = try Self.wait(for: "first_frame", in: auto)
+        let autoFirst = try EventLog.wait(for: "first_frame", in: auto)
         #expect(autoFirst["width"] as? Int == 320)  // ann joined first
         // Ann stops: the auto viewer moves to bob and shows his pictures.
         #expect(ann.finish(within: 20) == 0, "\(ann.stderr)")
-        let second = try Self.wait(for: "first_frame", in: auto, count: 2)
+        let second = try EventLog.wait(for: "first_frame", in: auto, count: 2)
         #expect(second["width"] as? Int == 640)
-        let subs = Self.events(auto, "subscribed").compactMap { $0["name"] as? String }
+        let subs = EventLog(auto).events(named: "subscribed").compactMap { $0["name"] as? String }
         #expect(subs == ["ann", "bob"])
         #expect(pinned.finish(within: 20) == 0)
-        #expect(Self.events(pinned, "subscribed").compactMap { $0["name"] as? String } == ["bob"])
+        #expect(EventLog(pinned).events(named: "subscribed").compactMap { $0["name"] as? String } == ["bob"])
         #expect(auto.finish(within: 20) == 0)
         #expect(bob.finish(within: 20) == 0)
-        #expect(try stoppedEvent(auto.stdout)["freeze_count"] as? Int == 0)
+        #expect(try EventLog(auto).stopped()["freeze_count"] as? Int == 0)
         _ = serve.finish(within: 0)
     }
 
@@ -167,13 +147,13 @@ import X11TestSupport
         let va = try Self.viewer(dir, "va", room: "a", port: port, duration: 4)
         let vb = try Self.viewer(dir, "vb", room: "b", port: port, duration: 4)
         for c in [va, vb, pa, pb] { #expect(c.finish(within: 30) == 0, "\(c.stderr)") }
-        let a = try stoppedEvent(va.stdout), b = try stoppedEvent(vb.stdout)
+        let a = try EventLog(va).stopped(), b = try EventLog(vb).stopped()
         #expect(a["width"] as? Int == 320 && b["width"] as? Int == 640)
         #expect(a["packets_foreign"] as? Int == 0 && b["packets_foreign"] as? Int == 0)
         #expect((a["frames_decoded"] as? Int ?? 0) > 30 && (b["frames_decoded"] as? Int ?? 0) > 30)
-        #expect(Self.events(va, "peer_joined").allSatisfy { $0["name"] as? String != "pb" && $0["name"] as? String != "vb" })
-        #expect(Self.events(vb, "peer_joined").allSatisfy { $0["name"] as? String != "pa" && $0["name"] as? String != "va" })
-        #expect(Self.events(va, "resolution_changed").isEmpty)
+        #expect(EventLog(va).events(named: "peer_joined").allSatisfy { $0["name"] as? String != "pb" && $0["name"] as? String != "vb" })
+        #expect(EventLog(vb).events(named: "peer_joined").allSatisfy { $0["name"] as? String != "pa" && $0["name"] as? String != "va" })
+        #expect(EventLog(va).events(named: "resolution_changed").isEmpty)
         _ = serve.finish(within: 0)
     }
 
@@ -181,14 +161,10 @@ import X11TestSupport
         let dir = try makeTempDir()
         let port = freeEvenPort()
         let serve = try Self.serve(dir, port: port)
-        let probe = try LoopbackUDP(port: 0)
-        var relay = sockaddr_in()
-        relay.sin_family = sa_family_t(AF_INET)
-        relay.sin_port = port.bigEndian
-        relay.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let probe = try UDPReceiver()
         func ask(_ bytes: [UInt8]) throws -> ControlEnvelope {
-            probe.send(bytes, to: relay)
-            return try ControlEnvelope.parse(try probe.receive(timeoutSeconds: 3).0)
+            probe.send(bytes, toPort: port)
+            return try ControlEnvelope.parse(try probe.receive(timeoutSeconds: 3).bytes)
         }
         func code(_ e: ControlEnvelope) -> RoomErrorCode? { if case let .error(c, _) = e.message { c } else { nil } }
         var wrongVersion = ControlEnvelope(requestID: 1, .ping(version: 0)).encoded()
@@ -199,18 +175,18 @@ import X11TestSupport
         #expect(code(try ask(ControlEnvelope(requestID: 4, .subscribe(publisher: 1, kinds: [])).encoded())) == .notJoined)
         #expect(code(try ask(ControlEnvelope(requestID: 5, .join(room: "", name: "x", role: "viewer", token: nil)).encoded())) == .badRoom)
         var rng = SystemRandomNumberGenerator()
-        for _ in 0..<300 { probe.send((0..<Int.random(in: 1...200)).map { _ in UInt8.random(in: 0...255, using: &rng) }, to: relay) }
-        for n in 0..<8 { probe.send(Array(ControlEnvelope(requestID: 6, .join(room: "r", name: "x", role: "viewer", token: nil)).encoded().prefix(n)), to: relay) }
+        for _ in 0..<300 { probe.send((0..<Int.random(in: 1...200)).map { _ in UInt8.random(in: 0...255, using: &rng) }, toPort: port) }
+        for n in 0..<8 { probe.send(Array(ControlEnvelope(requestID: 6, .join(room: "r", name: "x", role: "viewer", token: nil)).encoded().prefix(n)), toPort: port) }
         // Still serving: a presenter and a viewer meet.
         let input = try Self.motion(dir, 320, 240)
         let viewer = try Self.viewer(dir, "v", room: "r", port: port, duration: 3)
         let presenter = try Self.presenter(dir, "p", room: "r", ["--server", "127.0.0.1:\(port)"], input: input, size: "320x240", duration: 4)
-        _ = try Self.wait(for: "first_frame", in: viewer)
+        _ = try EventLog.wait(for: "first_frame", in: viewer)
         #expect(viewer.finish(within: 20) == 0)
         #expect(presenter.finish(within: 20) == 0)
         kill(serve.pid, SIGINT)
         _ = serve.finish(within: 10)
-        let summary = try stoppedEvent(serve.stdout)
+        let summary = try EventLog(serve).stopped()
         // Everything sent was dropped and counted: malformed messages as rejected, RTP-looking
         // bytes from an address that never joined as unknown_source.
         let dropped = (summary["rejected"] as? Int ?? 0) + (summary["unknown_source"] as? Int ?? 0)
@@ -224,24 +200,24 @@ import X11TestSupport
         let serve = try Self.serve(dir, port: port)
         let presenter = try Self.presenter(dir, "p", room: "r", ["--server", "127.0.0.1:\(port)"], input: input, size: "320x240", duration: 60)
         let viewer = try Self.viewer(dir, "v", room: "r", port: port, duration: 60)
-        _ = try Self.wait(for: "first_frame", in: viewer)
+        _ = try EventLog.wait(for: "first_frame", in: viewer)
         kill(serve.pid, SIGKILL)
         _ = serve.finish(within: 5)
         let again = try Self.serve(dir, port: port, name: "serve2")
         // Both notice (not_joined, or silence) and join the new relay; pictures flow again.
-        _ = try Self.wait(for: "connected", in: presenter, count: 2, seconds: 15)
-        _ = try Self.wait(for: "connected", in: viewer, count: 2, seconds: 15)
-        let before = Self.events(viewer, "stats").count
-        _ = try Self.wait(for: "stats", in: viewer, count: before + 2, seconds: 10)
-        let after = Self.events(viewer, "stats").suffix(1).compactMap { $0["fps"] as? Int }
+        _ = try EventLog.wait(for: "connected", in: presenter, count: 2, seconds: 15)
+        _ = try EventLog.wait(for: "connected", in: viewer, count: 2, seconds: 15)
+        let before = EventLog(viewer).events(named: "stats").count
+        _ = try EventLog.wait(for: "stats", in: viewer, count: before + 2, seconds: 10)
+        let after = EventLog(viewer).events(named: "stats").suffix(1).compactMap { $0["fps"] as? Int }
         #expect(after.first.map { $0 >= 10 } == true, "fps after the restart: \(after)")
         // Now the relay goes for good: 3 retries, `disconnected`, exit code 68.
         kill(again.pid, SIGKILL)
         _ = again.finish(within: 5)
         #expect(presenter.finish(within: 25, interrupt: false) == 68, "\(presenter.stderr)")
         #expect(viewer.finish(within: 25, interrupt: false) == 68, "\(viewer.stderr)")
-        #expect(Self.events(presenter, "reconnecting").suffix(3).compactMap { $0["attempt"] as? Int } == [1, 2, 3])
-        #expect(Self.events(presenter, "disconnected").count == 1)
-        #expect(Self.events(viewer, "disconnected").count == 1)
+        #expect(EventLog(presenter).events(named: "reconnecting").suffix(3).compactMap { $0["attempt"] as? Int } == [1, 2, 3])
+        #expect(EventLog(presenter).events(named: "disconnected").count == 1)
+        #expect(EventLog(viewer).events(named: "disconnected").count == 1)
     }
 }

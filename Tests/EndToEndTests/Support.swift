@@ -175,14 +175,15 @@ struct FFmpegReceiver {
     }
 }
 
-/// Parses our JSON event lines and returns the `stopped` event's fields.
-func stoppedEvent(_ stdout: String) throws -> [String: Any] {
-    for line in stdout.split(separator: "\n").reversed() {
-        if let obj = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], obj["event"] as? String == "stopped" {
-            return obj
-        }
+/// Waits (bounded) until a sender has finished refining the picture it got at `changedAt` (after
+/// a change it encodes the picture again at half the frame rate for up to 1.5 s, or until the
+/// repeats change nothing): a whole stats second after that at the keep-alive rate (1 fps).
+/// Returns that stats event.
+@discardableResult
+func waitUntilRefined(_ sender: Child, since changedAt: Date, seconds: Double = 10) throws -> JSONObject {
+    try EventLog.wait(for: "stats", in: sender, seconds: seconds) { stats in
+        (stats["fps"] as? Int ?? .max) <= 1 && (stats.eventTime ?? .distantPast) >= changedAt.addingTimeInterval(1)
     }
-    throw TestFailure("no stopped event in: \(stdout)")
 }
 
 /// Writes the SDP the sender will write, so the receiver can start first.

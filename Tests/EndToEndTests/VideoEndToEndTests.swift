@@ -24,7 +24,7 @@ import X11TestSupport
         ], dir: dir, name: "sender")
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         ffmpeg.child.finish(within: 5)
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         let sent = try #require(stopped["frames_sent"] as? Int)
         // A still slide: the first frame, refinement, then at least the 1 fps keep-alive
         // (rate control may drop refinement frames after a large keyframe in detail mode).
@@ -54,7 +54,7 @@ import X11TestSupport
         ], dir: dir, name: "sender")
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         gst.finish(within: 1)
-        let sent = try #require(try stoppedEvent(sender.stdout)["frames_sent"] as? Int)
+        let sent = try #require(try EventLog(sender).stopped()["frames_sent"] as? Int)
         let decoded = gst.stdout.split(separator: "\n").filter { !$0.isEmpty }.count
         #expect(decoded >= Int(0.9 * Double(sent)) && decoded > 0, "GStreamer decoded \(decoded) of \(sent): \(gst.stderr)")
     }
@@ -145,11 +145,10 @@ import X11TestSupport
         let port = freeEvenPort()
         let sender = try Child(screenshareBinary(), ["start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--json"], dir: dir, name: "sender")
         // Wait for the first frame (bounded), then interrupt.
-        let deadline = Date().addingTimeInterval(20)
-        while !sender.stdout.contains("first_frame_sent") && Date() < deadline { usleep(20_000) }
+        try EventLog.wait(for: "first_frame_sent", in: sender)
         kill(sender.pid, SIGINT)
         #expect(sender.finish(within: 10, interrupt: false) == 130)
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         #expect(stopped["reason"] as? String == "requested")
     }
 
@@ -172,18 +171,23 @@ import X11TestSupport
         try writeSDP(port: port, fps: 15, to: sdp)
         let ffmpeg = try FFmpegReceiver(sdpPath: sdp, dir: dir)
         try waitUntilBound(port)
+        let socket = "\(dir)/ctl.sock"
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--window", "shared slides",
-            "--duration", "5", "--no-cursor", "--json",
+            "--control-socket", socket, "--no-cursor", "--json",
         ], dir: dir, name: "sender")
-        try waitForEvent("first_frame_sent", in: sender)
+        defer { sender.finish(within: 0) }
+        try EventLog.wait(for: "first_frame_sent", in: sender)
         // The sender asked the window to repaint (Expose) when it redirected it; so does an app.
+        // Each step once the sender has finished refining the one before.
         shared.paint(first)
-        usleep(1_200_000)
+        try waitUntilRefined(sender, since: Date())
         try shared.move(x: 1100, y: 650)
         shared.paint(second)
-        usleep(1_500_000)
+        try waitUntilRefined(sender, since: Date())
         try shared.unmap()
+        try waitUntilRefined(sender, since: Date())
+        #expect(try runScreenshare(["ctl", "--socket", socket, "stop"]).status == 0)
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         ffmpeg.child.finish(within: 5)
 
@@ -201,7 +205,7 @@ import X11TestSupport
         // Hidden: a flat placeholder, not the screen behind.
         let last = try #require(frames.last)
         #expect((last.max() ?? 0) - (last.min() ?? 0) <= 4, "last frame is not a flat placeholder")
-        #expect(sender.stdout.contains("\"source_unavailable\""))
+        #expect(EventLog(sender).events(named: "warning").contains { $0["kind"] as? String == "source_unavailable" }, "\(sender.stdout)")
     }
 
     @Test func oneRandRMonitorIsSentAtItsOwnSize() throws {
@@ -237,15 +241,15 @@ import X11TestSupport
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--duration", "3", "--json",
         ], dir: dir, name: "sender")
-        try waitForEvent("first_frame_sent", in: sender)
+        try EventLog.wait(for: "first_frame_sent", in: sender)
         // Xvfb resizes its framebuffer (xrandr reports a CRTC error, but the screen changes).
         _ = try run(which("xrandr"), ["--display", xvfb.name, "--fb", "1280x720"])
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         ffmpeg.child.finish(within: 5)
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         #expect(stopped["width"] as? Int == 1280 && stopped["height"] as? Int == 720, "\(stopped)")
         #expect(stopped["keyframes_sent"] as? Int == 2)
-        #expect(sender.stdout.contains("\"source_resized\""))
+        #expect(EventLog(sender).events(named: "warning").contains { $0["kind"] as? String == "source_resized" }, "\(sender.stdout)")
         let md5 = try String(contentsOfFile: ffmpeg.md5Path, encoding: .utf8)
         #expect(md5.contains("3110400") && md5.contains("1382400"), "ffmpeg decoded frames of both sizes")
     }
@@ -255,7 +259,7 @@ import X11TestSupport
         let dir = try makeTempDir()
         let child = try Child(screenshareBinary(), ["sources", "--display", xvfb.name, "--json"], dir: dir, name: "sources")
         #expect(child.finish(within: 10) == 0, "\(child.stderr)")
-        let obj = try #require(try JSONSerialization.jsonObject(with: Data(child.stdout.utf8)) as? [String: Any])
+        let obj = try parseJSONObject(child.stdout)
         let windows = try #require(obj["windows"] as? [[String: Any]])
         let mine = try #require(windows.first { $0["id"] as? String == "0x" + String(w.id, radix: 16) })
         #expect(mine["title"] as? String == "Listed Window ✓")
@@ -276,15 +280,6 @@ func crop(_ bgra: [UInt8], width: Int, x: Int, y: Int, w: Int, h: Int) -> [UInt8
     return out
 }
 
-/// Waits (bounded) until the child printed an event of that name.
-func waitForEvent(_ name: String, in child: Child, seconds: Double = 20) throws {
-    let deadline = Date().addingTimeInterval(seconds)
-    while !child.stdout.contains("\"event\":\"\(name)\"") {
-        guard Date() < deadline, child.isRunning else { throw TestFailure("no \(name) event: \(child.stdout) \(child.stderr)") }
-        usleep(20_000)
-    }
-}
-
 /// RTCP feedback reaches the sender: a PLI (RFC 4585 §6.3.1) sent back to the address the
 /// sender reports come from gives a new keyframe.
 @Suite struct KeyframeRequestTests {
@@ -292,54 +287,20 @@ func waitForEvent(_ name: String, in child: Child, seconds: Double = 20) throws 
         let xvfb = try PrivateXvfb()
         let dir = try makeTempDir()
         let port = freeEvenPort()
-        let rtcp = try LoopbackUDP(port: port + 1)
+        let rtcp = try UDPReceiver(port: port + 1)
         let sender = try Child(screenshareBinary(), [
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--duration", "3", "--json",
         ], dir: dir, name: "sender")
         // The first sender report tells where the sender's RTCP comes from, and its SSRC.
-        let (report, from) = try rtcp.receive(timeoutSeconds: 10)
+        let first = try rtcp.receive(timeoutSeconds: 10)
+        let report = first.bytes
         #expect(report.count >= 28 && report[1] == 200, "first RTCP packet is an SR")
         let mediaSSRC = Array(report[4..<8])
         // PLI: V=2 FMT=1, PT=206, length 2; sender SSRC (ours), media SSRC (theirs).
-        rtcp.send([0x81, 206, 0x00, 0x02, 0x11, 0x22, 0x33, 0x44] + mediaSSRC, to: from)
+        rtcp.send([0x81, 206, 0x00, 0x02, 0x11, 0x22, 0x33, 0x44] + mediaSSRC, to: first.from)
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         #expect(stopped["keyframes_sent"] as? Int == 2, "keyframes: \(stopped["keyframes_sent"] ?? "none")")
-    }
-}
-
-/// A UDP socket on 127.0.0.1:port for tests that talk RTCP to the sender.
-final class LoopbackUDP {
-    let fd: Int32
-    init(port: UInt16) throws {
-        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_port = port.bigEndian
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 else { throw TestFailure("cannot bind UDP \(port)") }
-    }
-    deinit { close(fd) }
-
-    func receive(timeoutSeconds: Double) throws -> ([UInt8], sockaddr_in) {
-        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        guard poll(&pfd, 1, Int32(timeoutSeconds * 1000)) == 1 else { throw TestFailure("nothing received within \(timeoutSeconds) s") }
-        var buf = [UInt8](repeating: 0, count: 2048)
-        var from = sockaddr_in()
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let n = withUnsafeMutablePointer(to: &from) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, &buf, buf.count, 0, $0, &len) }
-        }
-        guard n > 0 else { throw TestFailure("recvfrom failed") }
-        return (Array(buf[0..<n]), from)
-    }
-
-    func send(_ bytes: [UInt8], to addr: sockaddr_in) {
-        var a = addr
-        _ = withUnsafePointer(to: &a) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, bytes, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
     }
 }
 
@@ -354,14 +315,14 @@ final class LoopbackUDP {
         #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=15",
                                           "-frames:v", "30", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", path]) == 0)
         let port = freeEvenPort()
-        let sink = try LoopbackUDP(port: port)
-        _ = sink
+        let sink = try UDPReceiver(port: port)  // bound: the packets are not refused
+        defer { sink.stop() }
         let sender = try Child(screenshareBinary(), [
             "start", "--to", "127.0.0.1:\(port)", "--input", path, "--input-format", "nv12", "--input-size", "1280x720",
             "--fps", "15", "--bitrate", "4M", "--content", "detail", "--duration", "4", "--json",
         ], dir: dir, name: "sender")
         #expect(sender.finish(within: 60) == 0, "sender: \(sender.stderr)")
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         let captured = try #require(stopped["frames_captured"] as? Int)
         let sent = try #require(stopped["frames_sent"] as? Int)
         #expect(Double(sent) >= 0.8 * Double(captured), "sent \(sent) of \(captured) pictures")
@@ -373,20 +334,17 @@ final class LoopbackUDP {
         #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30",
                                           "-frames:v", "45", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", path]) == 0)
         let port = freeEvenPort()
-        let sink = try LoopbackUDP(port: port)
-        _ = sink
+        let sink = try UDPReceiver(port: port)  // bound: the packets are not refused
+        defer { sink.stop() }
         let sender = try Child(screenshareBinary(), [
             "start", "--to", "127.0.0.1:\(port)", "--input", path, "--input-format", "nv12", "--input-size", "1280x720",
             "--fps", "30", "--bitrate", "1M", "--content", "motion", "--duration", "5", "--json",
         ], dir: dir, name: "sender")
         #expect(sender.finish(within: 60) == 0, "sender: \(sender.stderr)")
-        let rates: [Int] = sender.stdout.split(separator: "\n").compactMap { line in
-            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["event"] as? String == "stats" else { return nil }
-            return o["kbps"] as? Int
-        }
+        let rates = EventLog(sender).events(named: "stats").compactMap { $0["kbps"] as? Int }
         // Over the whole run, keyframe included: within 25 % of the target (it was 43 % over
         // when the quantizer was capped at 56).
-        let stopped = try stoppedEvent(sender.stdout)
+        let stopped = try EventLog(sender).stopped()
         let bytes = try #require(stopped["bytes_sent"] as? Int)
         let seconds = try #require(stopped["duration_s"] as? Double)
         let mean = Double(bytes) * 8 / seconds / 1000

@@ -17,29 +17,37 @@ import X11TestSupport
             "start", "--to", "127.0.0.1:\(port)", "--sdp", sdp, "--input", input, "--input-size", "320x240",
             "--audio-app", "lecture-app", "--no-mic", "--duration", "9", "--json",
         ], dir: dir, name: "sender", environment: pulse.environment)
-        let deadline = Date().addingTimeInterval(10)
-        while !FileManager.default.fileExists(atPath: sdp) && Date() < deadline { usleep(20_000) }
+        try waitUntil(seconds: 10, "the sender's SDP file") { FileManager.default.fileExists(atPath: sdp) }
         // The viewer plays into the "virtmic" null sink; its monitor is what a listener would hear.
         let viewer = try Child(screenshareBinary(), [
             "watch", "--sdp", sdp, "--headless", "--record", "\(dir)/got.webm", "--audio-sink", "virtmic", "--duration", "7", "--json",
         ], dir: dir, name: "viewer", environment: pulse.environment)
-        _ = try RoomEndToEndTests.wait(for: "first_frame", in: viewer)
-        usleep(2_500_000)  // the app's first sound reaches the stream after up to 2 s (see the README's known limits)
+        _ = try EventLog.wait(for: "first_frame", in: viewer)
+        let heardPath = "\(dir)/heard.raw"
         let heard = try Child(which("parecord"), ["--device=virtmic.monitor", "--raw", "--format=s16le", "--rate=48000", "--channels=2",
-                                                 "\(dir)/heard.raw"], dir: dir, name: "parecord", environment: pulse.environment)
-        usleep(2_000_000)
+                                                 heardPath], dir: dir, name: "parecord", environment: pulse.environment)
+        // The app's first sound reaches the stream after up to 2 s (see the README's known
+        // limits): once the sink plays the tone, 1 s more of it.
+        var toneFrom = 0
+        try waitUntil(seconds: 10, "the 440 Hz tone out of the viewer's sink") {
+            let last = try readS16Stereo(heardPath, lastFrames: 4_800)
+            guard last.count == 4_800, amplitude(hann(last), 440) * 2 > 0.1 else { return false }
+            toneFrom = s16StereoFrames(heardPath)
+            return true
+        }
+        try waitUntil(seconds: 5, "1 s more of the viewer's sink") { s16StereoFrames(heardPath) >= toneFrom + 48_000 }
         kill(heard.pid, SIGINT)
         _ = heard.finish(within: 5)
         #expect(viewer.finish(within: 20) == 0, "\(viewer.stderr)")
         #expect(sender.finish(within: 20) == 0, "\(sender.stderr)")
         _ = tone.finish(within: 0)
 
-        let summary = try stoppedEvent(viewer.stdout)
+        let summary = try EventLog(viewer).stopped()
         #expect(summary["audio_playing"] as? Bool == true, "\(summary)")
         #expect((summary["audio_decoded"] as? Int ?? 0) > 100, "\(summary)")
         #expect(summary["audio_late"] as? Int == 0, "\(summary)")
         // Played: the tone at about its level (0.25) in what the sink played.
-        let played = try readS16Stereo("\(dir)/heard.raw")
+        let played = try readS16Stereo(heardPath)
         #expect(played.count > 48_000, "parecord got \(played.count) samples")
         let window = hann(Array(played.suffix(48_000)))
         let a440 = amplitude(window, 440) * 2, a1000 = amplitude(window, 1000) * 2

@@ -11,27 +11,6 @@ import X11TestSupport
 @Suite(.serialized) struct ViewerRobustnessTests {
     // MARK: - Helpers
 
-    /// One JSON event line with its `time` as a Date.
-    struct Event {
-        var fields: [String: Any]
-        var time: Date
-        var name: String { fields["event"] as? String ?? "" }
-        func int(_ k: String) -> Int? { fields[k] as? Int }
-        func double(_ k: String) -> Double? { (fields[k] as? Double) ?? (fields[k] as? Int).map(Double.init) }
-    }
-
-    static func parseEvents(_ text: String) -> [Event] {
-        let iso = ISO8601DateFormatter()
-        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return text.split(separator: "\n").compactMap { line in
-            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
-            // Our events carry RFC 3339 times; the proxy's carry Unix seconds.
-            if let s = o["time"] as? String, let d = iso.date(from: s) { return Event(fields: o, time: d) }
-            if let t = o["time"] as? Double { return Event(fields: o, time: Date(timeIntervalSince1970: t)) }
-            return Event(fields: o, time: .distantPast)
-        }
-    }
-
     /// Two ports for the viewer and the proxy (each with its RTCP port +1) that do not collide.
     static func ports() -> (viewer: UInt16, proxy: UInt16) {
         let viewer = freeEvenPort()
@@ -130,12 +109,12 @@ import X11TestSupport
         #expect(viewer.finish(within: 1) == 130, "viewer: \(viewer.stderr)")
         proxy.finish(within: 0)
 
-        let sent = try stoppedEvent(sender.stdout)
-        let got = try stoppedEvent(viewer.stdout)
-        let proxied = try #require(Self.parseEvents(proxy.stdout).first { $0.name == "stopped" })
+        let sent = try EventLog(sender).stopped()
+        let got = try EventLog(viewer).stopped()
+        let proxied = try EventLog(proxy).stopped()
         let framesSent = try #require(sent["frames_sent"] as? Int)
         let decoded = try #require(got["frames_decoded"] as? Int)
-        let dropped = try #require(proxied.int("dropped")), forwarded = try #require(proxied.int("forwarded"))
+        let dropped = try #require(proxied["dropped"] as? Int), forwarded = try #require(proxied["forwarded"] as? Int)
         let duration = try #require(sent["duration_s"] as? Double)
         let freezes = try #require(got["total_freezes_duration_s"] as? Double)
         let residual = Self.residualLoss(got)
@@ -188,33 +167,34 @@ import X11TestSupport
         #expect(viewer.finish(within: 1) == 130, "viewer: \(viewer.stderr)")
         proxy.finish(within: 0)
 
-        let sent = try stoppedEvent(sender.stdout)
-        let got = try stoppedEvent(viewer.stdout)
-        let proxyEvents = Self.parseEvents(proxy.stdout)
-        let lossStopped = try #require(proxyEvents.first { $0.name == "loss_stopped" }, "\(proxy.stdout)").time
-        let proxied = try #require(proxyEvents.first { $0.name == "stopped" })
-        let dropped = try #require(proxied.int("dropped")), forwarded = try #require(proxied.int("forwarded"))
+        let sent = try EventLog(sender).stopped()
+        let got = try EventLog(viewer).stopped()
+        let proxyEvents = EventLog(proxy)
+        let lossStopped = try #require(proxyEvents.first(named: "loss_stopped")?.eventTime, "\(proxy.stdout)")
+        let proxied = try proxyEvents.stopped()
+        let dropped = try #require(proxied["dropped"] as? Int), forwarded = try #require(proxied["forwarded"] as? Int)
         let freezes = try #require(got["total_freezes_duration_s"] as? Double)
         let framesSent = try #require(sent["frames_sent"] as? Int), duration = try #require(sent["duration_s"] as? Double)
         let fps = Double(framesSent) / duration
-        let stats = Self.parseEvents(viewer.stdout).filter { $0.name == "stats" }
+        let stats = EventLog(viewer).events(named: "stats")
+        let time = stats.map { $0.eventTime ?? .distantPast }
         // Stats intervals (t − 1 s, t] that start ≥ 1 s after the loss stopped and end before the
         // sender stopped.
-        let senderStopped = try #require(Self.parseEvents(sender.stdout).first { $0.name == "stopped" }).time
+        let senderStopped = try #require(try EventLog(sender).stopped().eventTime)
         let after = stats.indices.filter { i in
-            i > 0 && stats[i].time.timeIntervalSince(lossStopped) >= 2 && stats[i].time <= senderStopped
+            i > 0 && time[i].timeIntervalSince(lossStopped) >= 2 && time[i] <= senderStopped
         }
         let record = "dropped \(dropped) of \(dropped + forwarded) (during the loss), sent \(framesSent) frames at \(fps) fps; "
             + "freezes \(got["freeze_count"] ?? "?") totalling \(freezes) s; after the loss: "
-            + after.map { "\(stats[$0].int("fps") ?? -1) fps/\(stats[$0].int("freeze_count") ?? -1) freezes" }.joined(separator: ", ")
+            + after.map { "\(stats[$0]["fps"] as? Int ?? -1) fps/\(stats[$0]["freeze_count"] as? Int ?? -1) freezes" }.joined(separator: ", ")
             + "; viewer \(got)"
         print("tenPercentLoss:", record)
         #expect(Double(dropped) >= 0.05 * Double(dropped + forwarded), "\(record)")
         #expect(freezes < 0.05 * lossy, "\(record)")
         #expect(after.count >= 2, "\(record)")
         for i in after {
-            #expect(Double(stats[i].int("fps") ?? 0) >= 0.8 * fps, "not recovered 1 s after the loss stopped: \(record)")
-            #expect(stats[i].int("freeze_count") == stats[i - 1].int("freeze_count"), "a freeze after the loss stopped: \(record)")
+            #expect(Double(stats[i]["fps"] as? Int ?? 0) >= 0.8 * fps, "not recovered 1 s after the loss stopped: \(record)")
+            #expect(stats[i]["freeze_count"] as? Int == stats[i - 1]["freeze_count"] as? Int, "a freeze after the loss stopped: \(record)")
         }
         #expect(Self.residualLoss(got) < 0.02, "\(record)")
     }
@@ -242,27 +222,28 @@ import X11TestSupport
         #expect(viewer.finish(within: 1) == 130, "viewer: \(viewer.stderr)")
         proxy.finish(within: 0)
 
-        let sent = try stoppedEvent(sender.stdout)
-        let got = try stoppedEvent(viewer.stdout)
-        let proxyEvents = Self.parseEvents(proxy.stdout)
-        let lossStopped = try #require(proxyEvents.first { $0.name == "loss_stopped" }, "\(proxy.stdout)").time
-        let proxied = try #require(proxyEvents.first { $0.name == "stopped" })
-        let stats = Self.parseEvents(viewer.stdout).filter { $0.name == "stats" }
-        let record = "proxy \(proxied.fields); viewer \(got); sender \(sent)"
+        let sent = try EventLog(sender).stopped()
+        let got = try EventLog(viewer).stopped()
+        let proxyEvents = EventLog(proxy)
+        let lossStopped = try #require(proxyEvents.first(named: "loss_stopped")?.eventTime, "\(proxy.stdout)")
+        let proxied = try proxyEvents.stopped()
+        let stats = EventLog(viewer).events(named: "stats")
+        func time(_ e: JSONObject) -> Date { e.eventTime ?? .distantPast }
+        let record = "proxy \(proxied); viewer \(got); sender \(sent)"
         print("retransmissionsLost:", record)
         // The sender did resend, and none of it got through: the loss stayed unrepaired.
-        #expect((sent["retransmitted"] as? Int ?? 0) > 0 && (proxied.int("dropped_resent") ?? 0) > 0, "\(record)")
+        #expect((sent["retransmitted"] as? Int ?? 0) > 0 && (proxied["dropped_resent"] as? Int ?? 0) > 0, "\(record)")
         #expect((got["packets_lost"] as? Int ?? 0) > 0, "\(record)")
         #expect((got["pli_count"] as? Int ?? 0) > 0, "\(record)")
         #expect((sent["keyframes_sent"] as? Int ?? 0) >= 2, "\(record)")
         #expect((got["keyframes_decoded"] as? Int ?? 0) >= 2, "\(record)")
         // Decoding goes on after the loss: frames decoded in every second from 1 s after it.
-        let decodedAtStop = try #require(stats.last { $0.time <= lossStopped.addingTimeInterval(1) }?.int("frames_decoded"))
+        let decodedAtStop = try #require(stats.last { time($0) <= lossStopped.addingTimeInterval(1) }?["frames_decoded"] as? Int)
         let decodedLater = try #require(got["frames_decoded"] as? Int)
         #expect(decodedLater - decodedAtStop >= 30, "frames decoded after the loss: \(decodedLater - decodedAtStop); \(record)")
-        let after = stats.filter { $0.time.timeIntervalSince(lossStopped) >= 2 && $0.time.timeIntervalSince(lossStopped) < 4 }
-        #expect(!after.isEmpty && after.allSatisfy { ($0.int("fps") ?? 0) >= 8 },
-                "fps after the loss: \(after.map { $0.int("fps") ?? -1 }); \(record)")
+        let after = stats.filter { time($0).timeIntervalSince(lossStopped) >= 2 && time($0).timeIntervalSince(lossStopped) < 4 }
+        #expect(!after.isEmpty && after.allSatisfy { ($0["fps"] as? Int ?? 0) >= 8 },
+                "fps after the loss: \(after.map { $0["fps"] as? Int ?? -1 }); \(record)")
     }
 
     // MARK: - GStreamer as the sender
@@ -287,16 +268,14 @@ import X11TestSupport
             "t.", "!", "queue", "!", "webmmux", "!", "filesink", "location=\(dir)/sent.webm",
         ], dir: dir, name: "gst")
         #expect(gst.finish(within: 30) == 0, "gst: \(gst.stderr)")
-        // The viewer has decoded what it will decode once its count stops growing.
-        var last = -1, decoded = 0
-        let deadline = Date().addingTimeInterval(5)
-        repeat {
-            usleep(1_200_000)
-            last = decoded
-            decoded = Self.parseEvents(viewer.stdout).last { $0.name == "stats" }?.int("frames_decoded") ?? 0
-        } while decoded != last && Date() < deadline
+        // The viewer has decoded what it will decode once a stats second after GStreamer ended
+        // decoded nothing (the checks below say what is missing if that does not come).
+        let gstEnded = Date()
+        _ = try? EventLog.wait(for: "stats", in: viewer, seconds: 5) {
+            $0["fps"] as? Int == 0 && ($0.eventTime ?? .distantPast) > gstEnded
+        }
         #expect(viewer.finish(within: 0) == 130, "viewer: \(viewer.stderr)")
-        let got = try stoppedEvent(viewer.stdout)
+        let got = try EventLog(viewer).stopped()
         let probe = try Self.ffprobe("\(dir)/sent.webm", dir: dir)
         let sentFrames = try #require(probe.frames, "ffprobe: \(probe)")
         print("gstreamer:", "GStreamer sent \(sentFrames) frames; viewer \(got)")
@@ -322,7 +301,7 @@ import X11TestSupport
                                                  "stream=codec_name,width,height,nb_read_frames:format=duration", "-of", "json", path],
                               dir: dir, name: "ffprobe-\(UUID().uuidString.prefix(4))")
         guard child.finish(within: 30) == 0,
-              let o = try JSONSerialization.jsonObject(with: Data(child.stdout.utf8)) as? [String: Any] else {
+              let o = try? parseJSONObject(child.stdout) else {
             throw TestFailure("ffprobe \(path): \(child.stderr)")
         }
         let s = (o["streams"] as? [[String: Any]])?.first ?? [:]
@@ -357,12 +336,12 @@ import X11TestSupport
             "start", "--display", shared.name, "--to", "127.0.0.1:\(port)", "--duration", "\(Int(session))", "--min-fps", "5",
             "--no-cursor", "--no-audio", "--json",
         ], dir: dir, name: "sender")
-        try waitForEvent("first_frame", in: viewer)
+        try EventLog.wait(for: "first_frame", in: viewer)
 
         // Where the window is and how big (no window manager: where the viewer put it).
         let listing = try Child(screenshareBinary(), ["sources", "--display", screen.name, "--json"], dir: dir, name: "sources")
         #expect(listing.finish(within: 10) == 0)
-        let windows = try #require((try JSONSerialization.jsonObject(with: Data(listing.stdout.utf8)) as? [String: Any])?["windows"] as? [[String: Any]])
+        let windows = try #require(try parseJSONObject(listing.stdout)["windows"] as? [[String: Any]])
         let window = try #require(windows.first { ($0["title"] as? String)?.hasPrefix("screenshare watch") == true }, "\(listing.stdout)")
         let g = try #require(window["geometry"] as? [String: Int])
         let (wx, wy, ww, wh) = (g["x"]!, g["y"]!, g["width"]!, g["height"]!)
@@ -389,8 +368,8 @@ import X11TestSupport
 
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         #expect(viewer.finish(within: 1) == 130, "viewer: \(viewer.stderr)")
-        let sent = try stoppedEvent(sender.stdout)
-        let got = try stoppedEvent(viewer.stdout)
+        let sent = try EventLog(sender).stopped()
+        let got = try EventLog(viewer).stopped()
         let probe = try Self.ffprobe("\(dir)/got.webm", dir: dir)
         let duration = try #require(sent["duration_s"] as? Double)
         print("recording:", "\(probe); session \(duration) s; viewer \(got)")

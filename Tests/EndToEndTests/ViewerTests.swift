@@ -4,13 +4,6 @@ import X11TestSupport
 
 /// `screenshare watch` against `screenshare start`, directly and through a lossy proxy.
 @Suite struct ViewerTests {
-    func events(_ text: String, named name: String) -> [[String: Any]] {
-        text.split(separator: "\n").compactMap { line in
-            guard let o = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], o["event"] as? String == name else { return nil }
-            return o
-        }
-    }
-
     @Test func watchShowsDecodesAndRecordsEveryFrame() throws {
         let xvfb = try PrivateXvfb()
         let screen = try PrivateXvfb(width: 1280, height: 720)  // the viewer's, not the one shared
@@ -28,21 +21,21 @@ import X11TestSupport
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--duration", "4", "--no-cursor", "--json",
         ], dir: dir, name: "sender")
         // The viewer's window is on the display while it plays.
-        try waitForEvent("first_frame", in: viewer)
+        try EventLog.wait(for: "first_frame", in: viewer)
         let listing = try Child(screenshareBinary(), ["sources", "--display", screen.name], dir: dir, name: "sources")
         #expect(listing.finish(within: 10) == 0)
         #expect(listing.stdout.contains("screenshare watch"), "\(listing.stdout)")
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         #expect(viewer.finish(within: 30) == 0, "viewer: \(viewer.stderr)")
 
-        let sent = try #require(try stoppedEvent(sender.stdout)["frames_sent"] as? Int)
-        let summary = try stoppedEvent(viewer.stdout)
+        let sent = try #require(try EventLog(sender).stopped()["frames_sent"] as? Int)
+        let summary = try EventLog(viewer).stopped()
         #expect(summary["frames_decoded"] as? Int == sent, "\(summary)")
         #expect(summary["packets_lost"] as? Int == 0)
         #expect(summary["freeze_count"] as? Int == 0)
         #expect((summary["time_to_first_frame_ms"] as? Double).map { $0 > 0 } == true)
         // The sender heard our receiver reports (RTT measured).
-        #expect((try stoppedEvent(sender.stdout)["receiver_reports"] as? Int ?? 0) >= 2)
+        #expect((try EventLog(sender).stopped()["receiver_reports"] as? Int ?? 0) >= 2)
 
         // The recording: every decoded frame, VP8 at 1920x1080, and the slide at full quality.
         let recorded = try #require(summary["recorded_frames"] as? Int)
@@ -81,9 +74,9 @@ import X11TestSupport
         #expect(viewer.finish(within: 30) == 0, "viewer: \(viewer.stderr)")
         proxy.finish(within: 0)
 
-        let sent = try stoppedEvent(sender.stdout)
-        let got = try stoppedEvent(viewer.stdout)
-        let dropped = try #require(events(proxy.stdout, named: "stopped").first?["dropped"] as? Int)
+        let sent = try EventLog(sender).stopped()
+        let got = try EventLog(viewer).stopped()
+        let dropped = try #require(EventLog(proxy).first(named: "stopped")?["dropped"] as? Int)
         let framesSent = try #require(sent["frames_sent"] as? Int)
         let decoded = try #require(got["frames_decoded"] as? Int)
         #expect(dropped >= 10, "the proxy dropped \(dropped) packets")
