@@ -90,9 +90,9 @@ struct SenderCounters: Sendable {
 
 /// The video sender: capture thread → latest-frame mailbox → encode thread → RTP over UDP,
 /// plus an RTCP thread (sender reports with CNAME every second, BYE at the end, PLI/FIR in).
-public final class Broadcaster: @unchecked Sendable {
-    // Immutable after init, or guarded: `counters` and `stopState` by their Mutex; `running`
-    // is atomic; the capture/encode objects are each touched by one thread only.
+public final class Broadcaster: Sendable {
+    // Everything is immutable or guarded (Mutex, Atomic), so the compiler checks `Sendable`;
+    // each thread's own state (encoder, capturer, room client) lives in its loop.
     public let config: BroadcastConfig
     let events: EventSink
     let logger: Logger
@@ -113,7 +113,6 @@ public final class Broadcaster: @unchecked Sendable {
     /// them with one atomic load per frame.
     let live: Mutex<LiveSettings>
     let liveGeneration = Atomic<Int>(0)
-    var control: ControlServer?
     /// Sent RTP packets, for NACKs (written by the encode thread, read by the RTCP thread).
     /// Kept 3 s: on a still screen the next packet after a burst is the keep-alive frame, up to
     /// 1 s later (--min-fps 1), and only then does a viewer see that the burst's last frame was
@@ -176,6 +175,7 @@ public final class Broadcaster: @unchecked Sendable {
             audioSender?.stopCapture()
             throw error
         }
+        var control: ControlServer?
         if let path = config.controlSocketPath {
             do {
                 control = try ControlServer(path: path) { [weak self] request in
