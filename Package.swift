@@ -96,7 +96,8 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["Control", "Events", "TestSupport"]),
         .testTarget(name: "TransportTests", dependencies: ["Transport", "MediaCore"]),
         .testTarget(name: "SenderTests", dependencies: [
-            "TestSupport", "Sender", "Control", "Events", "MediaCore", "ScreenCapture", "VideoProcessing", "Transport",
+            "TestSupport", "Sender", "Control", "Events", "MediaCore", "ScreenCapture", "VideoProcessing", "Transport", "RTCP", "VP8Codec",
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "ReceiverTests", dependencies: [
             "Receiver", "RTP", "OpusCodec", .product(name: "Logging", package: "swift-log"),

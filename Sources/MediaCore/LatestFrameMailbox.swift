@@ -46,6 +46,11 @@ public final class LatestFrameMailbox<Item: Sendable>: @unchecked Sendable {
         return item
     }
 
+    /// `take(until:)` with a deadline `timeoutNanos` from now (the caller's clock computes it).
+    public func take(timeoutNanos: UInt64) -> Item? {
+        take(until: Date().addingTimeInterval(Double(timeoutNanos) / 1e9))
+    }
+
     /// Takes an item without waiting.
     public func poll() -> Item? {
         condition.lock()

@@ -153,7 +153,10 @@ final class AudioSender: @unchecked Sendable {
         var lastSendWarning: UInt64 = 0
         while isRunning() {
             var now = clock.nowNanos()
-            if now < next { sleepNanos(next - now); now = clock.nowNanos() }
+            while now < next && isRunning() {
+                clock.sleep(untilNanos: next)
+                now = clock.nowNanos()
+            }
             // Fell far behind (the machine stalled): skip the lost time rather than burst.
             if now > next + 10 * period {
                 let skip = (now - next) / period

@@ -166,7 +166,10 @@ public struct LiveSettings: Sendable, Equatable {
     }
 }
 
-/// A setting that is refused, by `start` (as a flag) or `ctl set` (as KEY=VALUE).
+/// A live setting that is refused, by `start` (as a flag) or `ctl set` (as KEY=VALUE). It keeps
+/// the key and value apart so each door words it its own way (`--fps 0: …`, `set fps=0: …`);
+/// `SettingsError` (MediaCore) is the plain message of a value parser (a bit rate, a size) that
+/// does not know which flag or key it was given for.
 public struct SettingError: Error, CustomStringConvertible, Equatable {
     /// The setting's key, which is also `start`'s flag without the dashes ("" for none).
     public var key: String

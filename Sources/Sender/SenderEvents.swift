@@ -168,6 +168,8 @@ public struct SenderStopped: BroadcastEvent, Equatable {
     public var nacksReceived: Int
     public var retransmitted: Int
     public var receiverReports: Int
+    /// Malformed RTCP packets and room messages the sender dropped.
+    public var packetsRejected: Int
     public var rttMillis: Double?
     /// The cumulative loss receivers report; nil until one came.
     public var packetsLost: Int?
@@ -183,7 +185,7 @@ public struct SenderStopped: BroadcastEvent, Equatable {
             "keyframes_sent": .int(keyframesSent), "packets_sent": .int(packetsSent),
             "bytes_sent": .int(bytesSent), "send_errors": .int(sendErrors), "encode_errors": .int(encodeErrors),
             "nacks_received": .int(nacksReceived), "retransmitted": .int(retransmitted),
-            "receiver_reports": .int(receiverReports), "rtt_ms": rttMillis.map { .double($0) } ?? .null,
+            "receiver_reports": .int(receiverReports), "packets_rejected": .int(packetsRejected), "rtt_ms": rttMillis.map { .double($0) } ?? .null,
             "packets_lost": packetsLost.map { .int($0) } ?? .null,
             "width": .int(size.width), "height": .int(size.height),
             "duration_s": .double(durationSeconds),

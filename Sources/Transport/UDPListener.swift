@@ -4,8 +4,7 @@ import Glibc
 
 /// A UDP socket bound to a local port (IPv4 any address) that receives from anyone and
 /// replies to a learned address: the viewer's RTP and RTCP ports.
-public final class UDPListener: @unchecked Sendable {
-    // `fd` is immutable after init.
+public final class UDPListener: Sendable {
     public let fd: Int32
     public let port: UInt16
 

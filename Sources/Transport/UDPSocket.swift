@@ -8,11 +8,12 @@ import Glibc
 /// packetizer's reused buffer: no allocation, no copy, no thread hop per packet. Being
 /// connected, the socket also reports ICMP "port unreachable" as `ECONNREFUSED` on a later
 /// send, which is counted, not fatal (a receiver may start later).
-public final class UDPSocket: @unchecked Sendable {
-    // `fd` is immutable after init; the kernel serialises concurrent send/recv on one socket.
+public final class UDPSocket: Sendable {
+    /// The socket; the kernel serialises concurrent send/recv on it.
     public let fd: Int32
     public let remote: Endpoint
-    public private(set) var localPort: UInt16 = 0
+    /// The local port bound (the one asked for, or the one the system chose).
+    public let localPort: UInt16
 
     /// Resolves `remote`, opens a socket of its family, binds it to `localPort` (0: any) and
     /// connects it.
@@ -28,14 +29,14 @@ public final class UDPSocket: @unchecked Sendable {
         }
         defer { freeaddrinfo(result) }
         let family = info.pointee.ai_family
-        fd = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw NetworkError.errno("socket()") }
         do {
             var one: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
             var sndbuf: Int32 = 1 << 20
             setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, socklen_t(MemoryLayout<Int32>.size))
-            if localPort != 0 { try bind(family: family, port: localPort) }
+            if localPort != 0 { try Self.bind(fd, family: family, port: localPort) }
             guard connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
                 throw NetworkError.errno("cannot reach \(remote)")
             }
@@ -45,6 +46,7 @@ public final class UDPSocket: @unchecked Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { _ = getsockname(fd, $0, &len) }
             }
             self.localPort = Self.port(of: storage)
+            self.fd = fd
         } catch {
             close(fd)
             throw error
@@ -53,7 +55,7 @@ public final class UDPSocket: @unchecked Sendable {
 
     deinit { close(fd) }
 
-    private func bind(family: Int32, port: UInt16) throws {
+    private static func bind(_ fd: Int32, family: Int32, port: UInt16) throws {
         var storage = sockaddr_storage()
         let len: socklen_t
         if family == AF_INET6 {

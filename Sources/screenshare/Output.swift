@@ -18,8 +18,7 @@ struct JSONLineSink: EventSink {
 /// Human-readable output on stderr: on a terminal, one live status line rewritten every
 /// second (resolution, fps, kbps, encode time) with events printed above it; otherwise plain
 /// log lines, with a stats line every 10 s.
-final class HumanSink: EventSink, @unchecked Sendable {
-    // `state` is guarded by its Mutex; the rest is immutable.
+final class HumanSink: EventSink {
     private let quiet: Bool
     private let live: Bool
     private let state = Mutex<(status: String, statsSeen: Int)>(("", 0))

@@ -5,6 +5,9 @@ import MediaCore
 import ScreenCapture
 import Sender
 import Transport
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Exit codes, stable and documented in the README.
 enum Exit {
@@ -45,4 +48,26 @@ struct Screenshare: ParsableCommand {
         version: "0.1.0-dev",
         subcommands: [Start.self, Watch.self, Serve.self, Sources.self, Ctl.self]
     )
+
+    /// ArgumentParser's `main()`, ending with `_exit` instead of `exit`: when a command is done
+    /// (its files closed, its BYE sent, its summary printed), the process ends without running
+    /// C and C++ exit destructors while library threads still run. `watch` crashed that way
+    /// after its summary (status 139, about 1 run in 7: a dispatch worker locking a mutex that
+    /// a destructor had freed, the main thread inside libpcre2's exit-time cleanup).
+    static func main() {
+        let status: Int32
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+            status = 0
+        } catch {
+            status = exitCode(for: error).rawValue
+            let message = fullMessage(for: error)
+            if !message.isEmpty {
+                if status == 0 { print(message) } else { printError(message) }
+            }
+        }
+        fflush(nil)  // every C stream (`print` buffers stdout when it is a pipe)
+        _exit(status)
+    }
 }

@@ -268,18 +268,17 @@ struct Start: ParsableCommand {
         }
     }
 
+    /// Who presents, as a room shows it: USER@HOST.
     static func userName() -> String {
-        var host = [CChar](repeating: 0, count: 256)
-        gethostname(&host, 255)
-        let h = host.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        let user = ProcessInfo.processInfo.environment["USER"] ?? "user"
-        return "\(user)@\(h)"
+        "\(ProcessInfo.processInfo.environment["USER"] ?? "user")@\(hostName())"
     }
 
-    static func cname() -> String {
+    /// The RTCP CNAME (RFC 3550 §6.5.1): one per process, shared by the video and audio streams.
+    static func cname() -> String { "screenshare-\(getpid())@\(hostName())" }
+
+    static func hostName() -> String {
         var host = [CChar](repeating: 0, count: 256)
         gethostname(&host, 255)
-        let name = host.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        return "screenshare-\(getpid())@\(name)"
+        return host.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 }

@@ -304,6 +304,38 @@ func crop(_ bgra: [UInt8], width: Int, x: Int, y: Int, w: Int, h: Int) -> [UInt8
     }
 }
 
+/// Malformed RTCP reaching the sender is dropped and counted (`packets_rejected`), and the
+/// feedback after it still works.
+@Suite struct MalformedFeedbackTests {
+    @Test func malformedRTCPIsCountedAndFeedbackGoesOn() throws {
+        let dir = try makeTempDir()
+        let path = "\(dir)/frames.nv12"
+        var bytes = [UInt8]()
+        for f in 0..<8 { bytes += [UInt8](repeating: UInt8(f * 30), count: 64 * 64 * 3 / 2) }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let port = freeEvenPort()
+        let media = try UDPReceiver(port: port)  // bound: the packets are not refused
+        defer { media.stop() }
+        let rtcp = try UDPReceiver(port: port + 1)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--input", path, "--input-size", "64x64", "--input-fps", "10",
+            "--no-audio", "--duration", "3", "--json",
+        ], dir: dir, name: "sender")
+        let first = try rtcp.receive(timeoutSeconds: 10)
+        #expect(first.bytes.count >= 28 && first.bytes[1] == 200, "first RTCP packet is an SR")
+        let mediaSSRC = Array(first.bytes[4..<8])
+        // Too short for a header; version 1; a length longer than the datagram.
+        rtcp.send([0x81], to: first.from)
+        rtcp.send([0x41, 206, 0x00, 0x02, 0x11, 0x22, 0x33, 0x44] + mediaSSRC, to: first.from)
+        rtcp.send([0x81, 206, 0x00, 0x09, 0x11, 0x22, 0x33, 0x44] + mediaSSRC, to: first.from)
+        rtcp.send([0x81, 206, 0x00, 0x02, 0x11, 0x22, 0x33, 0x44] + mediaSSRC, to: first.from)  // a good PLI
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        let stopped = try EventLog(sender).stopped()
+        #expect(stopped["packets_rejected"] as? Int == 3, "\(stopped)")
+        #expect(stopped["keyframes_sent"] as? Int == 2, "the PLI after the bad packets: \(stopped)")
+    }
+}
+
 /// Rate control: `--content motion` keeps the frame rate and still holds the bit rate asked
 /// for on hard content (it may use the coarsest quantizer; detail drops frames instead).
 @Suite struct RateControlTests {

@@ -58,11 +58,11 @@ enum EventCases {
             ("sender.stopped", SenderStopped(
                 reason: .duration, framesCaptured: 1, framesEncoded: 24, framesSent: 6, keyframesSent: 1, packetsSent: 648,
                 bytesSent: 782_484, sendErrors: 0, encodeErrors: 0, nacksReceived: 0, retransmitted: 0, receiverReports: 0,
-                rttMillis: nil, packetsLost: nil, size: PixelSize(width: 1920, height: 1080), durationSeconds: 4.0812)),
+                packetsRejected: 0, rttMillis: nil, packetsLost: nil, size: PixelSize(width: 1920, height: 1080), durationSeconds: 4.0812)),
             ("sender.stopped.audio", SenderStopped(
                 reason: .requested, framesCaptured: 300, framesEncoded: 300, framesSent: 290, keyframesSent: 2, packetsSent: 2000,
                 bytesSent: 1_500_000, sendErrors: 1, encodeErrors: 0, nacksReceived: 5, retransmitted: 5, receiverReports: 9,
-                rttMillis: 1.25, packetsLost: 3, size: PixelSize(width: 1280, height: 720), durationSeconds: 10.05,
+                packetsRejected: 2, rttMillis: 1.25, packetsLost: 3, size: PixelSize(width: 1280, height: 720), durationSeconds: 10.05,
                 audio: .init(frames: 500, packetsSent: 480, bytesSent: 60000, dtxFrames: 20, silentFrames: 100, cpuSeconds: 0.1234,
                              underruns: 0, droppedFrames: 1, clippedFrames: 0, latencyP50Millis: 40.0, latencyP95Millis: 60.0))),
             ("sender.paused", BroadcastPaused()),

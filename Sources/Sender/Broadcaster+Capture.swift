@@ -1,0 +1,192 @@
+import Events
+import Foundation
+import Logging
+import MediaCore
+import ScreenCapture
+import VideoProcessing
+
+/// The capture thread: grabs pictures (X11 or a raw file), converts and scales them into pooled
+/// I420 frames, and leaves the newest in the mailbox for the encode thread.
+extension Broadcaster {
+    /// Sources smaller than this on a side are not encoded (`unsupported_resolution`).
+    static let minimumSide = 16
+
+    /// Opens the source and returns the capture loop to run on its own thread.
+    func makeProducer() throws -> @Sendable () -> Void {
+        switch config.source {
+        case .x11(let display, let spec, let drawCursor):
+            let capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: drawCursor, logger: logger)
+            let box = UncheckedBox(capturer)
+            return { [self] in x11Loop(box.value) }
+        case .raw(let path, let format, let size, let fps):
+            let reader = try RawFrameReader(path: path, format: format, size: size)
+            let box = UncheckedBox(reader)
+            return { [self] in rawLoop(box.value, fps: fps) }
+        }
+    }
+
+    func targetSize(for source: PixelSize) -> PixelSize {
+        ScalingPolicy.outputSize(source: source, max: settings.maxResolution)
+    }
+
+    func publish(_ frame: VideoFrame, captureMillis: Double? = nil, convertMillis: Double? = nil) {
+        counters.withLock { c in
+            c.framesCaptured += 1
+            if let captureMillis, c.captureMillis.count < 512 { c.captureMillis.append(captureMillis) }
+            if let convertMillis, c.convertMillis.count < 512 { c.convertMillis.append(convertMillis) }
+        }
+        if let replaced = mailbox.put(frame) { pool.recycle(replaced) }
+    }
+
+    func x11Loop(_ initial: X11ScreenCapturer) {
+        var capturer = initial
+        let converter = FrameConverter()
+        var current = settings
+        var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
+        var pacer = CapturePacer(fps: Double(max(current.fps, 1)), now: clock.nowNanos())
+        var sourceSize = PixelSize(width: 0, height: 0)
+        var unavailable: String?
+        var tooSmall: PixelSize?
+        var force = false
+        while isRunning {
+            let g = liveGeneration.load(ordering: .sequentiallyConsistent)
+            if g != generation {
+                generation = g
+                let next = settings
+                if next.source != current.source, case .x11(let display, let spec, let cursor) = next.source {
+                    do {
+                        capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: cursor, logger: logger)
+                        force = true
+                    } catch {
+                        events.emit(.error(.sourceSwitchFailed, "\(error); keeping the previous source"))
+                        live.withLock { $0.source = current.source }
+                    }
+                }
+                if next.maxResolution != current.maxResolution {
+                    sourceSize = PixelSize(width: 0, height: 0)  // re-apply the scaling policy
+                    force = true
+                }
+                if current.paused && !next.paused { force = true }
+                pacer.periodNanos = UInt64(1e9 / Double(max(next.fps, 1)))
+                current = settings
+            }
+            if current.paused {
+                // Video holds the last picture: the encoder repeats it at the keep-alive rate.
+                clock.sleep(untilNanos: clock.nowNanos() + 50_000_000)
+                continue
+            }
+            let now = clock.nowNanos()
+            if now < pacer.nextNanos { clock.sleep(untilNanos: pacer.nextNanos); continue }
+            let grabStart = clock.nowNanos()
+            let outcome = capturer.capture(force: force) { view in
+                let grabbed = clock.nowNanos()
+                guard view.size.width >= Self.minimumSide && view.size.height >= Self.minimumSide else {
+                    // Too small to encode usefully (a window shrunk to nothing, a 1-pixel region):
+                    // the receivers keep the last picture until it grows back.
+                    if tooSmall != view.size {
+                        tooSmall = view.size
+                        events.emit(.error(.unsupportedResolution(width: view.size.width, height: view.size.height),
+                            "the source is \(view.size), smaller than \(Self.minimumSide)x\(Self.minimumSide); holding the last picture until it grows"))
+                    }
+                    return
+                }
+                tooSmall = nil
+                if view.size != sourceSize {
+                    if sourceSize.area > 0 && !force {
+                        events.emit(.warning(.sourceResized, "source is now \(view.size) (was \(sourceSize)); restarting the encoder with a keyframe"))
+                    }
+                    sourceSize = view.size
+                    pool.resize(to: targetSize(for: view.size))
+                }
+                let frame = pool.take()
+                converter.convert(bgra: view, into: frame)
+                frame.timestampNanos = now
+                publish(frame, captureMillis: Double(grabbed &- grabStart) / 1e6,
+                        convertMillis: Double(clock.nowNanos() &- grabbed) / 1e6)
+            }
+            force = false
+            switch outcome {
+            case .captured:
+                // A full period after each grab (the pacer's one frame of credit, which cut the
+                // change-to-grab latency on a still screen from ~14 ms to ~1, made the window test's
+                // placeholder arrive unrefined in 2 runs of 3: left out until that is understood).
+                pacer.retry(at: now)
+                if unavailable != nil {
+                    unavailable = nil
+                    events.emit(SourceRestored(size: sourceSize))
+                }
+            case .placeholder(let reason):
+                // Privacy: never the screen instead of the window; a placeholder, and say so.
+                pacer.retry(at: now)
+                if unavailable != reason {
+                    unavailable = reason
+                    events.emit(.warning(.sourceUnavailable, reason + "; sending a placeholder"))
+                }
+            case .unchanged:
+                // Damage-triggered: wake as soon as the screen changes (no frame-tick wait).
+                _ = capturer.waitForChange(timeoutNanos: 100_000_000)
+            case .temporaryError(let message):
+                logger.warning("capture: \(message)")
+                pacer.retry(at: now)
+            case .permanentError(let message):
+                events.emit(.error(.sourceGone, message))
+                stop(.sourceGone, detail: message)
+            }
+        }
+    }
+
+    func rawLoop(_ reader: RawFrameReader, fps: Double) {
+        let converter = FrameConverter()
+        let period = UInt64(1e9 / max(fps, 0.1))
+        pool.resize(to: targetSize(for: reader.size))
+        var next = clock.nowNanos()
+        // Live settings: `fps` caps how often a frame goes on (the input keeps its own pace),
+        // `max_resolution` re-applies the scaling policy.
+        var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
+        var current = settings
+        var lastPublished: UInt64 = 0
+        while isRunning {
+            let now = clock.nowNanos()
+            if now < next { clock.sleep(untilNanos: next); continue }
+            // A live source: when the machine fell behind, skip ahead instead of bursting
+            // the frames it missed (a burst would overshoot the bit rate and the receiver).
+            next = now - next > period ? now + period : next + period
+            let g = liveGeneration.load(ordering: .sequentiallyConsistent)
+            if g != generation {
+                generation = g
+                let updated = settings
+                if updated.maxResolution != current.maxResolution { pool.resize(to: targetSize(for: reader.size)) }
+                current = updated
+            }
+            if current.paused { continue }
+            switch reader.readNext() {
+            case .frame(let changed):
+                guard changed else { continue }
+                // Slower than the input when asked (a 10 % margin absorbs the input's jitter).
+                let minInterval = UInt64(0.9e9 / Double(max(current.fps, 1)))
+                if lastPublished != 0 && now &- lastPublished < minInterval { continue }
+                lastPublished = now
+                let frame = pool.take()
+                let base = reader.bytes.baseAddress!
+                let w = reader.size.width, h = reader.size.height
+                switch reader.format {
+                case .bgra:
+                    converter.convert(bgra: BGRAImageView(base: base, stride: w * 4, width: w, height: h), into: frame)
+                case .nv12:
+                    converter.convertNV12(y: base, strideY: w, uv: base + w * h, strideUV: ((w + 1) / 2) * 2, size: reader.size, into: frame)
+                case .i420:
+                    let cw = (w + 1) / 2, ch = (h + 1) / 2
+                    converter.convertI420(y: base, strideY: w, u: base + w * h, strideU: cw, v: base + w * h + cw * ch, strideV: cw,
+                                          size: reader.size, into: frame)
+                }
+                frame.timestampNanos = now
+                publish(frame)
+            case .endOfInput:
+                stop(.endOfInput)
+            case .failed(let message):
+                events.emit(.error(.sourceGone, message))
+                stop(.sourceGone, detail: message)
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+import Events
+import Foundation
+import MediaCore
+import RTP
+import VP8Codec
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The encode thread: takes the newest picture from the mailbox, lets `EncodeScheduler` decide
+/// (encode, keep for later, repeat, force a keyframe), encodes it with libvpx, and sends it as
+/// paced RTP packets, keeping each in the history for NACKs.
+extension Broadcaster {
+    /// Bytes of a frame sent without pacing.
+    static let unpacedBytes = 16_000
+
+    /// What sending one encoded frame did.
+    struct SentFrame {
+        var packets: UInt32 = 0
+        var octets = 0
+        /// Packets the socket refused; `busy` of them because the local send queue was full.
+        var errors = 0
+        var busy = 0
+        /// Time spent sending (pacing waits included), not encoding.
+        var nanos: UInt64 = 0
+    }
+
+    func encodeLoop() {
+        var encoder: VP8Encoder?
+        var scheduler = EncodeScheduler(settings: settings)
+        var packetizer = VP8Packetizer(ssrc: ssrc, initialSequence: UInt16.random(in: 0...UInt16.max),
+                                       initialPictureID: UInt16.random(in: 0...0x7FFF))
+        let packetBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
+        defer { packetBuffer.deallocate() }
+        var lastFrame: VideoFrame?
+        var lastTimestamp: UInt32?
+        var firstSent = false
+        var lastSendWarning: UInt64 = 0
+        var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
+
+        while true {
+            let g = liveGeneration.load(ordering: .sequentiallyConsistent)
+            if g != generation {
+                generation = g
+                switch scheduler.apply(settings) {
+                case .none:
+                    break
+                case .recreate:
+                    encoder = nil  // re-created with the new settings; starts with a keyframe
+                case .reconfigure:
+                    do {
+                        try encoder?.reconfigure(targetBitrateKbps: scheduler.settings.bitrate.kbps, content: scheduler.settings.content)
+                    } catch {
+                        events.emit(.warning(.encoderReconfigure, "\(error); re-creating it"))
+                        encoder = nil
+                    }
+                }
+            }
+            let before = clock.nowNanos()
+            let incoming = mailbox.take(timeoutNanos: scheduler.wakeAt(now: before) &- before)
+            if !isRunning { if let incoming { pool.recycle(incoming) }; break }
+            let now = clock.nowNanos()
+            if let incoming {
+                if let old = lastFrame, old !== incoming { pool.recycle(old) }
+                lastFrame = incoming
+            }
+            let decision = scheduler.decide(newPicture: incoming != nil, havePicture: lastFrame != nil,
+                                            keyframeRequested: keyframeRequested.exchange(false, ordering: .relaxed),
+                                            encoderExists: encoder != nil, now: now)
+            guard case .encode(let isNew, let forceKeyframe, let staticThreshold) = decision, let frame = lastFrame else { continue }
+            let current = scheduler.settings
+            if forceKeyframe { encoder?.requestKeyframe() }
+
+            // (Re)create the encoder for the frame's size.
+            if encoder == nil || encoder!.config.size != frame.size {
+                do {
+                    encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current))
+                    counters.withLock { $0.outputSize = frame.size }
+                } catch {
+                    events.emit(.error(.encodeFailure, "\(error)"))
+                    stop(.failed, detail: "\(error)")
+                    break
+                }
+            }
+            encoder!.setStaticThreshold(Int32(staticThreshold))
+            var ts = rtpTimestamp(at: isNew ? frame.timestampNanos : now)
+            if let prev = lastTimestamp, Int32(bitPattern: ts &- prev) <= 0 { ts = prev &+ 1 }
+            lastTimestamp = ts
+            let started = clock.nowNanos()
+            var produced = false, key = false
+            var sent = SentFrame()
+            do {
+                try encoder!.encode(frame, pts: Int64(ts &- rtpBase), duration: UInt(90_000 / max(current.fps, 1))) { data, info in
+                    produced = true
+                    key = key || info.isKeyframe
+                    send(data, timestamp: ts, bitrate: current.bitrate, packetizer: &packetizer, buffer: packetBuffer, into: &sent)
+                }
+            } catch {
+                events.emit(.error(.encodeFailure, "\(error)"))
+                counters.withLock { $0.encodeErrors += 1 }
+                encoder = nil  // re-created on the next frame, which will be a keyframe
+                continue
+            }
+            let encodeMillis = Double(clock.nowNanos() &- started &- sent.nanos) / 1e6
+            scheduler.encoded(isNew: isNew, bytes: produced ? sent.octets : nil, keyframe: key, at: now)
+            counters.withLock { c in
+                c.framesEncoded += 1
+                if !isNew { c.repeatsEncoded += 1 }
+                if c.encodeMillis.count < 512 { c.encodeMillis.append(encodeMillis) }
+                if produced && c.sendMillis.count < 512 { c.sendMillis.append(Double(sent.nanos) / 1e6) }
+                if produced {
+                    c.framesSent += 1
+                    if key { c.keyframesSent += 1 }
+                    c.packetsSent &+= sent.packets
+                    c.octetsSent &+= UInt32(truncatingIfNeeded: sent.octets - Int(sent.packets) * 12)
+                    c.bytesSent += sent.octets
+                    c.lastRTPTimestamp = ts
+                }
+                c.sendErrors += sent.errors
+            }
+            if produced && !firstSent {
+                firstSent = true
+                events.emit(FirstFrameSent(size: PixelSize(width: frame.width, height: frame.height), keyframe: key,
+                                           latencyMillis: Double(clock.nowNanos() &- frame.timestampNanos) / 1e6))
+            }
+            if sent.errors > 0 && now &- lastSendWarning > 5_000_000_000 {
+                lastSendWarning = now
+                if sent.busy > 0 {
+                    warnNetworkBusy("the local send queue is full: \(sent.busy) of \(sent.packets) packets of a frame dropped")
+                } else {
+                    events.emit(.warning(.sendFailed, "packets to \(config.destination) are refused (is a receiver listening?)"))
+                }
+            }
+        }
+        if let lastFrame { pool.recycle(lastFrame) }
+    }
+
+    /// Packetizes one encoded frame and sends it, paced: its first 16 kB leave at once, the
+    /// rest of a big frame (a 1080p keyframe is 70–90 kB) at 4 × the bit rate (at least
+    /// 8 Mbit/s), so one burst does not overflow a router queue (or the relay's) and get lost.
+    /// Each packet goes into the history for NACKs.
+    func send(_ data: UnsafeRawBufferPointer, timestamp: UInt32, bitrate: Bitrate, packetizer: inout VP8Packetizer,
+              buffer: UnsafeMutableRawBufferPointer, into sent: inout SentFrame) {
+        let sendStart = clock.nowNanos()
+        let paceBitsPerSecond = Double(max(bitrate.bitsPerSecond * 4, 8_000_000))
+        var frameBytes = 0
+        var frame = SentFrame()
+        frame.packets = UInt32(packetizer.packetize(frame: data, rtpTimestamp: timestamp, into: buffer) { packet in
+            if frameBytes > Self.unpacedBytes {
+                let due = sendStart + UInt64(Double(frameBytes - Self.unpacedBytes) * 8 / paceBitsPerSecond * 1e9)
+                while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
+            }
+            frameBytes += packet.count
+            frame.octets += packet.count
+            let rc = rtpSocket.send(packet)
+            if rc != 0 {
+                frame.errors += 1
+                if rc == ENOBUFS || rc == EAGAIN { frame.busy += 1 }
+            }
+            history.withLock { _ = $0.store(packet, now: sendStart) }
+        })
+        sent.packets += frame.packets
+        sent.octets += frame.octets
+        sent.errors += frame.errors
+        sent.busy += frame.busy
+        sent.nanos &+= clock.nowNanos() &- sendStart
+    }
+
+    func encoderConfig(size: PixelSize, _ s: LiveSettings) -> VP8EncoderConfig {
+        var c = VP8EncoderConfig(size: size)
+        c.fps = s.fps
+        c.targetBitrateKbps = s.bitrate.kbps
+        c.minBitrateKbps = s.minBitrate?.kbps
+        c.keyframeIntervalSeconds = s.keyframeIntervalSeconds
+        c.content = s.content
+        // detail: one thread up to 1080p — libvpx's row sync spins, and on a busy 2-core
+        // machine a second thread made encodes of a still slide take 250 ms instead of 15.
+        // motion encodes every frame at full rate: two threads from 720p up, or libvpx's
+        // real-time speed control (positive cpu-used) falls back to its fastest, blurriest modes.
+        c.threads = size.area > 1920 * 1080 || (s.content == .motion && size.area >= 1280 * 720) ? 2 : 1
+        // libvpx real-time speed: positive = adapt the speed so an encode takes about
+        // (16 − N)/16 of the frame time (8 gives it half, as ffmpeg's usual -cpu-used 8 does);
+        // negative = a fixed speed. The bench showed 10 costing 5 dB on motion at 1080p30.
+        c.cpuUsed = config.cpuUsed ?? (s.content == .motion ? 8 : 10)
+        return c
+    }
+}

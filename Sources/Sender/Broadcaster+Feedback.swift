@@ -1,0 +1,154 @@
+import Events
+import Foundation
+import MediaCore
+import RTCP
+import Room
+
+/// The RTCP thread: sender reports (with CNAME, and DLRRs answering receivers' RRTRs) every
+/// second and with the first frame, BYE at the end; receivers' feedback in (PLI/FIR, NACK,
+/// receiver reports, XR) through `SenderFeedback`; and, in a room, the room client's messages,
+/// which share the socket with RTCP (RFC 5761 multiplexing).
+extension Broadcaster {
+    func rtcpLoop() {
+        // Big enough for the relay's largest message (a `welcome` listing a big room).
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 65536, alignment: 16)
+        defer { buffer.deallocate() }
+        var nextReport = clock.nowNanos()
+        var reported = false
+        var room = config.room.map { RoomClient(room: $0.name, name: $0.displayName, role: "presenter") }
+        var mapper = RoomEventMapper(server: config.room?.server ?? "")
+        if room != nil {
+            room!.publish(publishedStreams(), now: nextReport)
+            room!.start(now: nextReport)
+            flushRoom(&room!, &mapper)
+        }
+        while isRunning {
+            let now = clock.nowNanos()
+            // The first report goes out with the first frame: receivers learn where to send
+            // feedback (NACK, PLI) before they need it.
+            let first = !reported && counters.withLock { $0.framesSent > 0 }
+            if now >= nextReport || first {
+                sendRTCP(bye: false)
+                reported = reported || first
+                nextReport = now + 1_000_000_000
+            }
+            let n = rtcpSocket.receive(into: buffer, timeoutMillis: reported ? 100 : 10)
+            if n > 0 {
+                let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+                if room != nil {
+                    let t = clock.nowNanos()
+                    room!.heard(now: t)
+                    if DatagramKind.of(bytes) == .control {
+                        if let envelope = try? ControlEnvelope.parse(bytes, maxSize: RoomProtocol.maxRelayMessageSize) {
+                            room!.receive(envelope, now: t)
+                        } else {
+                            counters.withLock { $0.packetsRejected += 1 }
+                        }
+                    } else {
+                        handleRTCP(bytes)
+                    }
+                } else {
+                    handleRTCP(bytes)
+                }
+            }
+            if room != nil {
+                room!.poll(now: clock.nowNanos())
+                flushRoom(&room!, &mapper)
+                if let reason = mapper.disconnected { stop(.disconnected, detail: "lost the relay \(config.destination): \(reason)") }
+            }
+        }
+        if room != nil {
+            room!.leave()
+            flushRoom(&room!, &mapper)
+        }
+    }
+
+    /// `warning` `network_busy`, at most once per 10 s.
+    func warnNetworkBusy(_ message: String) {
+        let now = clock.nowNanos()
+        let due = networkBusyWarned.withLock { last -> Bool in
+            guard last == 0 || now &- last >= 10_000_000_000 else { return false }
+            last = now
+            return true
+        }
+        if due { events.emit(.warning(.networkBusy, message)) }
+    }
+
+    /// What this broadcast publishes in a room.
+    func publishedStreams() -> [StreamInfo] {
+        var streams = [StreamInfo(kind: .screen, ssrc: ssrc, pt: 96, codec: "VP8", clock: 90_000)]
+        if let a = audio.withLock({ $0 }) {
+            streams.append(StreamInfo(kind: .audio, ssrc: a.ssrc, pt: 111, codec: "opus", clock: 48_000, channels: 2))
+        }
+        return streams
+    }
+
+    /// Sends what the room client has to send and reports its events.
+    func flushRoom(_ room: inout RoomClient, _ mapper: inout RoomEventMapper) {
+        for message in room.takeOutgoing() { message.withUnsafeBytes { _ = rtcpSocket.send($0) } }
+        for e in room.takeEvents() {
+            for event in mapper.map(e, client: room) { events.emit(event) }
+        }
+        let viewers = mapper.viewers.count
+        counters.withLock { $0.viewers = viewers }
+    }
+
+    /// One compound RTCP packet from a receiver (or the relay); a malformed one is counted in
+    /// `packets_rejected` and otherwise ignored.
+    func handleRTCP(_ bytes: UnsafeRawBufferPointer) {
+        guard let packets = try? RTCPPacket.parseCompound(bytes) else {
+            counters.withLock { $0.packetsRejected += 1 }
+            return
+        }
+        let now = clock.nowNanos(), wallNow = clock.wallNanos()
+        feedback.withLock { feedback in
+            feedback.handle(packets, now: now, wallNow: wallNow) { action in
+                switch action {
+                case .keyframeRequested:
+                    keyframeRequested.store(true, ordering: .relaxed)
+                    mailbox.wake()
+                case .resend(let nack, let rtt, let inFlight):
+                    // Each packet at most once per RTT and not while it is still in flight (plain
+                    // resend: receivers without RTX take the same sequence number again).
+                    var resent = 0
+                    history.withLock { h in
+                        nack.forEachSequenceNumber { seq in
+                            if h.retransmit(sequenceNumber: seq, now: now, rtt: rtt, inFlight: inFlight, { rtpSocket.send($0) }) == .sent {
+                                resent += 1
+                            }
+                        }
+                    }
+                    counters.withLock { $0.nacksReceived += 1; $0.retransmitted += resent }
+                case .receiverReport(let rtt, let fractionLost, let cumulativeLost):
+                    counters.withLock { c in
+                        c.receiverReports += 1
+                        if let rtt { c.rttMillis = Double(rtt) / 1e6 }
+                        c.fractionLost = Double(fractionLost) / 256
+                        c.cumulativeLost = cumulativeLost
+                    }
+                    if fractionLost >= 13 {  // ≥ 5 % lost since the last report
+                        let rtt = rtt.map { String(format: "%.0f ms", Double($0) / 1e6) } ?? "unknown"
+                        warnNetworkBusy(String(format: "receivers report %.1f %% loss (RTT %@)", Double(fractionLost) / 2.56, rtt))
+                    }
+                }
+            }
+        }
+    }
+
+    func sendRTCP(bye: Bool) {
+        // Both sender reports read the same clocks, so receivers can line audio up with video.
+        audio.withLock { $0 }?.sendReport(cname: config.cname, bye: bye)
+        let c = counters.withLock { $0 }
+        guard c.framesSent > 0 || bye else { return }
+        let now = clock.nowNanos()
+        // Receivers that sent an RRTR learn their RTT from this DLRR (RFC 3611 §4.5).
+        let dlrr = feedback.withLock { $0.takeDLRR(now: now) }
+        var buffer = [UInt8](repeating: 0, count: 640)
+        let n = buffer.withUnsafeMutableBytes { buf in
+            RTCPPacket.buildSenderReport(ssrc: ssrc, ntp: NTPTimestamp(unixNanos: clock.wallNanos()),
+                                         rtpTimestamp: rtpTimestamp(at: now), packetCount: c.packetsSent,
+                                         octetCount: c.octetsSent, cname: config.cname, bye: bye, dlrr: dlrr, into: buf)
+        }
+        buffer.withUnsafeBytes { _ = rtcpSocket.send(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+    }
+}

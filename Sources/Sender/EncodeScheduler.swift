@@ -1,0 +1,135 @@
+import MediaCore
+
+/// The encode thread's decisions, without the encoder or the clock: whether the picture at hand
+/// is encoded now, kept for later (`detail` over its bit budget), or repeated (refining a still
+/// picture, keep-alive); when a keyframe is forced (PLI/FIR through the 300 ms throttle); how
+/// freely the encoder may skip unchanged blocks; when to wake if nothing arrives; and what a
+/// settings change does to the encoder. Pure: time is passed in, so tests drive it step by step.
+struct EncodeScheduler {
+    /// What a settings change asks of the encoder.
+    enum EncoderChange: Equatable {
+        case none
+        /// Same encoder, new bit rate, content or frame rate (`reconfigure`).
+        case reconfigure
+        /// A new encoder (its keyframe interval is fixed at creation); it starts with a keyframe.
+        case recreate
+    }
+
+    /// What to do with the picture at hand.
+    enum Decision: Equatable {
+        /// Nothing to encode yet: wait for a picture or `wakeAt(now:)`.
+        case wait
+        /// `detail` mode over its bit budget: keep the new picture (a newer one may replace it)
+        /// and try again when the budget allows.
+        case deferPicture
+        /// Encode it: a new picture or a repeat of the last; force a keyframe; the encoder's
+        /// static threshold (1: encode every block; high: skip what did not change).
+        case encode(isNew: Bool, forceKeyframe: Bool, staticThreshold: UInt32)
+    }
+
+    /// A repeat of a converged picture: the encoder may skip every block.
+    static let skipUnchangedThreshold: UInt32 = 100_000
+
+    private(set) var settings: LiveSettings
+    private(set) var policy: StaticScreenPolicy
+    private(set) var throttle = KeyframeThrottle()
+    /// Bits sent, drained at the target rate (`detail` waits for it).
+    private(set) var bucket = RateBucket()
+    /// `detail`: a new picture waits for the bit budget.
+    private(set) var deferredNew = false
+    /// A keyframe was asked for (PLI/FIR) and not yet produced.
+    private(set) var keyframeAsked = false
+
+    init(settings: LiveSettings) {
+        self.settings = settings
+        policy = StaticScreenPolicy(fps: Double(settings.fps), minFps: settings.minFps)
+    }
+
+    /// One second of the target bit rate: `detail` sends a new picture only below this level.
+    private var budgetBits: Double { Double(settings.bitrate.bitsPerSecond) }
+
+    /// Takes new live settings; returns what the encoder must do about them.
+    mutating func apply(_ next: LiveSettings) -> EncoderChange {
+        policy.framePeriodNanos = UInt64(1e9 / Double(max(next.fps, 1)))
+        policy.keepAlivePeriodNanos = next.minFps > 0 ? UInt64(1e9 / next.minFps) : UInt64.max
+        let current = settings
+        settings = next
+        if next.keyframeIntervalSeconds != current.keyframeIntervalSeconds
+            || (next.fps != current.fps && next.keyframeIntervalSeconds != nil) {
+            return .recreate
+        }
+        if next.bitrate != current.bitrate || next.content != current.content || next.fps != current.fps {
+            return .reconfigure
+        }
+        return .none
+    }
+
+    /// When the encode thread must wake if no picture arrives: when a deferred picture's budget
+    /// frees up (a repeat falling due meanwhile is moot: the new picture goes instead, and
+    /// waking for it would spin until the budget allows), else the next repeat (or a second
+    /// from now); and when a throttled keyframe request falls due.
+    mutating func wakeAt(now: UInt64) -> UInt64 {
+        var wake: UInt64
+        if deferredNew {
+            bucket.drain(at: now, bitsPerSecond: settings.bitrate.bitsPerSecond)
+            wake = now + bucket.nanosUntil(atMost: budgetBits, bitsPerSecond: settings.bitrate.bitsPerSecond)
+        } else {
+            wake = policy.nextRepeatNanos.map { max($0, now) } ?? now + 1_000_000_000
+        }
+        if throttle.pending, let last = throttle.lastKeyframeNanos {
+            wake = min(wake, max(now, last + throttle.minIntervalNanos))
+        }
+        return wake
+    }
+
+    /// Decides about the picture at hand at `now`.
+    /// - Parameters:
+    ///   - newPicture: a new picture arrived.
+    ///   - havePicture: there is a picture to repeat (one arrived before).
+    ///   - keyframeRequested: a PLI/FIR came since the last call.
+    ///   - encoderExists: an encoder is running (a new one starts with a keyframe anyway).
+    mutating func decide(newPicture: Bool, havePicture: Bool, keyframeRequested: Bool, encoderExists: Bool,
+                         now: UInt64) -> Decision {
+        if keyframeRequested { keyframeAsked = true }
+        let isNew: Bool
+        if newPicture {
+            isNew = true
+        } else if havePicture {
+            if deferredNew {
+                isNew = true
+            } else {
+                let repeatDue = policy.nextRepeatNanos.map { now >= $0 } ?? false
+                guard keyframeAsked || throttle.pendingDue(at: now) || repeatDue else { return .wait }
+                isNew = false
+            }
+        } else {
+            return .wait
+        }
+        bucket.drain(at: now, bitsPerSecond: settings.bitrate.bitsPerSecond)
+        if isNew && settings.content == .detail && encoderExists && !keyframeAsked && bucket.levelBits > budgetBits {
+            deferredNew = true
+            return .deferPicture
+        }
+        deferredNew = false
+        var force = false
+        if keyframeAsked {
+            keyframeAsked = false
+            force = throttle.request(at: now)
+        }
+        if throttle.pendingDue(at: now) { force = true }
+        let threshold: UInt32 = isNew || policy.isRefining(at: now) ? 1 : Self.skipUnchangedThreshold
+        return .encode(isNew: isNew, forceKeyframe: force, staticThreshold: threshold)
+    }
+
+    /// The decided frame was encoded at `now` into `bytes` (nil: the encoder produced nothing,
+    /// e.g. it dropped the frame), a keyframe or not.
+    mutating func encoded(isNew: Bool, bytes: Int?, keyframe: Bool, at now: UInt64) {
+        bucket.add(bits: (bytes ?? 0) * 8)
+        if isNew {
+            policy.newPictureEncoded(at: now, bytes: bytes)
+        } else {
+            policy.repeatEncoded(at: now, bytes: bytes ?? 0)
+        }
+        if keyframe { throttle.keyframeSent(at: now) }
+    }
+}

@@ -1,0 +1,122 @@
+import MediaCore
+import Transport
+import VP8Codec
+import Testing
+@testable import Sender
+
+/// The encode thread's decisions, stepped through with explicit times.
+@Suite struct EncodeSchedulerTests {
+    let ms: UInt64 = 1_000_000
+
+    func settings(fps: Int = 10, minFps: Double = 1, kbps: Int = 1000, content: ContentPreference = .detail,
+                  keyframeInterval: Double? = nil) -> LiveSettings {
+        var config = BroadcastConfig(source: .raw(path: "-", format: .nv12, size: PixelSize(width: 64, height: 64), fps: 10),
+                                     destination: Endpoint(host: "127.0.0.1", port: 5004), cname: "test")
+        config.fps = fps
+        config.minFps = minFps
+        config.bitrate = Bitrate(bitsPerSecond: kbps * 1000)
+        config.content = content
+        config.keyframeIntervalSeconds = keyframeInterval
+        return LiveSettings(config: config)
+    }
+
+    @Test func nothingToEncodeBeforeTheFirstPicture() {
+        var s = EncodeScheduler(settings: settings())
+        #expect(s.decide(newPicture: false, havePicture: false, keyframeRequested: true, encoderExists: false, now: 0) == .wait)
+        #expect(s.wakeAt(now: 0) == 1000 * ms)  // no repeat due: look again in a second
+    }
+
+    /// `detail` over its one-second budget keeps the new picture until the budget drains, then
+    /// encodes it (as new: every block, no skipping).
+    @Test func detailDefersANewPictureUntilTheBudgetDrains() {
+        var s = EncodeScheduler(settings: settings(kbps: 1000))
+        #expect(s.decide(newPicture: true, havePicture: true, keyframeRequested: false, encoderExists: false, now: 0)
+                == .encode(isNew: true, forceKeyframe: false, staticThreshold: 1))
+        s.encoded(isNew: true, bytes: 200_000, keyframe: true, at: 0)  // 1.6 Mbit: 0.6 s over
+        #expect(s.decide(newPicture: true, havePicture: true, keyframeRequested: false, encoderExists: true, now: 100 * ms)
+                == .deferPicture)
+        // 1.5 Mbit left at 100 ms: the budget (1 Mbit) is reached 500 ms later. The repeat due
+        // at 200 ms does not wake it (that spun the thread until the budget allowed).
+        #expect(s.policy.nextRepeatNanos == 200 * ms)
+        #expect(s.wakeAt(now: 100 * ms) == 600 * ms)
+        #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: false, encoderExists: true, now: 599 * ms)
+                == .deferPicture)
+        #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: false, encoderExists: true, now: 600 * ms)
+                == .encode(isNew: true, forceKeyframe: false, staticThreshold: 1))
+    }
+
+    /// `motion` keeps the frame rate: the same overshoot defers nothing.
+    @Test func motionNeverDefers() {
+        var s = EncodeScheduler(settings: settings(kbps: 1000, content: .motion))
+        s.encoded(isNew: true, bytes: 200_000, keyframe: true, at: 0)
+        #expect(s.decide(newPicture: true, havePicture: true, keyframeRequested: false, encoderExists: true, now: 100 * ms)
+                == .encode(isNew: true, forceKeyframe: false, staticThreshold: 1))
+    }
+
+    /// A keyframe request is never kept waiting for the budget, and forced keyframes are at most
+    /// one per 300 ms: a second request within that is produced when the 300 ms are up.
+    @Test func keyframeRequestsBypassTheBudgetAndAreThrottled() {
+        var s = EncodeScheduler(settings: settings(kbps: 1000))
+        s.encoded(isNew: true, bytes: 200_000, keyframe: true, at: 0)
+        #expect(s.decide(newPicture: true, havePicture: true, keyframeRequested: true, encoderExists: true, now: 100 * ms)
+                == .encode(isNew: true, forceKeyframe: false, staticThreshold: 1))  // 100 ms after the last keyframe: held
+        s.encoded(isNew: true, bytes: 1000, keyframe: false, at: 100 * ms)
+        #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: false, encoderExists: true, now: 299 * ms) == .wait)
+        #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: false, encoderExists: true, now: 300 * ms)
+                == .encode(isNew: false, forceKeyframe: true, staticThreshold: 1))
+        s.encoded(isNew: false, bytes: 50_000, keyframe: true, at: 300 * ms)
+        // Long after: a request is served at once.
+        #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: true, encoderExists: true, now: 5000 * ms)
+                == .encode(isNew: false, forceKeyframe: true, staticThreshold: 100_000))
+    }
+
+    /// A still picture is repeated at half the frame rate while it refines (every block
+    /// encoded), then at the keep-alive rate with unchanged blocks skipped.
+    @Test func stillPictureRefinesThenKeepsAlive() {
+        var s = EncodeScheduler(settings: settings(fps: 10, minFps: 1))
+        s.encoded(isNew: true, bytes: 10_000, keyframe: true, at: 0)
+        #expect(s.wakeAt(now: 10 * ms) == 200 * ms)
+        #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: false, encoderExists: true, now: 199 * ms) == .wait)
+        #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: false, encoderExists: true, now: 200 * ms)
+                == .encode(isNew: false, forceKeyframe: false, staticThreshold: 1))
+        // Two tiny repeats in a row: converged, refinement ends early.
+        s.encoded(isNew: false, bytes: 10, keyframe: false, at: 200 * ms)
+        s.encoded(isNew: false, bytes: 10, keyframe: false, at: 400 * ms)
+        #expect(s.wakeAt(now: 400 * ms) == 1400 * ms)
+        #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: false, encoderExists: true, now: 1400 * ms)
+                == .encode(isNew: false, forceKeyframe: false, staticThreshold: EncodeScheduler.skipUnchangedThreshold))
+    }
+
+    /// A held keyframe request wakes the thread when it falls due, even with no repeat planned
+    /// (keep-alive off, picture converged), instead of up to a second later.
+    @Test func aHeldKeyframeRequestWakesWhenDue() {
+        var s = EncodeScheduler(settings: settings(fps: 10, minFps: 0))
+        s.encoded(isNew: true, bytes: 10_000, keyframe: false, at: 0)
+        s.encoded(isNew: false, bytes: 10, keyframe: false, at: 200 * ms)
+        s.encoded(isNew: false, bytes: 10, keyframe: true, at: 400 * ms)
+        #expect(s.policy.nextRepeatNanos == nil)
+        #expect(s.wakeAt(now: 500 * ms) == 1500 * ms)
+        #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: true, encoderExists: true, now: 500 * ms)
+                == .encode(isNew: false, forceKeyframe: false, staticThreshold: EncodeScheduler.skipUnchangedThreshold))
+        s.encoded(isNew: false, bytes: 10, keyframe: false, at: 500 * ms)
+        #expect(s.wakeAt(now: 500 * ms) == 700 * ms)
+        #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: false, encoderExists: true, now: 700 * ms)
+                == .encode(isNew: false, forceKeyframe: true, staticThreshold: EncodeScheduler.skipUnchangedThreshold))
+    }
+
+    @Test func settingsChangesAskTheEncoderForWhatTheyNeed() {
+        var s = EncodeScheduler(settings: settings(fps: 10, kbps: 1000))
+        #expect(s.apply(settings(fps: 10, kbps: 500)) == .reconfigure)
+        #expect(s.apply(settings(fps: 10, kbps: 500, content: .motion)) == .reconfigure)
+        #expect(s.apply(settings(fps: 5, kbps: 500, content: .motion)) == .reconfigure)
+        #expect(s.apply(settings(fps: 5, minFps: 2, kbps: 500, content: .motion)) == .none)
+        #expect(s.policy.keepAlivePeriodNanos == 500 * ms)
+        // The keyframe interval is fixed when libvpx is set up, and counted in frames.
+        #expect(s.apply(settings(fps: 5, minFps: 2, kbps: 500, content: .motion, keyframeInterval: 2)) == .recreate)
+        #expect(s.apply(settings(fps: 8, minFps: 2, kbps: 500, content: .motion, keyframeInterval: 2)) == .recreate)
+        #expect(s.policy.framePeriodNanos == 125 * ms)
+        var paused = settings(fps: 8, minFps: 2, kbps: 500, content: .motion, keyframeInterval: 2)
+        paused.paused = true
+        #expect(s.apply(paused) == .none)
+    }
+}
