@@ -43,6 +43,8 @@ final class ViewerLoop {
     private let audioRTCP: UDPListener?
     /// In a room: the relay's address.
     private let relay: sockaddr_in?
+    /// poll(2)'s set, made once: `rtp`, `rtcp`, `audioRTP`, `audioRTCP` (fd -1 when absent).
+    private var pollSet: [pollfd]
     /// Every datagram is received here; big enough for the relay's largest message (a
     /// `welcome` listing a big room).
     private var datagram = [UInt8](repeating: 0, count: 65536)
@@ -130,6 +132,9 @@ final class ViewerLoop {
         }
         output = ViewerOutput(decoder: decoder, window: window, checksums: checksums, events: events, startedAt: startNanos)
         recording = config.recordPath.map { ViewerRecording(path: $0, withAudio: audio != nil, events: events) }
+        pollSet = [rtp.fd, rtcp?.fd ?? -1, audioRTP?.fd ?? -1, audioRTCP?.fd ?? -1].map {
+            pollfd(fd: $0, events: Int16(POLLIN), revents: 0)
+        }
     }
 
     // MARK: - The loop
@@ -161,14 +166,13 @@ final class ViewerLoop {
             if let r = room?.nextWakeup { wake = min(wake, max(r, now)) }
             if let a = audio?.nextWakeup { wake = min(wake, max(a, now)) }
             let ms = wake > now ? Int32(min((wake - now + 999_999) / 1_000_000, 50)) : 0
-            var fds = [pollfd(fd: rtp.fd, events: Int16(POLLIN), revents: 0), pollfd(fd: rtcp?.fd ?? -1, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: audioRTP?.fd ?? -1, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: audioRTCP?.fd ?? -1, events: Int16(POLLIN), revents: 0)]
-            _ = poll(&fds, 4, ms)
-            if fds[0].revents & Int16(POLLIN) != 0 { drainRTP(rtp, audioPort: false) }
-            if fds[1].revents & Int16(POLLIN) != 0, let rtcp { drainRTCP(rtcp) }
-            if fds[2].revents & Int16(POLLIN) != 0, let audioRTP { drainRTP(audioRTP, audioPort: true) }
-            if fds[3].revents & Int16(POLLIN) != 0, let audioRTCP { drainRTCP(audioRTCP) }
+            // On an error (EINTR) poll leaves the last round's revents as they were.
+            if poll(&pollSet, nfds_t(pollSet.count), ms) > 0 {
+                if readable(0) { drainRTP(rtp, audioPort: false) }
+                if readable(1), let rtcp { drainRTCP(rtcp) }
+                if readable(2), let audioRTP { drainRTP(audioRTP, audioPort: true) }
+                if readable(3), let audioRTCP { drainRTCP(audioRTCP) }
+            }
             let t = clock.nowNanos()
             timers(now: t)
             if let w = output.window, !w.handleEvents() { stop.stop(.windowClosed) }
@@ -196,6 +200,8 @@ final class ViewerLoop {
         events.emit(stopped)
         return ViewerResult(reason: stop.stopReason, summary: stopped.fields)
     }
+
+    private func readable(_ i: Int) -> Bool { pollSet[i].revents & Int16(POLLIN) != 0 }
 
     /// What is due at `now`: NACKs and PLIs, frames to decode, audio to play, the room's
     /// retries, the receiver report.
