@@ -62,6 +62,9 @@ public struct ViewerResult: Sendable {
     public var reason: ViewerStopReason
     /// The summary (also sent as the `stopped` event).
     public var summary: [String: JSONValue]
+    /// The recording (`--record`) could not be finished: an `error` event (`record_failed`)
+    /// said why, and `watch` exits with a failure.
+    public var recordingFailed: Bool
 }
 
 /// The viewer: receives the VP8 stream an SDP describes (or a room's presenter, through the
@@ -100,7 +103,8 @@ public final class Viewer: Sendable {
         stopSignal.stop(reason)
     }
 
-    /// Runs until stopped (once); returns why and the summary (also sent as the `stopped` event).
+    /// Runs until stopped (once); returns why, the summary (also sent as the `stopped` event),
+    /// and whether the recording failed to finish.
     public func run() -> ViewerResult {
         guard let loop = loop.withLock({ $0.take() }) else { preconditionFailure("Viewer.run() called twice") }
         return loop.run()

@@ -190,7 +190,7 @@ final class ViewerLoop {
             room!.leave()
             flushRoom()
         }
-        recording?.finish()
+        let recorded = recording?.finish() ?? true
         let stopped = stats.summary(reason: stop.stopReason, path: &path, packetsRejected: packetsRejected,
                                     size: output.pictureSize, rttMillis: rttMillis, recording: recording,
                                     durationSeconds: Double(clock.nowNanos() - startNanos) / 1e9, audio: audio, sync: sync)
@@ -198,7 +198,7 @@ final class ViewerLoop {
         // was seen crashing exit's destructors (status 139 after the summary, ~1 run in 8).
         audio?.stopPlayback()
         events.emit(stopped)
-        return ViewerResult(reason: stop.stopReason, summary: stopped.fields)
+        return ViewerResult(reason: stop.stopReason, summary: stopped.fields, recordingFailed: !recorded)
     }
 
     private func readable(_ i: Int) -> Bool { pollSet[i].revents & Int16(POLLIN) != 0 }

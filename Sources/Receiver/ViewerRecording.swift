@@ -10,7 +10,8 @@ import Recording
 ///
 /// The file is created at the first decoded keyframe (a file starts with one, and the picture
 /// size is known then). A failed write is an `error` event (`record_failure`) and the viewer
-/// goes on.
+/// goes on; a file that cannot be finished (its trailer: cues, duration) is one too
+/// (`record_failed`), and ``finish()`` says so, for `watch` to exit with a failure.
 struct ViewerRecording {
     /// The `--record` path.
     let path: String
@@ -92,7 +93,16 @@ struct ViewerRecording {
     }
 
     /// Writes the file's trailer and closes it.
-    func finish() {
-        try? recorder?.finish()
+    /// - Returns: false when that failed (reported as an `error` event, `record_failed`, whose
+    ///   message names the path and the reason).
+    func finish() -> Bool {
+        guard let recorder else { return true }
+        do {
+            try recorder.finish()
+            return true
+        } catch {
+            events.emit(.error(.recordFailed, "\(error)"))
+            return false
+        }
     }
 }
