@@ -100,7 +100,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "ReceiverTests", dependencies: [
-            "Receiver", "RTP", "OpusCodec", .product(name: "Logging", package: "swift-log"),
+            "Receiver", "RTP", "RTCP", "RTPSession", "Room", "OpusCodec", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "RelayServerTests", dependencies: [
             "Relay", "Room", "RTP", "Transport", "Events", .product(name: "Logging", package: "swift-log"),

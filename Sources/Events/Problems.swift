@@ -77,7 +77,7 @@ public struct WarningEvent: BroadcastEvent, Equatable {
 }
 
 /// `error`: something failed; the command may go on without it (`source_switch_failed`,
-/// `record_failure`) or stop (`source_gone`). Emit with `events.emit(.error(.sourceGone, message))`.
+/// `record_failure`), stop (`source_gone`) or end in failure (`record_failed`). Emit with `events.emit(.error(.sourceGone, message))`.
 public struct ErrorEvent: BroadcastEvent, Equatable {
     public enum Kind: Sendable, Equatable {
         /// `ctl set source=...` could not open the new source: the previous one goes on.
@@ -90,6 +90,8 @@ public struct ErrorEvent: BroadcastEvent, Equatable {
         case encodeFailure
         /// The viewer could not write its recording.
         case recordFailure
+        /// The viewer could not finish its recording (the file's trailer): `watch` exits with 1.
+        case recordFailed
 
         /// The `kind` field.
         public var name: String {
@@ -99,6 +101,7 @@ public struct ErrorEvent: BroadcastEvent, Equatable {
             case .sourceGone: "source_gone"
             case .encodeFailure: "encode_failure"
             case .recordFailure: "record_failure"
+            case .recordFailed: "record_failed"
             }
         }
 

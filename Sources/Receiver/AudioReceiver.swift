@@ -33,6 +33,8 @@ final class AudioReceiver {
     private(set) var lastSenderReport: SenderReport?
     private let decoder: OpusFrameDecoder
     private let playback: PulsePlayback?
+    /// Set when writing to PulseAudio failed: the audio is then received but no longer played.
+    private var playbackFailed = false
     private let logger: Logger
 
     private static let slots = 64
@@ -93,7 +95,6 @@ final class AudioReceiver {
     func stopPlayback() {
         playback?.stop()
     }
-    private var playbackFailed = false
 
     /// Delay added to the playout for lip sync (ns). Lengthening it holds the audio back (one
     /// short gap); shortening it skips that much audio, since playing faster would only fill

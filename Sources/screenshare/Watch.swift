@@ -138,6 +138,9 @@ struct Watch: ParsableCommand {
         let signals = SignalWatcher { _ in viewer.stop(.requested) }
         let result = viewer.run()
         _ = signals
+        // The recording could not be finished (the `error` event said why): a failure, unless
+        // losing the relay already is one.
+        if result.recordingFailed, result.reason != .disconnected { throw Exit.failure }
         switch result.reason {
         case .duration, .windowClosed: return
         case .requested: throw Exit.interrupted

@@ -50,6 +50,44 @@ import X11TestSupport
         #expect(p >= 40, "recorded slide PSNR \(p) dB")
     }
 
+    /// A recording whose trailer cannot be written is an `error` event naming the file and
+    /// why, and a failed `watch` (exit 1): not a file silently left without its end.
+    @Test func aRecordingThatCannotBeFinishedFailsTheViewer() throws {
+        let dir = try makeTempDir()
+        let input = "\(dir)/small.nv12"
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=15",
+                                          "-frames:v", "15", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", input]) == 0)
+        // Every write lands in libavformat's buffer (a few KB of small frames); the trailer
+        // flushes it to a device that is always full.
+        let record = "\(dir)/full.webm"
+        try FileManager.default.createSymbolicLink(atPath: record, withDestinationPath: "/dev/full")
+        let port = freeEvenPort()
+        let sdp = "\(dir)/v.sdp"
+        try writeSDP(port: port, fps: 15, to: sdp)
+        let viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--record", record, "--duration", "4", "--json"],
+                               dir: dir, name: "viewer")
+        try waitUntilBound(port)
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--input", input, "--input-format", "nv12", "--input-size", "320x240",
+            "--fps", "15", "--duration", "1", "--json",
+        ], dir: dir, name: "sender")
+        try EventLog.wait(for: "first_frame", in: viewer)
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        #expect(viewer.finish(within: 30) == 1, "viewer: \(viewer.stderr)")
+
+        let log = EventLog(viewer)
+        let errors = log.events(named: "error")
+        #expect(errors.count == 1, "\(errors)")
+        let error = try #require(errors.first)
+        #expect(error["kind"] as? String == "record_failed")
+        let message = error["message"] as? String ?? ""
+        #expect(message.contains(record) && message.contains("No space left on device"), "\(message)")
+        let summary = try log.stopped()
+        #expect(summary["reason"] as? String == "duration")
+        #expect((summary["recorded_frames"] as? Int ?? 0) > 0, "\(summary)")
+        #expect(log.names.firstIndex(of: "error")! < log.names.lastIndex(of: "stopped")!)
+    }
+
     @Test func lostPacketsAreRepairedByNACK() throws {
         let dir = try makeTempDir()
         let path = "\(dir)/motion.nv12"
