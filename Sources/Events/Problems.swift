@@ -77,7 +77,7 @@ public struct WarningEvent: BroadcastEvent, Equatable {
 }
 
 /// `error`: something failed; the command may go on without it (`source_switch_failed`,
-/// `record_failure`), stop (`source_gone`) or end in failure (`record_failed`). Emit with `events.emit(.error(.sourceGone, message))`.
+/// `record_failure`) or stop (`source_gone`). Emit with `events.emit(.error(.sourceGone, message))`.
 public struct ErrorEvent: BroadcastEvent, Equatable {
     public enum Kind: Sendable, Equatable {
         /// `ctl set source=...` could not open the new source: the previous one goes on.
@@ -88,10 +88,9 @@ public struct ErrorEvent: BroadcastEvent, Equatable {
         case sourceGone
         /// The encoder failed.
         case encodeFailure
-        /// The viewer could not write its recording.
+        /// The viewer could not create, write or finish its recording: it stops recording, goes
+        /// on watching, and `watch` exits with 1.
         case recordFailure
-        /// The viewer could not finish its recording (the file's trailer): `watch` exits with 1.
-        case recordFailed
 
         /// The `kind` field.
         public var name: String {
@@ -101,7 +100,6 @@ public struct ErrorEvent: BroadcastEvent, Equatable {
             case .sourceGone: "source_gone"
             case .encodeFailure: "encode_failure"
             case .recordFailure: "record_failure"
-            case .recordFailed: "record_failed"
             }
         }
 

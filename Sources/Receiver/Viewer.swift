@@ -62,8 +62,8 @@ public struct ViewerResult: Sendable {
     public var reason: ViewerStopReason
     /// The summary (also sent as the `stopped` event).
     public var summary: [String: JSONValue]
-    /// The recording (`--record`) could not be finished: an `error` event (`record_failed`)
-    /// said why, and `watch` exits with a failure.
+    /// The recording (`--record`) failed (created, written or finished): an `error` event
+    /// (`record_failure`) said why, and `watch` exits with a failure.
     public var recordingFailed: Bool
 }
 

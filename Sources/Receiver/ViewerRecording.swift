@@ -9,9 +9,10 @@ import Recording
 /// (`WebMRecorder`) on the video's timeline.
 ///
 /// The file is created at the first decoded keyframe (a file starts with one, and the picture
-/// size is known then). A failed write is an `error` event (`record_failure`) and the viewer
-/// goes on; a file that cannot be finished (its trailer: cues, duration) is one too
-/// (`record_failed`), and ``finish()`` says so, for `watch` to exit with a failure.
+/// size is known then). A file that cannot be created, written or finished (its trailer: cues,
+/// duration) is an `error` event (`record_failure`, once); recording stops there (a later
+/// keyframe never starts the file again over what was written), the viewer goes on watching,
+/// and ``finish()`` says so, for `watch` to exit with a failure.
 struct ViewerRecording {
     /// The `--record` path.
     let path: String
@@ -19,6 +20,8 @@ struct ViewerRecording {
     private let withAudio: Bool
     private let events: EventSink
     private var recorder: WebMRecorder?
+    /// The recording failed (reported once); nothing more is written.
+    private(set) var failed = false
     /// The first recorded picture: its RTP time (extended ticks) and when it became complete.
     private var originTicks: Int64?
     private var originArrival: UInt64?
@@ -43,12 +46,13 @@ struct ViewerRecording {
 
     /// Writes a decoded frame (`size`: the decoded picture's).
     mutating func video(_ frame: BufferedFrame, size: PixelSize, clockRate: Int) {
+        guard !failed else { return }
         if recorder == nil {
             guard frame.isKeyframe else { return }  // a file starts with a keyframe
             do {
                 recorder = try WebMRecorder(path: path, video: size, audio: withAudio)
             } catch {
-                events.emit(.error(.recordFailure, "\(error)"))
+                fail(error)
                 return
             }
         }
@@ -61,8 +65,7 @@ struct ViewerRecording {
         do {
             try recorder?.writeVideo(frame.data, keyframe: frame.isKeyframe, timestampNanos: nanos)
         } catch {
-            events.emit(.error(.recordFailure, "\(error)"))
-            recorder = nil
+            fail(error)
         }
     }
 
@@ -71,9 +74,9 @@ struct ViewerRecording {
     /// - Parameters:
     ///   - videoReport, audioReport: the last sender report of each stream (RFC 3550 §6.4.1).
     ///   - clockRate: the video's RTP clock rate.
-    func audio(_ header: RTPHeader, payload: UnsafeRawBufferPointer, now: UInt64,
-               videoReport: (ntp: NTPTimestamp, rtpTimestamp: UInt32)?, audioReport: SenderReport?, clockRate: Int) {
-        guard let recorder, let originTicks else { return }
+    mutating func audio(_ header: RTPHeader, payload: UnsafeRawBufferPointer, now: UInt64,
+                        videoReport: (ntp: NTPTimestamp, rtpTimestamp: UInt32)?, audioReport: SenderReport?, clockRate: Int) {
+        guard !failed, let recorder, let originTicks else { return }
         var nanos: Int64
         if let v = videoReport, let a = audioReport {
             func ntpNanos(_ t: NTPTimestamp) -> Int64 { Int64(t.seconds) * 1_000_000_000 + Int64((UInt64(t.fraction) * 1_000_000_000) >> 32) }
@@ -88,21 +91,28 @@ struct ViewerRecording {
         }
         guard nanos >= 0 else { return }  // before the first recorded picture
         do { try recorder.writeAudio(payload, timestampNanos: UInt64(nanos)) } catch {
-            events.emit(.error(.recordFailure, "\(error)"))
+            fail(error)
         }
     }
 
-    /// Writes the file's trailer and closes it.
-    /// - Returns: false when that failed (reported as an `error` event, `record_failed`, whose
-    ///   message names the path and the reason).
-    func finish() -> Bool {
-        guard let recorder else { return true }
+    /// Writes the file's trailer and closes it (after a failed write too: what was written may
+    /// still play).
+    /// - Returns: false when the recording failed, now or before (reported as an `error` event,
+    ///   `record_failure`, whose message names the path and the reason).
+    mutating func finish() -> Bool {
+        guard let recorder else { return !failed }
         do {
             try recorder.finish()
-            return true
         } catch {
-            events.emit(.error(.recordFailed, "\(error)"))
-            return false
+            if !failed { fail(error) }
         }
+        return !failed
+    }
+
+    /// Reports the first failure and stops recording.
+    private mutating func fail(_ error: any Error) {
+        guard !failed else { return }
+        failed = true
+        events.emit(.error(.recordFailure, "\(error)"))
     }
 }

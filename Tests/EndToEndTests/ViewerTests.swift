@@ -79,7 +79,7 @@ import X11TestSupport
         let errors = log.events(named: "error")
         #expect(errors.count == 1, "\(errors)")
         let error = try #require(errors.first)
-        #expect(error["kind"] as? String == "record_failed")
+        #expect(error["kind"] as? String == "record_failure")
         let message = error["message"] as? String ?? ""
         #expect(message.contains(record) && message.contains("No space left on device"), "\(message)")
         let summary = try log.stopped()

@@ -264,7 +264,6 @@ enum EventCases {
             ("error.source_gone", ErrorEvent(.sourceGone, "the X server closed the connection")),
             ("error.encode_failure", ErrorEvent(.encodeFailure, "vpx_codec_encode: Invalid parameter")),
             ("error.record_failure", ErrorEvent(.recordFailure, "cannot write /tmp/out.webm: No space left on device")),
-            ("error.record_failed", ErrorEvent(.recordFailed, "--record /tmp/out.webm: cannot finish the file: No space left on device")),
         ]
     }
 }

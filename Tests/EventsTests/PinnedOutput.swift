@@ -214,8 +214,5 @@ enum PinnedOutput {
         "error.record_failure": (
             json: #"{"event":"error","kind":"record_failure","message":"cannot write /tmp/out.webm: No space left on device","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"error: record_failure cannot write /tmp/out.webm: No space left on device"#),
-        "error.record_failed": (
-            json: #"{"event":"error","kind":"record_failed","message":"--record /tmp/out.webm: cannot finish the file: No space left on device","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"error: record_failed --record /tmp/out.webm: cannot finish the file: No space left on device"#),
     ]
 }
