@@ -24,6 +24,7 @@ let package = Package(
         .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
 
         // sendmmsg/recvmmsg (Glibc hides them behind _GNU_SOURCE): the relay's batched socket I/O.
         .target(name: "CSocketBatch"),
@@ -33,8 +34,9 @@ let package = Package(
         .target(name: "RTP"),
         .target(name: "RTCP", dependencies: ["RTP"]),
         .target(name: "RTPSession", dependencies: ["RTP", "RTCP"]),
-        // WebRTC's pieces for browsers, sans-I/O: STUN and the ICE-lite agent.
-        .target(name: "WebRTC", dependencies: ["CZlib", .product(name: "Crypto", package: "swift-crypto")]),
+        // WebRTC's pieces for browsers, sans-I/O: STUN and the ICE-lite agent, the WHEP offer and
+        // answer, DTLS 1.2 with DTLS-SRTP (OpenSSL).
+        .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", .product(name: "Crypto", package: "swift-crypto")]),
         // Typed events: JSON lines for machines, one line of text for people.
         .target(name: "Events"),
         // UDP sockets, batched datagram I/O, endpoints and addresses; one errno → error path.
