@@ -25,6 +25,7 @@ let package = Package(
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
 
         // sendmmsg/recvmmsg (Glibc hides them behind _GNU_SOURCE): the relay's batched socket I/O.
         .target(name: "CSocketBatch"),
@@ -35,8 +36,8 @@ let package = Package(
         .target(name: "RTCP", dependencies: ["RTP"]),
         .target(name: "RTPSession", dependencies: ["RTP", "RTCP"]),
         // WebRTC's pieces for browsers, sans-I/O: STUN and the ICE-lite agent, the WHEP offer and
-        // answer, DTLS 1.2 with DTLS-SRTP (OpenSSL).
-        .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", .product(name: "Crypto", package: "swift-crypto")]),
+        // answer, DTLS 1.2 with DTLS-SRTP (OpenSSL), SRTP (libsrtp2).
+        .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "CSRTP", .product(name: "Crypto", package: "swift-crypto")]),
         // Typed events: JSON lines for machines, one line of text for people.
         .target(name: "Events"),
         // UDP sockets, batched datagram I/O, endpoints and addresses; one errno → error path.

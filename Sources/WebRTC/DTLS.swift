@@ -65,6 +65,10 @@ public enum SRTPProfile: Int, Sendable {
         case .aeadAes128Gcm: return "SRTP_AEAD_AES_128_GCM"
         }
     }
+    /// The profiles this machine's libsrtp2 can run, preferred first: AES-GCM when it was built
+    /// with OpenSSL (Debian's is not), then AES-CM with HMAC-SHA1-80, which every browser takes.
+    public static let usable: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80].filter(SRTPSession.supports)
+
     /// Master key and salt lengths.
     public var keyLength: Int { 16 }
     public var saltLength: Int { self == .aeadAes128Gcm ? 12 : 14 }
@@ -115,9 +119,9 @@ public final class DTLSTransport {
     ///   - role: `.server` answers the ClientHello (the relay: `a=setup:passive`).
     ///   - certificate: ours.
     ///   - remoteFingerprint: the SHA-256 the peer's SDP gave (nil: not checked, tests only).
-    ///   - profiles: SRTP profiles, preferred first.
+    ///   - profiles: SRTP profiles, preferred first (by default those this libsrtp2 can run).
     public init(role: Role, certificate: DTLSCertificate, remoteFingerprint: [UInt8]?,
-                profiles: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80]) throws {
+                profiles: [SRTPProfile] = SRTPProfile.usable) throws {
         self.role = role
         expectedFingerprint = remoteFingerprint
         guard let ctx = SSL_CTX_new(DTLS_method()) else { throw DTLSError.openSSL("SSL_CTX_new") }
