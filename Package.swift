@@ -10,6 +10,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
     ],
     targets: [
         // C libraries behind thin system-library targets (module.modulemap + shim.h).
@@ -22,6 +23,9 @@ let package = Package(
         // its headers are in /usr/include and the module map links "pulse", so no pkg-config.
         .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
+        .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
 
         // sendmmsg/recvmmsg (Glibc hides them behind _GNU_SOURCE): the relay's batched socket I/O.
         .target(name: "CSocketBatch"),
@@ -31,6 +35,9 @@ let package = Package(
         .target(name: "RTP"),
         .target(name: "RTCP", dependencies: ["RTP"]),
         .target(name: "RTPSession", dependencies: ["RTP", "RTCP"]),
+        // WebRTC's pieces for browsers, sans-I/O: STUN and the ICE-lite agent, the WHEP offer and
+        // answer, DTLS 1.2 with DTLS-SRTP (OpenSSL), SRTP (libsrtp2).
+        .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "CSRTP", .product(name: "Crypto", package: "swift-crypto")]),
         // Typed events: JSON lines for machines, one line of text for people.
         .target(name: "Events"),
         // UDP sockets, batched datagram I/O, endpoints and addresses; one errno → error path.
@@ -102,6 +109,7 @@ let package = Package(
         .testTarget(name: "ReceiverTests", dependencies: [
             "Receiver", "RTP", "RTCP", "RTPSession", "Room", "OpusCodec", .product(name: "Logging", package: "swift-log"),
         ]),
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC"]),
         .testTarget(name: "RelayServerTests", dependencies: [
             "Relay", "Room", "RTP", "Transport", "Events", .product(name: "Logging", package: "swift-log"),
         ]),

@@ -8,7 +8,7 @@ export PATH="$PATH:/opt/swift/usr/bin"
 
 # Debian packages: build dependencies, then the real components tests and demos use.
 BUILD_PACKAGES=(pkg-config libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxrandr-dev libxcomposite-dev
-                libyuv-dev libvpx-dev libavformat-dev libopus-dev libpulse-dev)
+                libyuv-dev libvpx-dev libavformat-dev libopus-dev libpulse-dev zlib1g-dev libssl-dev libsrtp2-dev)
 RUNTIME_PACKAGES=(xvfb x11-utils x11-xserver-utils xdotool imagemagick fonts-dejavu-core ffmpeg
                   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
                   gstreamer1.0-plugins-bad procps pulseaudio pulseaudio-utils python3)

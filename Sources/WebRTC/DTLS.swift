@@ -1,0 +1,320 @@
+import COpenSSL
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A DTLS certificate as WebRTC uses one: an ECDSA P-256 key, self-signed, known to the peer
+/// only by its SHA-256 fingerprint in the SDP (RFC 8122, RFC 8827 §6.5).
+public final class DTLSCertificate: @unchecked Sendable {
+    // Immutable after init: OpenSSL's key and certificate objects are only read (and reference
+    // counted) by the contexts that use them, which OpenSSL allows from any thread.
+    let key: OpaquePointer
+    let x509: OpaquePointer
+    /// SHA-256 of the certificate's DER encoding.
+    public let fingerprint: [UInt8]
+
+    /// Makes a new key and a certificate for it, valid from a day ago for `validDays`.
+    /// - Throws: `DTLSError` with OpenSSL's reason.
+    public init(commonName: String = "screenshare", validDays: Int = 30) throws {
+        guard let key = shim_EVP_EC_gen_P256() else { throw DTLSError.openSSL("cannot make an ECDSA P-256 key") }
+        guard let x509 = X509_new() else {
+            EVP_PKEY_free(key)
+            throw DTLSError.openSSL("cannot make a certificate")
+        }
+        var serial = UInt32.random(in: 1...UInt32.max >> 1)
+        let ok = X509_set_version(x509, 2) == 1
+            && ASN1_INTEGER_set(X509_get_serialNumber(x509), Int(serial)) == 1
+            && X509_gmtime_adj(X509_getm_notBefore(x509), -86_400) != nil
+            && X509_gmtime_adj(X509_getm_notAfter(x509), validDays * 86_400) != nil
+            && X509_set_pubkey(x509, key) == 1
+            && X509_NAME_add_entry_by_txt(X509_get_subject_name(x509), "CN", MBSTRING_ASC, commonName, -1, -1, 0) == 1
+            && X509_set_issuer_name(x509, X509_get_subject_name(x509)) == 1
+            && X509_sign(x509, key, EVP_sha256()) > 0
+        serial = 0
+        guard ok, let fingerprint = Self.fingerprint(of: x509) else {
+            X509_free(x509)
+            EVP_PKEY_free(key)
+            throw DTLSError.openSSL("cannot sign the certificate")
+        }
+        self.key = key
+        self.x509 = x509
+        self.fingerprint = fingerprint
+    }
+
+    deinit {
+        X509_free(x509)
+        EVP_PKEY_free(key)
+    }
+
+    static func fingerprint(of x509: OpaquePointer) -> [UInt8]? {
+        var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        guard X509_digest(x509, EVP_sha256(), &digest, &length) == 1, length == 32 else { return nil }
+        return Array(digest.prefix(32))
+    }
+}
+
+/// The SRTP protection profiles DTLS-SRTP negotiates (RFC 5764 §4.1.2, RFC 7714 §14.2).
+public enum SRTPProfile: Int, Sendable {
+    case aes128CmHmacSha1_80 = 0x0001
+    case aeadAes128Gcm = 0x0007
+
+    var openSSLName: String {
+        switch self {
+        case .aes128CmHmacSha1_80: return "SRTP_AES128_CM_SHA1_80"
+        case .aeadAes128Gcm: return "SRTP_AEAD_AES_128_GCM"
+        }
+    }
+    /// The profiles this machine's libsrtp2 can run, preferred first: AES-GCM when it was built
+    /// with OpenSSL (Debian's is not), then AES-CM with HMAC-SHA1-80, which every browser takes.
+    public static let usable: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80].filter(SRTPSession.supports)
+
+    /// Master key and salt lengths.
+    public var keyLength: Int { 16 }
+    public var saltLength: Int { self == .aeadAes128Gcm ? 12 : 14 }
+}
+
+/// The SRTP master keys a DTLS handshake exported (RFC 5764 §4.2): one key and salt per
+/// direction, named by who writes with them.
+public struct SRTPKeyMaterial: Sendable, Equatable {
+    public var profile: SRTPProfile
+    public var clientKey: [UInt8], clientSalt: [UInt8]
+    public var serverKey: [UInt8], serverSalt: [UInt8]
+}
+
+/// One DTLS 1.2 association over OpenSSL with memory BIOs, sans-I/O in str0m's and mediasoup's
+/// shape: datagrams in (`receive`), datagrams out (`takeOutgoing`), a retransmission deadline
+/// (`timeoutMillis`, `handleTimeout`). After the handshake the peer's certificate must match the
+/// fingerprint its SDP gave, and the SRTP keys are exported.
+///
+/// Not thread-safe: one owner (a session's thread) drives it.
+public final class DTLSTransport {
+    public enum Role: Sendable { case client, server }
+
+    public enum State: Sendable, Equatable {
+        case handshaking
+        case connected
+        /// The handshake failed or the peer is not who the SDP said; the reason says which.
+        case failed(String)
+        /// The peer sent close_notify.
+        case closed
+    }
+
+    /// Flights are cut to fit this (a 1280-byte IPv6 minimum MTU less UDP/IP headers and room).
+    public static let mtu = 1200
+
+    public let role: Role
+    public private(set) var state: State = .handshaking
+    public private(set) var keys: SRTPKeyMaterial?
+    /// The peer certificate's SHA-256, once the handshake is done.
+    public private(set) var peerFingerprint: [UInt8]?
+
+    private let expectedFingerprint: [UInt8]?
+    private let ctx: OpaquePointer
+    private let ssl: OpaquePointer
+    private let rbio: OpaquePointer
+    private let wbio: OpaquePointer
+
+    /// - Parameters:
+    ///   - role: `.server` answers the ClientHello (the relay: `a=setup:passive`).
+    ///   - certificate: ours.
+    ///   - remoteFingerprint: the SHA-256 the peer's SDP gave (nil: not checked, tests only).
+    ///   - profiles: SRTP profiles, preferred first (by default those this libsrtp2 can run).
+    public init(role: Role, certificate: DTLSCertificate, remoteFingerprint: [UInt8]?,
+                profiles: [SRTPProfile] = SRTPProfile.usable) throws {
+        self.role = role
+        expectedFingerprint = remoteFingerprint
+        guard let ctx = SSL_CTX_new(DTLS_method()) else { throw DTLSError.openSSL("SSL_CTX_new") }
+        self.ctx = ctx
+        guard shim_SSL_CTX_set_min_proto_version(ctx, shim_DTLS1_2_VERSION()) == 1,
+              shim_SSL_CTX_set_max_proto_version(ctx, shim_DTLS1_2_VERSION()) == 1,
+              SSL_CTX_use_certificate(ctx, certificate.x509) == 1,
+              SSL_CTX_use_PrivateKey(ctx, certificate.key) == 1,
+              SSL_CTX_check_private_key(ctx) == 1,
+              SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305") == 1,
+              shim_SSL_CTX_set1_groups_list(ctx, "X25519:P-256") == 1,
+              // 0 is success here.
+              SSL_CTX_set_tlsext_use_srtp(ctx, profiles.map(\.openSSLName).joined(separator: ":")) == 0
+        else {
+            let reason = DTLSError.lastOpenSSLError()
+            SSL_CTX_free(ctx)
+            throw DTLSError.openSSL("cannot set up DTLS: \(reason)")
+        }
+        // The peer's certificate is self-signed: accept it here, check its fingerprint after.
+        shim_SSL_CTX_verify_peer_any(ctx)
+        _ = shim_SSL_CTX_set_options(ctx, shim_SSL_OP_NO_QUERY_MTU())
+        guard let ssl = SSL_new(ctx), let rbio = BIO_new(BIO_s_mem()), let wbio = BIO_new(BIO_s_mem()) else {
+            SSL_CTX_free(ctx)
+            throw DTLSError.openSSL("SSL_new")
+        }
+        // An empty read BIO means "no datagram yet", not end of file.
+        _ = shim_BIO_set_mem_eof_return(rbio, -1)
+        _ = shim_BIO_set_mem_eof_return(wbio, -1)
+        SSL_set_bio(ssl, rbio, wbio)
+        _ = shim_SSL_set_mtu(ssl, Self.mtu)
+        if role == .server { SSL_set_accept_state(ssl) } else { SSL_set_connect_state(ssl) }
+        self.ssl = ssl
+        self.rbio = rbio
+        self.wbio = wbio
+    }
+
+    deinit {
+        SSL_free(ssl)  // frees the BIOs too
+        SSL_CTX_free(ctx)
+    }
+
+    /// Client: sends the ClientHello (then `takeOutgoing`). Server: nothing until one arrives.
+    public func start() {
+        if role == .client { advanceHandshake() }
+    }
+
+    /// Takes a datagram from the peer; returns the application data it carried (after the
+    /// handshake). Records that are not valid DTLS are dropped by OpenSSL, as DTLS requires.
+    @discardableResult
+    public func receive(_ datagram: UnsafeRawBufferPointer) -> [[UInt8]] {
+        guard state == .handshaking || state == .connected, datagram.count > 0 else { return [] }
+        _ = BIO_write(rbio, datagram.baseAddress, Int32(datagram.count))
+        if state == .handshaking { advanceHandshake() }
+        var messages: [[UInt8]] = []
+        guard state == .connected else { return messages }
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let n = SSL_read(ssl, &buffer, Int32(buffer.count))
+            if n > 0 {
+                messages.append(Array(buffer.prefix(Int(n))))
+                continue
+            }
+            let error = SSL_get_error(ssl, n)
+            if error == SSL_ERROR_ZERO_RETURN { state = .closed }
+            else if error != SSL_ERROR_WANT_READ { ERR_clear_error() }
+            break
+        }
+        _ = shim_BIO_reset(rbio)
+        return messages
+    }
+
+    /// Sends application data (after the handshake): `takeOutgoing` then has the record.
+    public func send(_ data: UnsafeRawBufferPointer) throws {
+        guard state == .connected else { throw DTLSError.notConnected }
+        guard SSL_write(ssl, data.baseAddress, Int32(data.count)) == Int32(data.count) else {
+            throw DTLSError.openSSL("SSL_write: \(DTLSError.lastOpenSSLError())")
+        }
+    }
+
+    /// What DTLS has to send, as one datagram (a flight's records may share one; RFC 6347
+    /// §4.1.1 allows it), or nil.
+    public func takeOutgoing() -> [UInt8]? {
+        var pointer: UnsafeMutablePointer<CChar>?
+        let n = shim_BIO_get_mem_data(wbio, &pointer)
+        guard n > 0, let pointer else { return nil }
+        let datagram = Array(UnsafeRawBufferPointer(start: pointer, count: n))
+        _ = shim_BIO_reset(wbio)
+        return datagram
+    }
+
+    /// Milliseconds until a flight must be sent again (nil: no retransmission pending).
+    /// OpenSSL keeps this timer on the system clock.
+    public var timeoutMillis: Int? {
+        guard state == .handshaking else { return nil }
+        var tv = timeval()
+        guard shim_DTLSv1_get_timeout(ssl, &tv) == 1 else { return nil }
+        return Int(tv.tv_sec) * 1000 + Int(tv.tv_usec) / 1000
+    }
+
+    /// Resends the last flight when its timer ran out (then `takeOutgoing`).
+    public func handleTimeout() {
+        guard state == .handshaking else { return }
+        if shim_DTLSv1_handle_timeout(ssl) < 0 {
+            state = .failed("the handshake timed out: \(DTLSError.lastOpenSSLError())")
+        }
+    }
+
+    /// Sends close_notify (then `takeOutgoing`).
+    public func close() {
+        if state == .connected { _ = SSL_shutdown(ssl) }
+        state = .closed
+    }
+
+    private func advanceHandshake() {
+        let rc = SSL_do_handshake(ssl)
+        if rc == 1 {
+            finishHandshake()
+            return
+        }
+        let error = SSL_get_error(ssl, rc)
+        if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE { return }
+        state = .failed("the DTLS handshake failed: \(DTLSError.lastOpenSSLError())")
+    }
+
+    private func finishHandshake() {
+        guard let peer = SSL_get1_peer_certificate(ssl) else {
+            state = .failed("the peer sent no certificate")
+            return
+        }
+        defer { X509_free(peer) }
+        guard let fingerprint = DTLSCertificate.fingerprint(of: peer) else {
+            state = .failed("cannot hash the peer's certificate")
+            return
+        }
+        peerFingerprint = fingerprint
+        if let expected = expectedFingerprint, !Self.constantTimeEqual(expected, fingerprint) {
+            state = .failed("the peer's certificate is not the one its SDP named (fingerprint mismatch): not the browser that asked")
+            return
+        }
+        guard let selected = SSL_get_selected_srtp_profile(ssl), let profile = SRTPProfile(rawValue: Int(selected.pointee.id)) else {
+            state = .failed("no SRTP profile was agreed (the peer offered none of AEAD_AES_128_GCM, AES_CM_128_HMAC_SHA1_80)")
+            return
+        }
+        let k = profile.keyLength, s = profile.saltLength
+        var material = [UInt8](repeating: 0, count: 2 * (k + s))
+        let label = "EXTRACTOR-dtls_srtp"
+        guard SSL_export_keying_material(ssl, &material, material.count, label, label.utf8.count, nil, 0, 0) == 1 else {
+            state = .failed("cannot export the SRTP keys: \(DTLSError.lastOpenSSLError())")
+            return
+        }
+        keys = SRTPKeyMaterial(profile: profile, clientKey: Array(material[0..<k]), clientSalt: Array(material[(2 * k)..<(2 * k + s)]),
+                               serverKey: Array(material[k..<(2 * k)]), serverSalt: Array(material[(2 * k + s)...]))
+        state = .connected
+    }
+
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var diff: UInt8 = 0
+        for i in a.indices { diff |= a[i] ^ b[i] }
+        return diff == 0
+    }
+
+    /// Whether a datagram is DTLS (RFC 7983 §7: first octet 20–63).
+    public static func isDTLS(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let first = bytes.first else { return false }
+        return (20...63).contains(first)
+    }
+}
+
+/// A DTLS failure with its reason.
+public enum DTLSError: Error, CustomStringConvertible, Equatable {
+    case openSSL(String)
+    case notConnected
+
+    public var description: String {
+        switch self {
+        case .openSSL(let message): return "DTLS: \(message)"
+        case .notConnected: return "DTLS: not connected"
+        }
+    }
+
+    /// OpenSSL's queued errors as text (and the queue emptied).
+    static func lastOpenSSLError() -> String {
+        var reasons: [String] = []
+        while true {
+            let code = ERR_get_error()
+            if code == 0 { break }
+            var buffer = [UInt8](repeating: 0, count: 256)
+            buffer.withUnsafeMutableBufferPointer { b in
+                b.withMemoryRebound(to: CChar.self) { ERR_error_string_n(code, $0.baseAddress, $0.count) }
+            }
+            reasons.append(String(decoding: buffer.prefix { $0 != 0 }, as: UTF8.self))
+        }
+        return reasons.isEmpty ? "no reason given" : reasons.joined(separator: "; ")
+    }
+}

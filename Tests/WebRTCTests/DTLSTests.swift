@@ -1,0 +1,122 @@
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import WebRTC
+
+/// DTLS 1.2 between two of our transports, in memory: the handshake, the fingerprint check, the
+/// exported SRTP keys, application data, and hostile datagrams.
+@Suite struct DTLSTests {
+    /// Carries datagrams both ways until neither side has anything to send.
+    func run(_ client: DTLSTransport, _ server: DTLSTransport, drop: (Int) -> Bool = { _ in false }) {
+        client.start()
+        var n = 0
+        for _ in 0..<20 {
+            var moved = false
+            if let d = client.takeOutgoing() {
+                moved = true
+                if !drop(n) { d.withUnsafeBytes { _ = server.receive($0) } }
+                n += 1
+            }
+            if let d = server.takeOutgoing() {
+                moved = true
+                if !drop(n) { d.withUnsafeBytes { _ = client.receive($0) } }
+                n += 1
+            }
+            if !moved { break }
+        }
+    }
+
+    @Test func handshakeChecksFingerprintsAndExportsTheSameKeys() throws {
+        let a = try DTLSCertificate(), b = try DTLSCertificate()
+        #expect(a.fingerprint.count == 32 && a.fingerprint != b.fingerprint)
+        let client = try DTLSTransport(role: .client, certificate: a, remoteFingerprint: b.fingerprint)
+        let server = try DTLSTransport(role: .server, certificate: b, remoteFingerprint: a.fingerprint)
+        run(client, server)
+        #expect(client.state == .connected && server.state == .connected)
+        #expect(client.peerFingerprint == b.fingerprint && server.peerFingerprint == a.fingerprint)
+        let ck = try #require(client.keys), sk = try #require(server.keys)
+        #expect(ck == sk)
+        #expect(ck.profile == SRTPProfile.usable.first)
+        #expect(ck.clientKey.count == 16 && ck.clientSalt.count == ck.profile.saltLength && ck.clientKey != ck.serverKey)
+    }
+
+    @Test func theProfileIsTheOneBothOffer() throws {
+        let a = try DTLSCertificate(), b = try DTLSCertificate()
+        let client = try DTLSTransport(role: .client, certificate: a, remoteFingerprint: nil, profiles: [.aes128CmHmacSha1_80])
+        let server = try DTLSTransport(role: .server, certificate: b, remoteFingerprint: nil,
+                                       profiles: [.aeadAes128Gcm, .aes128CmHmacSha1_80])
+        run(client, server)
+        let keys = try #require(server.keys)
+        #expect(keys.profile == .aes128CmHmacSha1_80 && keys.clientSalt.count == 14)
+    }
+
+    /// A peer whose certificate is not the one its SDP named is refused: a man in the middle.
+    @Test func aWrongFingerprintFailsTheHandshake() throws {
+        let a = try DTLSCertificate(), b = try DTLSCertificate(), other = try DTLSCertificate()
+        let client = try DTLSTransport(role: .client, certificate: a, remoteFingerprint: b.fingerprint)
+        let server = try DTLSTransport(role: .server, certificate: b, remoteFingerprint: other.fingerprint)
+        run(client, server)
+        guard case .failed(let reason) = server.state else { Issue.record("server: \(server.state)"); return }
+        #expect(reason.contains("fingerprint mismatch"))
+        #expect(server.keys == nil)
+    }
+
+    @Test func applicationDataCrossesBothWays() throws {
+        let a = try DTLSCertificate(), b = try DTLSCertificate()
+        let client = try DTLSTransport(role: .client, certificate: a, remoteFingerprint: b.fingerprint)
+        let server = try DTLSTransport(role: .server, certificate: b, remoteFingerprint: a.fingerprint)
+        run(client, server)
+        try Array("join room".utf8).withUnsafeBytes { try client.send($0) }
+        let record = try #require(client.takeOutgoing())
+        #expect(!record.contains(Array("join room".utf8)), "application data must not cross in clear")
+        #expect(record.withUnsafeBytes { server.receive($0) } == [Array("join room".utf8)])
+        try Array("welcome".utf8).withUnsafeBytes { try server.send($0) }
+        #expect(try #require(server.takeOutgoing()).withUnsafeBytes { client.receive($0) } == [Array("welcome".utf8)])
+    }
+
+    /// A lost flight is sent again when OpenSSL's timer runs out, and the handshake completes.
+    @Test func aLostFlightIsRetransmitted() throws {
+        let a = try DTLSCertificate(), b = try DTLSCertificate()
+        let client = try DTLSTransport(role: .client, certificate: a, remoteFingerprint: b.fingerprint)
+        let server = try DTLSTransport(role: .server, certificate: b, remoteFingerprint: a.fingerprint)
+        client.start()
+        _ = client.takeOutgoing()  // the ClientHello is lost
+        let wait = try #require(client.timeoutMillis)
+        #expect(wait > 0 && wait <= 1000)
+        // Wait for OpenSSL's own timer (it keeps it on the system clock).
+        while (client.timeoutMillis ?? 0) > 0 { usleepMillis(5) }
+        client.handleTimeout()
+        run(client, server)
+        #expect(client.state == .connected && server.state == .connected)
+    }
+
+    /// Garbage and truncated records during and after the handshake: dropped, never a crash,
+    /// and the association still works.
+    @Test func hostileDatagramsAreDropped() throws {
+        let a = try DTLSCertificate(), b = try DTLSCertificate()
+        let server = try DTLSTransport(role: .server, certificate: b, remoteFingerprint: a.fingerprint)
+        var rng = SplitMix(seed: 0xD715)
+        for _ in 0..<2_000 {
+            var bytes = (0..<(rng.next() % 200)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            if !bytes.isEmpty { bytes[0] = 22 }  // a handshake record's type
+            bytes.withUnsafeBytes { _ = server.receive($0) }
+            _ = server.takeOutgoing()
+        }
+        #expect(server.state != .connected)
+        let fresh = try DTLSTransport(role: .server, certificate: b, remoteFingerprint: a.fingerprint)
+        let client = try DTLSTransport(role: .client, certificate: a, remoteFingerprint: b.fingerprint)
+        run(client, fresh)
+        #expect(fresh.state == .connected)
+        for _ in 0..<500 {
+            let bytes = [23, 0xfe, 0xfd] + (0..<(rng.next() % 100)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            #expect(bytes.withUnsafeBytes { fresh.receive($0) }.isEmpty)
+        }
+        #expect(fresh.state == .connected)
+    }
+}
+
+func usleepMillis(_ ms: UInt32) {
+    var ts = timespec(tv_sec: 0, tv_nsec: Int(ms) * 1_000_000)
+    nanosleep(&ts, nil)
+}
