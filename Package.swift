@@ -11,6 +11,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
     ],
     targets: [
         // C libraries behind thin system-library targets (module.modulemap + shim.h).
@@ -60,7 +61,9 @@ let package = Package(
         .target(name: "Control", dependencies: ["Events", "MediaCore", "Transport"]),
         // The room relay on a UDP socket: `serve`, and the one `start --room` embeds.
         .target(name: "Relay", dependencies: [
-            "Room", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"),
+            "Room", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"), "WebRTC",
+            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
         ]),
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [

@@ -3,6 +3,7 @@ import Logging
 import MediaCore
 import Room
 import Synchronization
+import WebRTC
 #if canImport(Glibc)
 import Glibc
 import Events
@@ -16,6 +17,11 @@ private final class ListenerTransport: RelayTransport {
     let socket: UDPListener
     let fanOut: FanOutSender
     private var singleErrors = 0
+    /// Browsers (WHEP): what the room sends them is rewritten and protected on the way out.
+    var browsers: BrowserGateway?
+    weak var core: RelayCore?
+    /// The fan-out list without the browsers (reused: no array per packet).
+    private var plain: [PeerAddress] = []
     init(_ socket: UDPListener, maxBatch: Int) {
         self.socket = socket
         fanOut = FanOutSender(fd: socket.fd, maxBatch: maxBatch)
@@ -23,10 +29,29 @@ private final class ListenerTransport: RelayTransport {
     /// Datagrams the kernel refused (each one a packet some peer lost).
     var errors: Int { singleErrors + fanOut.errors }
     func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) {
+        if let browsers, let core, browsers.isBrowser(address) {
+            browsers.egress(bytes, to: address, core: core) { sendPlain($0, to: $1) }
+            return
+        }
+        sendPlain(bytes, to: address)
+    }
+    func sendPlain(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) {
         if !socket.send(bytes, to: address.sockaddr) { singleErrors += 1 }
     }
     func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress]) {
-        fanOut.send(bytes, toEach: addresses)
+        guard let browsers, let core, !browsers.isEmpty else {
+            fanOut.send(bytes, toEach: addresses)
+            return
+        }
+        plain.removeAll(keepingCapacity: true)
+        for address in addresses {
+            if browsers.isBrowser(address) {
+                browsers.egress(bytes, to: address, core: core) { sendPlain($0, to: $1) }
+            } else {
+                plain.append(address)
+            }
+        }
+        if !plain.isEmpty { fanOut.send(bytes, toEach: plain) }
     }
 }
 
@@ -44,6 +69,9 @@ public final class RelayServer: @unchecked Sendable {
     private let socket: UDPListener
     private let transport: ListenerTransport
     private var core: RelayCore!
+    /// Browsers over WHEP (nil: this relay serves no HTTP).
+    private let browsers: BrowserGateway?
+    private let http: WHEPServer?
     private let events: EventSink?
     private let logger: Logger
     private let clock: MediaClock
@@ -56,13 +84,15 @@ public final class RelayServer: @unchecked Sendable {
     ///   - events: where room events go (nil: only logged at debug level, as when embedded).
     /// - Throws: `NetworkError` when the address cannot be bound.
     ///   - fanOutBatch: messages per `sendmmsg` call (tests use small ones to cross batches).
+    ///   - browsers: also serve browsers: WHEP and the page over HTTP on TCP at the same port.
     public convenience init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
-                            limits: RelayLimits = RelayLimits()) throws {
-        try self.init(host: host, port: port, events: events, logger: logger, clock: clock, limits: limits, fanOutBatch: 1024)
+                            limits: RelayLimits = RelayLimits(), browsers: Bool = false) throws {
+        try self.init(host: host, port: port, events: events, logger: logger, clock: clock, limits: limits, fanOutBatch: 1024,
+                      browsers: browsers)
     }
 
     init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
-         limits: RelayLimits = RelayLimits(), fanOutBatch: Int) throws {
+         limits: RelayLimits = RelayLimits(), fanOutBatch: Int, browsers enableBrowsers: Bool = false) throws {
         socket = try UDPListener(host: host, port: port)
         buffers = socket.setBufferSizes(receive: 8 << 20, send: 8 << 20)
         self.port = socket.port
@@ -71,7 +101,20 @@ public final class RelayServer: @unchecked Sendable {
         self.events = events
         self.logger = logger
         self.clock = clock
+        if enableBrowsers {
+            let gateway = BrowserGateway(logger: logger)
+            let certificate = try DTLSCertificate()
+            http = try WHEPServer(host: host, port: socket.port,
+                                  factory: WHEPSessionFactory(certificate: certificate, inbox: gateway.inbox, udpPort: socket.port, clock: clock),
+                                  logger: logger)
+            browsers = gateway
+            transport.browsers = gateway
+        } else {
+            browsers = nil
+            http = nil
+        }
         core = RelayCore(limits: limits, transport: transport) { [weak self] e in self?.report(e) }
+        transport.core = core
     }
 
     public func stop() { running.store(false, ordering: .relaxed) }
@@ -106,12 +149,19 @@ public final class RelayServer: @unchecked Sendable {
                 let wall = clock.wallNanos()
                 for _ in 0..<8 {  // at most 256 datagrams before the timers get a turn
                     let n = batch.receive(fd: socket.fd)
-                    for i in 0..<n { core.receive(batch.datagram(i), from: batch.source(i), now: now, wallNanos: wall) }
+                    for i in 0..<n {
+                        let bytes = batch.datagram(i), source = batch.source(i)
+                        if let browsers, browsers.receive(bytes, from: source, now: now, core: core, send: { transport.sendPlain($0, to: $1) }) {
+                            continue
+                        }
+                        core.receive(bytes, from: source, now: now, wallNanos: wall)
+                    }
                     if n < batch.count { break }
                 }
             }
             if now >= nextPoll {
                 core.poll(now: now, wallNanos: clock.wallNanos())
+                browsers?.poll(now: now, core: core) { transport.sendPlain($0, to: $1) }
                 nextPoll = now + 50_000_000
             }
             if now >= nextStats {
@@ -128,6 +178,7 @@ public final class RelayServer: @unchecked Sendable {
                 lastErrors = transport.errors
             }
         }
+        http?.close()
         let c = core.counters
         let stopped = RelayStopped(
             rtpIn: c.rtpIn, rtpForwarded: c.rtpForwarded, bytesForwarded: c.bytesForwarded,

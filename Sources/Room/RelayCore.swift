@@ -78,10 +78,10 @@ public final class RelayCore {
     public let ssrc: UInt32
     public private(set) var counters = RelayCounters()
     private let transport: RelayTransport
-    private let onEvent: (RelayEvent) -> Void
-    private var rooms: [String: RoomState] = [:]
-    private var byAddress: [PeerAddress: PeerState] = [:]
-    private var nextPeerID: UInt32 = 1
+    let onEvent: (RelayEvent) -> Void
+    var rooms: [String: RoomState] = [:]
+    var byAddress: [PeerAddress: PeerState] = [:]
+    var nextPeerID: UInt32 = 1
     private var errorBudget = 0
     private var errorBudgetSecond: UInt64 = 0
     private var nextReport: UInt64 = 0
@@ -155,7 +155,9 @@ public final class RelayCore {
 
     /// Timers: removes silent peers, sends due keyframe requests and receiver reports.
     public func poll(now: UInt64, wallNanos: UInt64) {
-        for peer in Array(byAddress.values) where now &- peer.lastHeard > RoomProtocol.peerTimeoutNanos && now > peer.lastHeard {
+        // External viewers (browsers) speak no room protocol: their gateway ends them.
+        for peer in Array(byAddress.values) where !peer.external && now &- peer.lastHeard > RoomProtocol.peerTimeoutNanos
+            && now > peer.lastHeard {
             counters.timeouts += 1
             remove(peer, reason: "timeout")
         }
@@ -266,7 +268,7 @@ public final class RelayCore {
         }
     }
 
-    private func requestKeyframe(_ stream: StreamState, now: UInt64) {
+    func requestKeyframe(_ stream: StreamState, now: UInt64) {
         guard stream.info.kind != .audio else { return }
         if stream.keyframeRequestDue(now: now) {
             sendKeyframeRequest(stream, now: now)
@@ -290,7 +292,7 @@ public final class RelayCore {
         bytes.withUnsafeBytes { transport.send($0, to: address) }
     }
 
-    private func broadcast(_ message: ControlMessage, in room: RoomState, except: PeerState?) {
+    func broadcast(_ message: ControlMessage, in room: RoomState, except: PeerState?) {
         let bytes = ControlEnvelope(message).encoded()
         let addresses = room.peers.values.compactMap { $0 === except ? nil : $0.address }
         bytes.withUnsafeBytes { transport.send($0, toEach: addresses) }
@@ -456,14 +458,15 @@ public final class RelayCore {
         room.version += 1
         broadcast(.streams(version: room.version, peer: peer.id, streams: streams), in: room, except: peer)
         notifySubscribers(of: peer)
+        followPublishers(in: room, now: now)
     }
 
-    private func notifySubscribers(of publisher: PeerState) {
+    func notifySubscribers(of publisher: PeerState) {
         let ids = publisher.room.subscriberIDs(of: publisher)
         send(.subscribers(peers: ids), to: publisher.address)
     }
 
-    private func remove(_ peer: PeerState, reason: String) {
+    func remove(_ peer: PeerState, reason: String) {
         let room = peer.room
         byAddress[peer.address] = nil
         room.peers[peer.id] = nil
@@ -485,6 +488,8 @@ public final class RelayCore {
         for p in publishers { notifySubscribers(of: p) }
         onEvent(.peerLeft(room: room.name, peer: peer.info, reason: reason))
         if room.peers.isEmpty { rooms[room.name] = nil }
+        // Browsers that watched this peer follow the next one sharing a screen.
+        if !peer.streams.isEmpty { followPublishers(in: room, now: peer.lastHeard) }
     }
 }
 
@@ -516,6 +521,10 @@ final class PeerState {
     unowned let room: RoomState
     var lastHeard: UInt64
     var streams: [StreamInfo] = []
+    /// A viewer that speaks no room protocol (a browser over WHEP): it never times out, and it
+    /// follows a presenter by name (`follows`) or the first one sharing a screen.
+    var external = false
+    var follows: String?
     /// What this peer asked to receive: publisher id → kinds (kept across the publisher's
     /// stream restarts).
     var subscriptions: [UInt32: Set<StreamKind>] = [:]

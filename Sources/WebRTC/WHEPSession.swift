@@ -51,6 +51,13 @@ public struct SDPOffer: Sendable, Equatable {
             "\(algorithm) " + bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16, uppercase: true) }.joined(separator: ":")
         }
 
+        /// Of several a=fingerprint lines (RFC 8122 allows one per hash; aiortc sends SHA-256,
+        /// -384 and -512), the SHA-256 one; else the first.
+        static func prefer(_ old: Fingerprint?, _ new: Fingerprint) -> Fingerprint {
+            guard let old else { return new }
+            return old.algorithm != "sha-256" && new.algorithm == "sha-256" ? new : old
+        }
+
         init(parsing value: Substring) throws {
             let parts = value.split(separator: " ", omittingEmptySubsequences: true)
             guard parts.count == 2 else { throw SDPError("a=fingerprint '\(value.prefix(120))' is not 'HASH HEX:HEX:…'") }
@@ -113,7 +120,7 @@ public struct SDPOffer: Sendable, Equatable {
                         if parts.first == "BUNDLE" { bundle = parts.dropFirst().map(String.init) }
                     case "ice-ufrag": session.ufrag = String(attr)
                     case "ice-pwd": session.pwd = String(attr)
-                    case "fingerprint": session.fingerprint = try Fingerprint(parsing: attr)
+                    case "fingerprint": session.fingerprint = Fingerprint.prefer(session.fingerprint, try Fingerprint(parsing: attr))
                     case "setup": session.setup = String(attr)
                     default: break
                     }
@@ -170,7 +177,7 @@ public struct SDPOffer: Sendable, Equatable {
         case "rtcp-mux": m.rtcpMux = true
         case "ice-ufrag": m.iceUfrag = String(attr)
         case "ice-pwd": m.icePassword = String(attr)
-        case "fingerprint": m.fingerprint = try Fingerprint(parsing: attr)
+        case "fingerprint": m.fingerprint = Fingerprint.prefer(m.fingerprint, try Fingerprint(parsing: attr))
         case "setup": m.setup = String(attr)
         default: break
         }

@@ -51,7 +51,7 @@ struct Serve: ParsableCommand {
         let at = listen
         let relay: RelayServer
         do {
-            relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger)
+            relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger, browsers: true)
         } catch {
             printError("screenshare: --listen \(listen): \(error)")
             throw Exit.network

@@ -200,7 +200,7 @@ struct Start: ParsableCommand {
                 // Host the room here: the relay runs in this process; we publish to it over loopback.
                 let listenAt = listen
                 do {
-                    relay = try RelayServer(host: listenAt.host, port: listenAt.port, events: nil, logger: logger)
+                    relay = try RelayServer(host: listenAt.host, port: listenAt.port, events: nil, logger: logger, browsers: true)
                 } catch let error as NetworkError {
                     printError("screenshare: --listen \(listen.text): \(error). Is another `screenshare start --room` or `serve` running? Use --listen :PORT, or --server HOST:PORT to join it.")
                     throw Exit.network

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""A scripted WHEP viewer that is not ours (aiortc): POSTs a recvonly VP8 + Opus offer to a
+WHEP URL and prints, as JSON lines, what happened: the HTTP answer, connection states, and each
+second the video frames and audio frames decoded and the picture size; at the end, the mean
+Y value of the last picture (tests compare it with what the presenter sent).
+
+    whep-client.py URL SECONDS [--loopback-only]
+
+--loopback-only offers only 127.0.0.1 as a host candidate: tests keep their traffic on
+loopback, never on the machine's LAN address."""
+import asyncio
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def log(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+async def main(url, seconds):
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+
+    pc = RTCPeerConnection()
+    pc.addTransceiver("video", direction="recvonly")
+    pc.addTransceiver("audio", direction="recvonly")
+    counts = {"video": 0, "audio": 0, "size": None, "luma": None}
+
+    @pc.on("connectionstatechange")
+    def on_state():
+        log(event="state", state=pc.connectionState)
+
+    async def drain(track):
+        while True:
+            try:
+                frame = await track.recv()
+            except Exception:
+                return
+            counts[track.kind] += 1
+            if track.kind == "video":
+                counts["size"] = f"{frame.width}x{frame.height}"
+                try:
+                    counts["luma"] = float(frame.to_ndarray(format="gray").mean())
+                except Exception as e:  # say so rather than stop counting
+                    log(event="error", message=f"cannot read a decoded picture: {e}")
+
+    @pc.on("track")
+    def on_track(track):
+        asyncio.ensure_future(drain(track))
+
+    await pc.setLocalDescription(await pc.createOffer())
+    request = urllib.request.Request(url, data=pc.localDescription.sdp.encode(), method="POST",
+                                     headers={"Content-Type": "application/sdp"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as r:
+            status, location, answer = r.status, r.headers.get("Location"), r.read().decode()
+    except urllib.error.HTTPError as e:
+        log(event="refused", status=e.code, body=e.read().decode())
+        await pc.close()
+        return
+    log(event="answered", status=status, location=location,
+        access_control=r.headers.get("Access-Control-Allow-Origin"))
+    await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
+    start = time.time()
+    while time.time() - start < seconds:
+        await asyncio.sleep(1)
+        log(event="stats", video_frames=counts["video"], audio_frames=counts["audio"], size=counts["size"],
+            luma=counts["luma"])
+    if location:
+        base = url.split("/whep/")[0]
+        try:
+            with urllib.request.urlopen(urllib.request.Request(base + location, method="DELETE"), timeout=5) as r:
+                log(event="deleted", status=r.status)
+        except urllib.error.HTTPError as e:
+            log(event="deleted", status=e.code)
+    await pc.close()
+
+
+if __name__ == "__main__":
+    if "--loopback-only" in sys.argv:
+        import aioice.ice
+        aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"] if use_ipv4 else []
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    asyncio.run(main(args[0], float(args[1]) if len(args) > 1 else 8))

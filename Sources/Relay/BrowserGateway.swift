@@ -1,0 +1,272 @@
+import Logging
+import Room
+import Synchronization
+import Transport
+import WebRTC
+
+/// One browser watching through WHEP, from its offer to its end: ICE-lite, DTLS, SRTP, and the
+/// payload types and SSRCs of its answer. Made on the HTTP thread, then owned by the relay's.
+final class BrowserSession {
+    /// The last part of its WHEP resource URL.
+    let id: String
+    let room: String
+    /// `?from=NAME`; nil: the first presenter sharing a screen.
+    let presenter: String?
+    var ice: ICELiteAgent<PeerAddress>
+    let dtls: DTLSTransport
+    var srtpOut: SRTPSession?
+    var srtpIn: SRTPSession?
+    /// The answer's payload types (the browser's numbers) and SSRCs.
+    let videoPT: UInt8
+    let audioPT: UInt8?
+    let videoSSRC: UInt32
+    let audioSSRC: UInt32
+    /// The presenter's SSRC → what it is here (learned from the room when a packet comes).
+    var presenterKinds: [UInt32: StreamKind] = [:]
+    /// Where media goes (the ICE-nominated address), once the room has it as a viewer.
+    var joinedAt: PeerAddress?
+    let createdNanos: UInt64
+
+    init(id: String, room: String, presenter: String?, ice: ICELiteAgent<PeerAddress>, dtls: DTLSTransport, videoPT: UInt8,
+         audioPT: UInt8?, videoSSRC: UInt32, audioSSRC: UInt32, now: UInt64) {
+        self.id = id
+        self.room = room
+        self.presenter = presenter
+        self.ice = ice
+        self.dtls = dtls
+        self.videoPT = videoPT
+        self.audioPT = audioPT
+        self.videoSSRC = videoSSRC
+        self.audioSSRC = audioSSRC
+        createdNanos = now
+    }
+}
+
+/// Hands sessions from the HTTP thread to the relay's: a new one (`add`), one to end (`end`).
+final class BrowserInbox: Sendable {
+    /// Sessions on their way: each crosses once, from the thread that made it to the relay's,
+    /// which owns it from then on (hence unchecked); the queue itself is guarded by the Mutex.
+    struct Handoff: @unchecked Sendable {
+        var added: [BrowserSession] = []
+        var ended: [String] = []
+    }
+    private let queue = Mutex(Handoff())
+
+    func add(_ session: BrowserSession) {
+        let box = Handoff(added: [session])
+        queue.withLock { $0.added += box.added }
+    }
+    func end(_ id: String) { queue.withLock { $0.ended.append(id) } }
+    func take() -> Handoff {
+        queue.withLock { q in
+            let out = q
+            q = Handoff()
+            return out
+        }
+    }
+}
+
+/// The relay's side of its browsers, on the relay's thread: STUN (0–3) and DTLS (20–63) that
+/// arrive on the room's socket go to the session they belong to; SRTCP from a browser is opened
+/// and handed to the room as its RTCP; what the room sends a browser is rewritten to the
+/// answer's payload types and SSRCs and protected (`egress`).
+final class BrowserGateway {
+    /// Sessions that never complete ICE and DTLS go after this.
+    static let setupTimeoutNanos: UInt64 = 30_000_000_000
+
+    let inbox = BrowserInbox()
+    private var byUfrag: [String: BrowserSession] = [:]
+    private var byID: [String: BrowserSession] = [:]
+    /// Addresses that passed an ICE check → their session (DTLS and SRTCP come from these).
+    private var byAddress: [PeerAddress: BrowserSession] = [:]
+    private let logger: Logger
+    private var scratch = [UInt8](repeating: 0, count: 2048)
+    private(set) var rejected = 0
+
+    init(logger: Logger) { self.logger = logger }
+
+    var isEmpty: Bool { byID.isEmpty }
+    var count: Int { byID.count }
+
+    /// Whether `address` is a browser the room sends to (its datagrams need `egress`).
+    func isBrowser(_ address: PeerAddress) -> Bool { byAddress[address]?.joinedAt == address }
+
+    /// Takes new and ended sessions from the HTTP side.
+    func adopt(core: RelayCore) {
+        let handoff = inbox.take()
+        let added = handoff.added, ended = handoff.ended
+        for s in added {
+            byUfrag[s.ice.localUfrag] = s
+            byID[s.id] = s
+        }
+        for id in ended { if let s = byID[id] { close(s, core: core, reason: "left") } }
+    }
+
+    /// A datagram from `address` that is STUN, DTLS, or SRTCP from a browser: handled here
+    /// (true), or not ours (false: the room's).
+    func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, core: RelayCore,
+                 send: (UnsafeRawBufferPointer, PeerAddress) -> Void) -> Bool {
+        guard let first = bytes.first else { return false }
+        switch first {
+        case 0...3:
+            handleSTUN(bytes, from: address, now: now, core: core, send: send)
+            return true
+        case 20...63:
+            guard let s = byAddress[address] else { rejected += 1; return true }
+            _ = s.dtls.receive(bytes)
+            if let out = s.dtls.takeOutgoing() { out.withUnsafeBytes { send($0, address) } }
+            if s.srtpOut == nil, s.dtls.state == .connected { connected(s, at: address, now: now, core: core) }
+            if case .failed(let why) = s.dtls.state {
+                logger.info("browser \(s.id): \(why)")
+                close(s, core: core, reason: "dtls_failed")
+            }
+            return true
+        case 128...191:
+            guard let s = byAddress[address] else { return false }  // a room peer's RTP or RTCP
+            guard let srtp = s.srtpIn, DatagramKind.of(bytes) == .rtcp, bytes.count <= scratch.count else { rejected += 1; return true }
+            scratch.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
+            do {
+                let n = try scratch.withUnsafeMutableBytes { try srtp.unprotectRTCP($0, length: bytes.count) }
+                scratch.withUnsafeMutableBytes { mapFeedback(UnsafeMutableRawBufferPointer(rebasing: $0[0..<n]), of: s) }
+                scratch.withUnsafeBytes { core.receive(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from: address, now: now, wallNanos: now) }
+            } catch {
+                rejected += 1
+            }
+            return true
+        default:
+            return false
+        }
+    }
+
+    private func handleSTUN(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, core: RelayCore,
+                            send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
+        guard let message = try? STUNMessage.parse(bytes), let username = message.username,
+              let colon = username.firstIndex(of: ":") else { rejected += 1; return }
+        if byUfrag[String(username[..<colon])] == nil { adopt(core: core) }  // its POST may have just been answered
+        guard let s = byUfrag[String(username[..<colon])] else { rejected += 1; return }
+        let mapped = STUNAddress.v4(address: (UInt8(address.ip >> 24), UInt8((address.ip >> 16) & 0xFF),
+                                              UInt8((address.ip >> 8) & 0xFF), UInt8(address.ip & 0xFF)), port: address.port)
+        switch s.ice.handle(bytes, from: address, mapped: mapped, now: now) {
+        case .respond(let response, _):
+            byAddress[address] = s
+            response.withUnsafeBytes { send($0, address) }
+            // Media moves with the nomination once the room has this browser.
+            if let selected = s.ice.selected, let at = s.joinedAt, selected != at, s.srtpOut != nil {
+                core.removeExternalViewer(address: at, reason: "moved")
+                join(s, at: selected, now: now, core: core)
+            }
+        case .reject(let response, let reason):
+            logger.debug("browser \(s.id): STUN refused: \(reason)")
+            response.withUnsafeBytes { send($0, address) }
+        case .ignore:
+            rejected += 1
+        }
+    }
+
+    private func connected(_ s: BrowserSession, at address: PeerAddress, now: UInt64, core: RelayCore) {
+        guard let keys = s.dtls.keys else { return }
+        do {
+            // The relay is the DTLS server: it writes with the server key, reads with the client's.
+            s.srtpOut = try SRTPSession(profile: keys.profile, direction: .outbound, key: keys.serverKey, salt: keys.serverSalt)
+            s.srtpIn = try SRTPSession(profile: keys.profile, direction: .inbound, key: keys.clientKey, salt: keys.clientSalt)
+        } catch {
+            logger.warning("browser \(s.id): \(error)")
+            close(s, core: core, reason: "srtp_failed")
+            return
+        }
+        join(s, at: s.ice.selected ?? address, now: now, core: core)
+    }
+
+    private func join(_ s: BrowserSession, at address: PeerAddress, now: UInt64, core: RelayCore) {
+        do {
+            _ = try core.addExternalViewer(room: s.room, name: "browser-\(s.id.prefix(6))", address: address, presenter: s.presenter,
+                                           now: now)
+            s.joinedAt = address
+            byAddress[address] = s
+        } catch {
+            logger.info("browser \(s.id): \(error)")
+            close(s, core: core, reason: "refused")
+        }
+    }
+
+    /// Timers: sessions that never connected, and browsers whose consent ran out (RFC 7675).
+    func poll(now: UInt64, core: RelayCore, send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
+        adopt(core: core)
+        for s in Array(byID.values) {
+            if s.srtpOut == nil {
+                if now &- s.createdNanos > Self.setupTimeoutNanos { close(s, core: core, reason: "setup_timeout") }
+                if let ms = s.dtls.timeoutMillis, ms == 0, let at = s.ice.selected {
+                    s.dtls.handleTimeout()
+                    if let out = s.dtls.takeOutgoing() { out.withUnsafeBytes { send($0, at) } }
+                }
+            } else if !s.ice.hasConsent(at: now) {
+                close(s, core: core, reason: "consent_lost")
+            }
+        }
+    }
+
+    private func close(_ s: BrowserSession, core: RelayCore, reason: String) {
+        if let at = s.joinedAt { core.removeExternalViewer(address: at, reason: reason) }
+        byID[s.id] = nil
+        byUfrag[s.ice.localUfrag] = nil
+        for (address, session) in byAddress where session === s { byAddress[address] = nil }
+    }
+
+    /// Rewrites what the room sends the browser at `address` (RTP and RTCP; the room's own
+    /// control messages are not for it) into the answer's payload types and SSRCs, protects it
+    /// and sends it; nothing is allocated.
+    func egress(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress, core: RelayCore,
+                send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
+        guard let s = byAddress[address], let srtp = s.srtpOut, bytes.count >= 12,
+              bytes.count + srtp.profile.rtcpOverhead <= scratch.count else { return }
+        let kind = DatagramKind.of(bytes)
+        guard kind == .rtp || kind == .rtcp else { return }
+        scratch.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
+        let ssrcOffset = 4 + (kind == .rtp ? 4 : 0)
+        let ssrc = scratch.withUnsafeBytes { b in (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(b[ssrcOffset + $1]) } }
+        if s.presenterKinds[ssrc] == nil {
+            for info in core.externalViewerStreams(address: address) { s.presenterKinds[info.ssrc] = info.kind }
+        }
+        guard let streamKind = s.presenterKinds[ssrc] else { return }
+        let isAudio = streamKind == .audio
+        guard !isAudio || s.audioPT != nil else { return }
+        let newSSRC = isAudio ? s.audioSSRC : s.videoSSRC
+        do {
+            let n: Int = try scratch.withUnsafeMutableBytes { b in
+                for i in 0..<4 { b[ssrcOffset + i] = UInt8((newSSRC >> (24 - 8 * UInt32(i))) & 0xFF) }
+                if kind == .rtp {
+                    b[1] = (b[1] & 0x80) | (isAudio ? s.audioPT! : s.videoPT)
+                    return try srtp.protect(b, length: bytes.count)
+                }
+                return try srtp.protectRTCP(b, length: bytes.count)
+            }
+            scratch.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), address) }
+        } catch {
+            rejected += 1
+        }
+    }
+
+    /// The browser's feedback names the answer's SSRCs: back to the presenter's, for the room.
+    private func mapFeedback(_ b: UnsafeMutableRawBufferPointer, of s: BrowserSession) {
+        var reverse: [(from: UInt32, to: UInt32)] = []
+        for (presenterSSRC, kind) in s.presenterKinds { reverse.append((kind == .audio ? s.audioSSRC : s.videoSSRC, presenterSSRC)) }
+        var offset = 0
+        while offset + 4 <= b.count {
+            let pt = b[offset + 1]
+            let length = ((Int(b[offset + 2]) << 8 | Int(b[offset + 3])) + 1) * 4
+            guard offset + length <= b.count else { return }
+            // Feedback (RTPFB 205, PSFB 206): the media SSRC at +8. Receiver reports (201):
+            // report blocks from +8, 24 bytes each, SSRC first.
+            var positions: [Int] = []
+            if pt == 205 || pt == 206 { positions = [offset + 8] }
+            if pt == 201 { positions = stride(from: offset + 8, to: offset + length - 3, by: 24).map { $0 } }
+            for p in positions where p + 4 <= b.count {
+                let v = (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(b[p + $1]) }
+                if let m = reverse.first(where: { $0.from == v }) {
+                    for i in 0..<4 { b[p + i] = UInt8((m.to >> (24 - 8 * UInt32(i))) & 0xFF) }
+                }
+            }
+            offset += length
+        }
+    }
+}

@@ -1,0 +1,219 @@
+import Foundation
+import Logging
+import MediaCore
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import WebRTC
+
+/// Makes browser sessions from WHEP offers (on the HTTP thread) and hands them to the relay's
+/// thread: the answer names this relay's one ICE-lite candidate (the address the request came
+/// in on, which the browser can reach), its DTLS certificate and fresh ICE credentials.
+struct WHEPSessionFactory: Sendable {
+    let certificate: DTLSCertificate
+    let inbox: BrowserInbox
+    let udpPort: UInt16
+    let clock: MediaClock
+
+    enum Failure: Error {
+        /// A malformed offer (400).
+        case badOffer(String)
+        /// An offer the relay cannot serve: no VP8, no Opus… (406).
+        case cannotServe(String)
+        case internalError(String)
+    }
+
+    func create(room: String, presenter: String?, offer text: String, localHost: String) throws(Failure) -> (id: String, answer: String) {
+        let offer: SDPOffer
+        do { offer = try SDPOffer(parsing: text) } catch { throw .badOffer("\(error)") }
+        let videoSSRC = UInt32.random(in: 1...UInt32.max), audioSSRC = UInt32.random(in: 1...UInt32.max)
+        let answer: WHEPAnswer
+        do { answer = try WHEPAnswer(offer: offer, videoSSRC: videoSSRC, audioSSRC: audioSSRC) } catch { throw .cannotServe("\(error)") }
+        let id = Self.random(hexBytes: 16)
+        let ufrag = Self.random(alphanumeric: 8), password = Self.random(alphanumeric: 24)
+        let dtls: DTLSTransport
+        do {
+            dtls = try DTLSTransport(role: .server, certificate: certificate, remoteFingerprint: offer.fingerprint.bytes)
+        } catch {
+            throw .internalError("\(error)")
+        }
+        let video = answer.media.first { $0.kind == "video" && $0.payloadType != nil }
+        let audio = answer.media.first { $0.kind == "audio" && $0.payloadType != nil }
+        let session = BrowserSession(
+            id: id, room: room, presenter: presenter,
+            ice: ICELiteAgent(localUfrag: ufrag, localPassword: password, remoteUfrag: offer.iceUfrag), dtls: dtls,
+            videoPT: video!.payloadType!, audioPT: audio?.payloadType, videoSSRC: videoSSRC, audioSSRC: audioSSRC,
+            now: clock.nowNanos())
+        let sdp = answer.render(iceUfrag: ufrag, icePassword: password,
+                                fingerprint: SDPOffer.Fingerprint(algorithm: "sha-256", bytes: certificate.fingerprint),
+                                host: localHost, port: udpPort, cname: "screenshare-relay", sessionID: UInt64.random(in: 1...UInt64.max >> 1))
+        inbox.add(session)
+        return (id, sdp)
+    }
+
+    static func random(hexBytes n: Int) -> String {
+        (0..<n).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    static func random(alphanumeric n: Int) -> String {
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        return String((0..<n).map { _ in alphabet.randomElement()! })
+    }
+}
+
+/// The relay's HTTP side, on TCP at the room port: WHEP (RFC 9725) — `POST /whep/ROOM`
+/// (`?from=NAME`), `DELETE` on the session's URL — and the page a browser opens, `GET /ROOM`.
+/// CORS allows pages served elsewhere. Bad requests get a status and a line saying why.
+public final class WHEPServer: Sendable {
+    /// Request bodies larger than this are refused (413): an offer is a few kB.
+    static let maxBody = 64 * 1024
+
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: Channel
+    public let port: Int
+
+    init(host: String?, port: UInt16, factory: WHEPSessionFactory, logger: Logger) throws {
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.pipeline.configureHTTPServerPipeline().flatMap {
+                    channel.pipeline.addHandler(WHEPHandler(factory: factory, logger: logger))
+                }
+            }
+            .childChannelOption(.maxMessagesPerRead, value: 4)
+        do {
+            channel = try bootstrap.bind(host: host ?? "0.0.0.0", port: Int(port)).wait()
+        } catch {
+            try? group.syncShutdownGracefully()
+            throw error
+        }
+        self.port = channel.localAddress?.port ?? Int(port)
+    }
+
+    public func close() {
+        try? channel.close().wait()
+        try? group.syncShutdownGracefully()
+    }
+}
+
+private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
+    // One per connection, used on its event loop only.
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let factory: WHEPSessionFactory
+    private let logger: Logger
+    private var head: HTTPRequestHead?
+    private var body = ByteBuffer()
+    private var tooLarge = false
+
+    init(factory: WHEPSessionFactory, logger: Logger) {
+        self.factory = factory
+        self.logger = logger
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let h):
+            head = h
+            body.clear()
+            tooLarge = false
+        case .body(var chunk):
+            if body.readableBytes + chunk.readableBytes > WHEPServer.maxBody { tooLarge = true } else { body.writeBuffer(&chunk) }
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            let response = tooLarge ? Response(.payloadTooLarge, "the offer is over \(WHEPServer.maxBody) bytes")
+                : route(head, body: body, localHost: context.channel.localAddress?.ipAddress ?? "127.0.0.1")
+            write(response, keepAlive: head.isKeepAlive, context: context)
+        }
+    }
+
+    struct Response {
+        var status: HTTPResponseStatus
+        var body: String
+        var contentType = "text/plain; charset=utf-8"
+        var headers: [(String, String)] = []
+        init(_ status: HTTPResponseStatus, _ body: String) {
+            self.status = status
+            self.body = body + (body.hasSuffix("\n") ? "" : "\n")
+        }
+    }
+
+    private func route(_ head: HTTPRequestHead, body: ByteBuffer, localHost: String) -> Response {
+        let (path, query) = Self.split(head.uri)
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true).map { $0.removingPercentEncoding ?? String($0) }
+        if head.method == .OPTIONS { return Response(.noContent, "") }
+        if parts.first == "whep" {
+            switch (head.method, parts.count) {
+            case (.POST, 2):
+                let type = head.headers["content-type"].first?.lowercased() ?? ""
+                guard type.hasPrefix("application/sdp") else {
+                    return Response(.unsupportedMediaType, "POST an SDP offer with Content-Type: application/sdp (got '\(type.prefix(60))')")
+                }
+                let offer = String(buffer: body)
+                do throws(WHEPSessionFactory.Failure) {
+                    let (id, answer) = try factory.create(room: parts[1], presenter: query["from"], offer: offer, localHost: localHost)
+                    var r = Response(.created, answer)
+                    r.body = answer
+                    r.contentType = "application/sdp"
+                    r.headers = [("Location", "/whep/\(Self.escape(parts[1]))/\(id)")]
+                    logger.info("whep: browser session \(id) for room '\(parts[1])'")
+                    return r
+                } catch {
+                    switch error {
+                    case .badOffer(let why): return Response(.badRequest, "the offer is not usable: \(why)")
+                    case .cannotServe(let why): return Response(.notAcceptable, why)
+                    case .internalError(let why): return Response(.internalServerError, why)
+                    }
+                }
+            case (.DELETE, 3):
+                factory.inbox.end(parts[2])
+                return Response(.ok, "session ended")
+            case (_, 2), (_, 3):
+                return Response(.methodNotAllowed, "\(head.method) is not WHEP: POST /whep/ROOM, DELETE /whep/ROOM/SESSION")
+            default:
+                return Response(.notFound, "WHEP lives at /whep/ROOM")
+            }
+        }
+        if head.method == .GET, parts.count == 1 {
+            var r = Response(.ok, WatchPage.html(room: parts[0]))
+            r.contentType = "text/html; charset=utf-8"
+            return r
+        }
+        return Response(.notFound, "open /ROOM in a browser to watch a room, or POST a WHEP offer to /whep/ROOM")
+    }
+
+    private func write(_ r: Response, keepAlive: Bool, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: r.contentType)
+        headers.add(name: "Content-Length", value: String(r.body.utf8.count))
+        headers.add(name: "Access-Control-Allow-Origin", value: "*")
+        headers.add(name: "Access-Control-Allow-Methods", value: "GET, POST, DELETE, OPTIONS")
+        headers.add(name: "Access-Control-Allow-Headers", value: "Content-Type, Authorization")
+        headers.add(name: "Access-Control-Expose-Headers", value: "Location")
+        headers.add(name: "Cache-Control", value: "no-store")
+        for (name, value) in r.headers { headers.add(name: name, value: value) }
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: r.status, headers: headers))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: r.body)))), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !keepAlive { channel.close(promise: nil) }
+        }
+    }
+
+    static func split(_ uri: String) -> (String, [String: String]) {
+        guard let q = uri.firstIndex(of: "?") else { return (uri, [:]) }
+        var query: [String: String] = [:]
+        for pair in uri[uri.index(after: q)...].split(separator: "&").prefix(16) {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            if kv.count == 2 { query[String(kv[0])] = kv[1].replacingOccurrences(of: "+", with: " ").removingPercentEncoding }
+        }
+        return (String(uri[..<q]), query)
+    }
+
+    static func escape(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? s }
+}

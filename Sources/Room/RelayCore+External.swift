@@ -1,0 +1,83 @@
+import Transport
+
+/// Viewers that speak no room protocol: browsers, whose signalling was WHEP over HTTP and whose
+/// media a gateway secures (ICE, DTLS, SRTP) on the relay's socket. To the room they are
+/// viewers like any other (`peer_joined`, counted, fed from the same history and keyframe
+/// throttle); they follow a presenter by name or the first one sharing a screen, and the next
+/// when it leaves, as `watch` does.
+extension RelayCore {
+    /// Adds a browser at `address` to `room` as `name`, following `presenter` (nil: the first
+    /// peer sharing a screen).
+    /// - Returns: its peer id.
+    /// - Throws: `RoomProtocolError` for a bad room or name, or a full room or relay.
+    public func addExternalViewer(room name: String, name peerName: String, address: PeerAddress, presenter: String?,
+                                  now: UInt64) throws -> UInt32 {
+        guard !name.isEmpty, name.utf8.count <= limits.maxNameLength,
+              name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
+            throw RoomProtocolError(.badRoom, "room name must be 1–\(limits.maxNameLength) bytes without spaces or control characters")
+        }
+        if let existing = byAddress[address] { remove(existing, reason: "left") }
+        let room: RoomState
+        if let r = rooms[name] {
+            room = r
+        } else {
+            guard rooms.count < limits.maxRooms else { throw RoomProtocolError(.limit, "this relay already hosts \(limits.maxRooms) rooms") }
+            room = RoomState(name: name)
+            rooms[name] = room
+        }
+        guard room.peers.count < limits.maxPeersPerRoom else {
+            throw RoomProtocolError(.limit, "room '\(name)' is full (\(limits.maxPeersPerRoom) peers)")
+        }
+        let peer = PeerState(id: nextPeerID, name: String(peerName.prefix(limits.maxNameLength)), role: "viewer", address: address,
+                             room: room, now: now)
+        peer.external = true
+        peer.follows = presenter
+        nextPeerID = nextPeerID == UInt32.max ? 1 : nextPeerID + 1
+        room.peers[peer.id] = peer
+        room.order.append(peer.id)
+        byAddress[address] = peer
+        room.version += 1
+        broadcast(.peerJoined(version: room.version, peer: peer.info), in: room, except: peer)
+        onEvent(.peerJoined(room: name, peer: peer.info, address: address))
+        followPublishers(in: room, now: now)
+        return peer.id
+    }
+
+    /// Removes the browser at `address` (its session ended: WHEP DELETE, consent lost, DTLS
+    /// closed).
+    public func removeExternalViewer(address: PeerAddress, reason: String) {
+        guard let peer = byAddress[address], peer.external else { return }
+        remove(peer, reason: reason)
+    }
+
+    /// The streams the browser at `address` receives now (the gateway maps them to the payload
+    /// types and SSRCs of its answer).
+    public func externalViewerStreams(address: PeerAddress) -> [StreamInfo] {
+        guard let peer = byAddress[address], peer.external else { return [] }
+        let room = peer.room
+        return room.streams.values.filter { $0.subscriberIndex(peer) != nil }.map(\.info)
+    }
+
+    /// Subscribes each browser in `room` that watches nobody to the presenter it follows, when
+    /// that presenter shares a screen.
+    func followPublishers(in room: RoomState, now: UInt64) {
+        for viewer in room.peers.values where viewer.external && viewer.subscriptions.isEmpty {
+            let sharing = room.order.compactMap { room.peers[$0] }.filter { p in
+                p !== viewer && p.streams.contains { $0.kind == .screen }
+            }
+            let chosen = viewer.follows.map { name in sharing.first { $0.name == name } } ?? sharing.first
+            guard let publisher = chosen else { continue }
+            let kinds: Set<StreamKind> = [.screen, .audio]
+            viewer.subscriptions[publisher.id] = kinds
+            var changed = false
+            for info in publisher.streams where kinds.contains(info.kind) {
+                guard let stream = room.streams[info.ssrc], stream.subscriberIndex(viewer) == nil else { continue }
+                stream.addSubscriber(viewer)
+                changed = true
+                requestKeyframe(stream, now: now)  // a browser needs a keyframe to start
+            }
+            onEvent(.subscribed(room: room.name, viewer: viewer.id, publisher: publisher.id, kinds: [.screen, .audio]))
+            if changed { notifySubscribers(of: publisher) }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+/// Browsers watch a room straight from the relay over WHEP: a WHEP client that is not ours
+/// (aiortc, from PyPI) offers, gets the answer, completes ICE, DTLS and SRTP against the relay
+/// and decodes the presenter's pictures; bad requests get the status and reason they deserve.
+@Suite(.serialized) struct BrowserWHEPTests {
+    /// Raw NV12 frames of one flat grey each (0, 30, … 210): what a viewer decodes says which.
+    static func greys(_ dir: String) throws -> String {
+        let path = "\(dir)/greys.nv12"
+        var bytes = [UInt8]()
+        for f in 0..<8 {
+            bytes += [UInt8](repeating: UInt8(f * 30), count: 64 * 64)
+            bytes += [UInt8](repeating: 128, count: 64 * 32)
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// The Python with aiortc: Scripts/test's virtualenv (SCREENSHARE_PYTHON), else .build-python's.
+    static var python: String {
+        ProcessInfo.processInfo.environment["SCREENSHARE_PYTHON"] ?? FileManager.default.currentDirectoryPath + "/.build-python/bin/python"
+    }
+
+    /// Runs Scripts/lib/whep-client.py (aiortc) against `url` for `seconds`; its JSON lines.
+    static func whepClient(_ url: String, seconds: Int, dir: String) throws -> (status: Int32, log: EventLog, output: String) {
+        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/whep-client.py"
+        let c = try Child(Self.python, [script, url, String(seconds), "--loopback-only"], dir: dir, name: "whep-\(UUID().uuidString.prefix(6))")
+        let status = c.finish(within: Double(seconds) + 30)
+        return (status, EventLog(c.stdout), c.stdout + c.stderr)
+    }
+
+    @Test func anAiortcViewerDecodesThePresentersPictures() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 40)
+        defer { _ = serve.finish(within: 0) }
+        let presenter = try Child(screenshareBinary(), [
+            "start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", try Self.greys(dir),
+            "--input-size", "64x64", "--input-fps", "10", "--no-audio", "--duration", "30", "--json",
+        ], dir: dir, name: "teacher")
+        defer { _ = presenter.finish(within: 0) }
+        try EventLog.wait(for: "substream_started", in: serve)
+
+        let client = try Self.whepClient("http://127.0.0.1:\(port)/whep/class", seconds: 4, dir: dir)
+        #expect(client.status == 0, "\(client.output)")
+        let answered = try #require(client.log.first(named: "answered"), "\(client.output)")
+        #expect(answered["status"] as? Int == 201)
+        #expect((answered["location"] as? String)?.hasPrefix("/whep/class/") == true)
+        #expect(answered["access_control"] as? String == "*")
+        #expect(client.log.events(named: "state").contains { $0["state"] as? String == "connected" }, "\(client.output)")
+        let last = try #require(client.log.last(named: "stats"))
+        // 10 pictures a second for about 4 s, every one decoded by aiortc's libvpx.
+        let frames = last["video_frames"] as? Int ?? 0
+        #expect(frames >= 25, "decoded \(frames) pictures: \(client.output)")
+        #expect(last["size"] as? String == "64x64")
+        // The picture is one of the greys sent (as full-range grey: (Y − 16) × 255/219).
+        let luma = try #require(last["luma"] as? Double)
+        let sent = (0..<8).map { (Double($0 * 30) - 16) * 255 / 219 }.map { max(0, $0) }
+        #expect(sent.contains { abs($0 - luma) < 3 }, "decoded grey \(luma) is none of \(sent)")
+        #expect(client.log.first(named: "deleted")?["status"] as? Int == 200)
+
+        // The room counted it as a viewer, and let it go when the WHEP session was deleted.
+        let joined = try EventLog.wait(for: "peer_joined", in: serve) { ($0["name"] as? String)?.hasPrefix("browser-") == true }
+        #expect(joined["role"] as? String == "viewer")
+        #expect((joined["address"] as? String)?.hasPrefix("127.0.0.1:") == true, "test traffic stays on loopback")
+        let left = try EventLog.wait(for: "peer_left", in: serve, seconds: 5) { $0["peer"] as? Int == joined["peer"] as? Int }
+        #expect(left["reason"] as? String == "left")
+    }
+
+    /// Requests the relay cannot serve get a 4xx that says why; the relay goes on.
+    @Test func badRequestsGetAStatusThatSaysWhy() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 20)
+        defer { _ = serve.finish(within: 0) }
+        func http(_ method: String, _ path: String, type: String = "application/sdp", body: String = "") throws -> (Int, String) {
+            let script = """
+            import sys, urllib.request, urllib.error
+            r = urllib.request.Request(sys.argv[1], data=sys.argv[3].encode() or None, method=sys.argv[2], headers={'Content-Type': sys.argv[4]})
+            try:
+                with urllib.request.urlopen(r, timeout=5) as a: print(a.status); print(a.read().decode())
+            except urllib.error.HTTPError as e: print(e.code); print(e.read().decode())
+            """
+            let c = try Child(which("python3"), ["-c", script, "http://127.0.0.1:\(port)\(path)", method, body, type], dir: dir,
+                              name: "http-\(UUID().uuidString.prefix(6))")
+            _ = c.finish(within: 10)
+            let lines = c.stdout.split(separator: "\n", maxSplits: 1).map(String.init)
+            return (Int(lines.first ?? "") ?? -1, lines.count > 1 ? lines[1] : "")
+        }
+        let noVP8 = """
+        v=0\r\no=- 1 1 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0\r\n\
+        m=video 9 UDP/TLS/RTP/SAVPF 98\r\nc=IN IP4 0.0.0.0\r\na=mid:0\r\na=recvonly\r\na=rtcp-mux\r\n\
+        a=ice-ufrag:abcd\r\na=ice-pwd:abcdefghijklmnopqrstuvwx\r\n\
+        a=fingerprint:sha-256 \((0..<32).map { _ in "AB" }.joined(separator: ":"))\r\na=setup:actpass\r\na=rtpmap:98 VP9/90000\r\n
+        """
+        let cases: [(String, String, String, String, Int, String)] = [
+            ("POST", "/whep/class", "application/sdp", "hello", 400, "not usable"),
+            ("POST", "/whep/class", "text/plain", "v=0", 415, "application/sdp"),
+            ("POST", "/whep/class", "application/sdp", noVP8, 406, "no VP8"),
+            ("GET", "/whep/class", "application/sdp", "", 405, "POST /whep/ROOM"),
+            ("GET", "/no/such/thing", "application/sdp", "", 404, "/ROOM"),
+            ("POST", "/whep/class", "application/sdp", String(repeating: "a=x\r\n", count: 20_000), 413, "bytes"),
+        ]
+        for (method, path, type, body, status, why) in cases {
+            let (got, text) = try http(method, path, type: type, body: body)
+            #expect(got == status, "\(method) \(path): \(got) \(text)")
+            #expect(text.contains(why), "\(method) \(path): '\(text)' does not say '\(why)'")
+        }
+        // The page.
+        let (pageStatus, page) = try http("GET", "/class")
+        #expect(pageStatus == 200 && page.contains("<!doctype html>"))
+        #expect(serve.isRunning, "the relay survived: \(serve.stderr)")
+    }
+}

@@ -1,0 +1,59 @@
+import Testing
+import Transport
+@testable import Room
+
+/// Browsers in a room (external viewers): they follow the first presenter sharing a screen, or
+/// the one named, move to the next when it leaves, and never time out.
+@Suite struct ExternalViewerTests {
+    let wire = Wire()
+    let relay: RelayCore
+    let teacher = addr(1), guest = addr(2), browser = addr(9)
+    let guestScreen = StreamInfo(kind: .screen, ssrc: 0x5151, pt: 96, codec: "VP8", clock: 90_000)
+
+    init() { relay = RelayCore(ssrc: 0xAAAA, transport: wire) }
+
+    func publish(_ a: PeerAddress, name: String, _ streams: [StreamInfo], now: UInt64 = 0) {
+        relay.receive(ControlEnvelope(requestID: 1, .join(room: "class", name: name, role: "presenter", token: nil)), from: a, now: now)
+        relay.receive(ControlEnvelope(requestID: 2, .publish(streams: streams)), from: a, now: now)
+    }
+
+    @Test func aBrowserFollowsTheFirstPresenterAndTheNextWhenItLeaves() throws {
+        publish(teacher, name: "teacher", [screen, audio])
+        publish(guest, name: "guest", [guestScreen])
+        _ = try relay.addExternalViewer(room: "class", name: "browser-1", address: browser, presenter: nil, now: 0)
+        #expect(Set(relay.externalViewerStreams(address: browser).map(\.ssrc)) == [screen.ssrc, audio.ssrc])
+        relay.receive(vp8Packet(ssrc: screen.ssrc, seq: 1, keyframe: true), from: teacher, now: 1)
+        #expect(wire.take(browser).contains(vp8Packet(ssrc: screen.ssrc, seq: 1, keyframe: true)))
+
+        relay.receive(ControlEnvelope(requestID: 3, .leave), from: teacher, now: 2)
+        #expect(relay.externalViewerStreams(address: browser).map(\.ssrc) == [guestScreen.ssrc])
+        wire.sent.removeAll()
+        relay.receive(vp8Packet(ssrc: guestScreen.ssrc, seq: 1), from: guest, now: 3)
+        #expect(wire.take(browser).count == 1)
+    }
+
+    @Test func aBrowserWaitsForTheNamedPresenter() throws {
+        publish(guest, name: "guest", [guestScreen])
+        _ = try relay.addExternalViewer(room: "class", name: "browser-1", address: browser, presenter: "teacher", now: 0)
+        #expect(relay.externalViewerStreams(address: browser).isEmpty)
+        publish(teacher, name: "teacher", [screen, audio])
+        #expect(Set(relay.externalViewerStreams(address: browser).map(\.ssrc)) == [screen.ssrc, audio.ssrc])
+    }
+
+    @Test func aBrowserNeverTimesOutButCanBeRemoved() throws {
+        publish(teacher, name: "teacher", [screen])
+        let id = try relay.addExternalViewer(room: "class", name: "browser-1", address: browser, presenter: nil, now: 0)
+        relay.poll(now: 60_000_000_000, wallNanos: 0)
+        #expect(relay.peers(in: "class").contains { $0.id == id })
+        relay.removeExternalViewer(address: browser, reason: "left")
+        #expect(!relay.peers(in: "class").contains { $0.id == id })
+        // A room peer cannot be removed this way.
+        relay.receive(ControlEnvelope(requestID: 9, .join(room: "class", name: "pupil", role: "viewer", token: nil)), from: addr(3), now: 60_000_000_000)
+        relay.removeExternalViewer(address: addr(3), reason: "left")
+        #expect(relay.peers(in: "class").contains { $0.name == "pupil" })
+    }
+
+    @Test func badRoomNamesAreRefused() {
+        #expect(throws: RoomProtocolError.self) { try relay.addExternalViewer(room: "two words", name: "b", address: browser, presenter: nil, now: 0) }
+    }
+}
