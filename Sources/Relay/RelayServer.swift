@@ -172,7 +172,7 @@ public final class RelayServer: @unchecked Sendable {
                     packetsIn: c.rtpIn - last.rtpIn, packetsOut: c.rtpForwarded - last.rtpForwarded,
                     kbpsOut: (c.bytesForwarded - last.bytesForwarded) * 8 / 1000,
                     retransmitted: c.retransmitted - last.retransmitted, keyframeRequests: c.keyframeRequests - last.keyframeRequests,
-                    rejected: c.rejected, unknownSource: c.unknownSource,
+                    rejected: c.rejected + (browsers?.rejected ?? 0), unknownSource: c.unknownSource,
                     sendErrors: transport.errors - lastErrors, lostIn: core.rtpLostIn))
                 last = c
                 lastErrors = transport.errors
@@ -183,7 +183,7 @@ public final class RelayServer: @unchecked Sendable {
         let stopped = RelayStopped(
             rtpIn: c.rtpIn, rtpForwarded: c.rtpForwarded, bytesForwarded: c.bytesForwarded,
             rtcpIn: c.rtcpIn, controlIn: c.controlIn, retransmitted: c.retransmitted,
-            keyframeRequests: c.keyframeRequests, rejected: c.rejected, unknownSource: c.unknownSource,
+            keyframeRequests: c.keyframeRequests, rejected: c.rejected + (browsers?.rejected ?? 0), unknownSource: c.unknownSource,
             timeouts: c.timeouts, sendErrors: transport.errors, lostIn: core.rtpLostIn,
             durationSeconds: Double(clock.nowNanos() - start) / 1e9)
         let s = stopped.fields

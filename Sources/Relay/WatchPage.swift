@@ -1,14 +1,14 @@
+import Foundation
+
 /// The page a browser opens to watch a room: plain HTML and JavaScript from the binary, no
 /// framework, no CDN. It asks for the room's screen and sound over WHEP, shows the picture
 /// fitted to the window, and reconnects by itself.
 enum WatchPage {
     static func html(room: String) -> String {
-        let safe = room.unicodeScalars.filter { $0.properties.isAlphabetic || "0123456789-_.".unicodeScalars.contains($0) }
-        let name = String(String.UnicodeScalarView(safe))
         return """
         <!doctype html>
         <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-        <title>screenshare — \(name)</title>
+        <title>screenshare — \(htmlEscaped(room))</title>
         <style>
         html,body{margin:0;height:100%;background:#111;color:#ddd;font:14px system-ui,sans-serif}
         video{width:100%;height:calc(100% - 2.5em);object-fit:contain;background:#000;display:block}
@@ -18,7 +18,7 @@ enum WatchPage {
         <video id="v" autoplay playsinline muted></video>
         <div id="bar"><span id="state">connecting…</span><button id="unmute">Unmute</button><button id="full">Full screen</button></div>
         <script>
-        const room = \(jsonString(name));
+        const room = \(javaScriptString(room));
         const v = document.getElementById('v'), state = document.getElementById('state');
         document.getElementById('unmute').onclick = () => { v.muted = false; v.play(); };
         document.getElementById('full').onclick = () => v.requestFullscreen && v.requestFullscreen();
@@ -55,7 +55,22 @@ enum WatchPage {
         """
     }
 
-    private static func jsonString(_ s: String) -> String {
-        "\"" + s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    /// A JavaScript string literal safe inside a <script> element: quotes, backslashes, angle
+    /// brackets, ampersands and control characters as \u escapes.
+    static func javaScriptString(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"", "\\", "<", ">", "&", "'": out += String(format: "\\u%04x", u.value)
+            case _ where u.value < 0x20 || u.value == 0x2028 || u.value == 0x2029: out += String(format: "\\u%04x", u.value)
+            default: out.unicodeScalars.append(u)
+            }
+        }
+        return out + "\""
+    }
+
+    static func htmlEscaped(_ s: String) -> String {
+        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 }

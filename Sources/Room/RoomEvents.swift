@@ -19,6 +19,8 @@ public struct RoomSettings: Sendable, Equatable {
     public var target: SubscriptionTarget
     /// For the presenter hosting the room: the line viewers run to join.
     public var watchCommand: String?
+    /// For the presenter hosting the room: the page a browser opens to watch.
+    public var browserURL: String?
     public init(name: String, displayName: String, server: String, target: SubscriptionTarget = .auto) {
         self.name = name
         self.displayName = displayName

@@ -51,6 +51,7 @@ public struct SenderStarted: BroadcastEvent, Equatable {
             f["server"] = .string(room.server)
             f["name"] = .string(room.displayName)
             if let w = room.watchCommand { f["watch_command"] = .string(w) }
+            if let u = room.browserURL { f["browser_url"] = .string(u) }
         }
         if let audio {
             f["audio_ssrc"] = .int(Int(audio.ssrc))
@@ -61,7 +62,8 @@ public struct SenderStarted: BroadcastEvent, Equatable {
     }
     public var humanText: String {
         if let room {
-            let join = room.watchCommand.map { "; viewers join with: \($0)" } ?? ""
+            let join = (room.watchCommand.map { "; viewers join with: \($0)" } ?? "")
+                + (room.browserURL.map { "; or open \($0) in a browser" } ?? "")
             return "sharing in room \(room.name) via \(room.server) as \(room.displayName)\(join)"
         }
         return "sending to \(destination.description) (ssrc \(ssrc), \(fps) fps max, \(bitrateKbps) kbps); control: \(controlSocket ?? "-")"

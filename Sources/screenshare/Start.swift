@@ -211,6 +211,9 @@ struct Start: ParsableCommand {
                 let reachable = listenAt.host == "0.0.0.0" ? (localIPv4Addresses().first ?? "127.0.0.1") : listenAt.host
                 var settings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: "\(reachable):\(listenAt.port)")
                 settings.watchCommand = "screenshare watch --room \(room) --server \(reachable):\(listenAt.port)"
+                var pathSafe = CharacterSet.urlPathAllowed
+                pathSafe.remove("/")
+                settings.browserURL = "http://\(reachable):\(listenAt.port)/\(room.addingPercentEncoding(withAllowedCharacters: pathSafe) ?? room)"
                 roomSettings = settings
             }
         } else {

@@ -69,6 +69,27 @@ import X11TestSupport
         #expect(left["reason"] as? String == "left")
     }
 
+    /// The link `start --room` prints (and its `started` event carries) is the page, and its
+    /// room's WHEP endpoint gives the presenter's pictures.
+    @Test func theLinkStartPrintsWorks() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let presenter = try Child(screenshareBinary(), [
+            "start", "--room", "lab#2<b>", "--listen", "127.0.0.1:\(port)", "--input", try Self.greys(dir),
+            "--input-size", "64x64", "--input-fps", "10", "--no-audio", "--duration", "20", "--json",
+        ], dir: dir, name: "teacher")
+        defer { _ = presenter.finish(within: 0) }
+        let started = try EventLog.wait(for: "started", in: presenter)
+        let url = try #require(started["browser_url"] as? String, "\(started)")
+        #expect(url == "http://127.0.0.1:\(port)/lab%232%3Cb%3E")
+        let page = try Child(which("python3"), ["-c", "import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url],
+                             dir: dir, name: "page")
+        #expect(page.finish(within: 10) == 0 && page.stdout.contains(#"const room = "lab#2\u003cb\u003e""#), "\(page.stdout.prefix(300)) \(page.stderr)")
+        let whep = url.replacingOccurrences(of: "/lab%23", with: "/whep/lab%23")
+        let client = try Self.whepClient(whep, seconds: 2, dir: dir)
+        #expect((client.log.last(named: "stats")?["video_frames"] as? Int ?? 0) >= 10, "\(client.output)")
+    }
+
     /// Requests the relay cannot serve get a 4xx that says why; the relay goes on.
     @Test func badRequestsGetAStatusThatSaysWhy() throws {
         let dir = try makeTempDir()

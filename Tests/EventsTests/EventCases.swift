@@ -28,6 +28,7 @@ enum EventCases {
         }
         var hosting = RoomSettings(name: "class", displayName: "ann@laptop", server: "192.168.1.20:7600")
         hosting.watchCommand = "screenshare watch --room class --server 192.168.1.20:7600"
+        hosting.browserURL = "http://192.168.1.20:7600/class"
         let joining = RoomSettings(name: "class", displayName: "bob@desk", server: "192.168.1.20:7600")
         return [
             ("sender.started", SenderStarted(

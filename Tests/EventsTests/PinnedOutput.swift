@@ -11,8 +11,8 @@ enum PinnedOutput {
             json: #"{"audio_bitrate_kbps":64,"audio_port":6002,"audio_ssrc":3000000001,"bitrate_kbps":4000,"content":"motion","control_socket":null,"destination":"10.0.0.2:6000","event":"started","fps":30,"ssrc":7,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"sending to 10.0.0.2:6000 (ssrc 7, 30 fps max, 4000 kbps); control: -"#),
         "sender.started.room.hosting": (
-            json: #"{"bitrate_kbps":2000,"content":"detail","control_socket":"/run/user/1000/screenshare/class.sock","destination":"127.0.0.1:7600","event":"started","fps":15,"name":"ann@laptop","room":"class","server":"192.168.1.20:7600","ssrc":2895255438,"time":"2026-11-18T11:06:40.125Z","watch_command":"screenshare watch --room class --server 192.168.1.20:7600"}"#,
-            text: #"sharing in room class via 192.168.1.20:7600 as ann@laptop; viewers join with: screenshare watch --room class --server 192.168.1.20:7600"#),
+            json: #"{"bitrate_kbps":2000,"browser_url":"http://192.168.1.20:7600/class","content":"detail","control_socket":"/run/user/1000/screenshare/class.sock","destination":"127.0.0.1:7600","event":"started","fps":15,"name":"ann@laptop","room":"class","server":"192.168.1.20:7600","ssrc":2895255438,"time":"2026-11-18T11:06:40.125Z","watch_command":"screenshare watch --room class --server 192.168.1.20:7600"}"#,
+            text: #"sharing in room class via 192.168.1.20:7600 as ann@laptop; viewers join with: screenshare watch --room class --server 192.168.1.20:7600; or open http://192.168.1.20:7600/class in a browser"#),
         "sender.started.room.joining": (
             json: #"{"audio_bitrate_kbps":48,"audio_port":7600,"audio_ssrc":5,"bitrate_kbps":2000,"content":"detail","control_socket":null,"destination":"192.168.1.20:7600","event":"started","fps":15,"name":"bob@desk","room":"class","server":"192.168.1.20:7600","ssrc":99,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"sharing in room class via 192.168.1.20:7600 as bob@desk"#),
