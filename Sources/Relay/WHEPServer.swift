@@ -4,6 +4,7 @@ import MediaCore
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Transport
 import WebRTC
 
 /// Makes browser sessions from WHEP offers (on the HTTP thread) and hands them to the relay's
@@ -87,7 +88,7 @@ public final class WHEPServer: Sendable {
             channel = try bootstrap.bind(host: host ?? "0.0.0.0", port: Int(port)).wait()
         } catch {
             try? group.syncShutdownGracefully()
-            throw error
+            throw NetworkError("cannot listen on TCP \(host ?? "port") \(port) for browsers (in use by another program?): \(error)")
         }
         self.port = channel.localAddress?.port ?? Int(port)
     }

@@ -63,6 +63,25 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         _ = taken
     }
 
+    /// The room port's TCP side (browsers) taken by another program: the same exit code, and
+    /// a message that says TCP.
+    @Test func aRoomPortWhoseTCPSideIsTakenIsANetworkError() throws {
+        let port = freeEvenPort()
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(bound == 0 && listen(fd, 1) == 0)
+        let s = try runScreenshare(["serve", "--listen", "127.0.0.1:\(port)", "--duration", "1"])
+        #expect(s.status == 68, "\(s.stderr)")
+        #expect(s.stderr.contains("TCP") && s.stderr.contains("\(port)"), "\(s.stderr)")
+    }
+
     @Test func helpListsSubcommands() throws {
         let r = try runScreenshare(["--help"])
         #expect(r.status == 0)
