@@ -11,7 +11,8 @@ BUILD_PACKAGES=(pkg-config libx11-dev libxext-dev libxdamage-dev libxfixes-dev l
                 libyuv-dev libvpx-dev libavformat-dev libopus-dev libpulse-dev zlib1g-dev libssl-dev libsrtp2-dev)
 RUNTIME_PACKAGES=(xvfb x11-utils x11-xserver-utils xdotool imagemagick fonts-dejavu-core ffmpeg
                   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-                  gstreamer1.0-plugins-bad procps pulseaudio pulseaudio-utils python3 python3-venv)
+                  gstreamer1.0-plugins-bad procps pulseaudio pulseaudio-utils python3 python3-venv
+                  chromium chromium-driver)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -31,16 +32,17 @@ ensure_packages() {
 }
 
 # ensure_python_clients: a virtualenv in .build-python with the test clients from PyPI that are
-# not ours (aiortc: a WHEP viewer); exports SCREENSHARE_PYTHON, its interpreter.
+# not ours (aiortc: a WHEP viewer; selenium: drives Chromium); exports SCREENSHARE_PYTHON.
 ensure_python_clients() {
     local venv="$SCREENSHARE_ROOT/.build-python"
     if [[ ! -x "$venv/bin/python" ]]; then
         log "making $venv (Python test clients)"
         /usr/bin/python3 -m venv "$venv" || die "cannot make a Python virtualenv (python3-venv)"
     fi
-    if ! "$venv/bin/python" -c 'import aiortc, numpy' 2>/dev/null; then
-        log "installing aiortc and numpy from PyPI into $venv"
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check aiortc numpy >/dev/null || die "cannot install aiortc from PyPI"
+    if ! "$venv/bin/python" -c 'import aiortc, numpy, selenium' 2>/dev/null; then
+        log "installing aiortc, numpy and selenium from PyPI into $venv"
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check aiortc numpy selenium >/dev/null ||
+            die "cannot install aiortc, numpy and selenium from PyPI"
     fi
     export SCREENSHARE_PYTHON="$venv/bin/python"
 }

@@ -151,7 +151,7 @@ final class BrowserGateway {
             byAddress[address] = s
             response.withUnsafeBytes { send($0, address) }
             // Media moves with the nomination once the room has this browser.
-            if let selected = s.ice.selected, let at = s.joinedAt, selected != at, s.srtpOut != nil {
+            if let selected = s.ice.mediaAddress, let at = s.joinedAt, selected != at, s.srtpOut != nil {
                 core.removeExternalViewer(address: at, reason: "moved")
                 join(s, at: selected, now: now, core: core)
             }
@@ -174,7 +174,7 @@ final class BrowserGateway {
             close(s, core: core, reason: "srtp_failed")
             return
         }
-        join(s, at: s.ice.selected ?? address, now: now, core: core)
+        join(s, at: s.ice.mediaAddress ?? address, now: now, core: core)
     }
 
     private func join(_ s: BrowserSession, at address: PeerAddress, now: UInt64, core: RelayCore) {
@@ -195,7 +195,7 @@ final class BrowserGateway {
         for s in Array(byID.values) {
             if s.srtpOut == nil {
                 if now &- s.createdNanos > Self.setupTimeoutNanos { close(s, core: core, reason: "setup_timeout") }
-                if let ms = s.dtls.timeoutMillis, ms == 0, let at = s.ice.selected {
+                if let ms = s.dtls.timeoutMillis, ms == 0, let at = s.ice.mediaAddress {
                     s.dtls.handleTimeout()
                     if let out = s.dtls.takeOutgoing() { out.withUnsafeBytes { send($0, at) } }
                 }

@@ -28,7 +28,12 @@ enum WatchPage {
           pc.addTransceiver('video', {direction: 'recvonly'});
           pc.addTransceiver('audio', {direction: 'recvonly'});
           const stream = new MediaStream();
-          pc.ontrack = e => { stream.addTrack(e.track); v.srcObject = stream; };
+          // The element gets the stream once its video track is in it: attached while it held
+          // only the (muted) audio, Chromium sometimes never started playing.
+          pc.ontrack = e => {
+            stream.addTrack(e.track);
+            if (e.track.kind === 'video') { v.srcObject = stream; v.play().catch(() => {}); }
+          };
           pc.onconnectionstatechange = () => {
             state.textContent = pc.connectionState;
             if (pc.connectionState === 'failed' || pc.connectionState === 'closed') retry();

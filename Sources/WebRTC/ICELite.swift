@@ -28,8 +28,13 @@ public struct ICELiteAgent<Address: Hashable & Sendable>: Sendable {
     public let localPassword: String
     /// The browser's ufrag from its offer (the second half of USERNAME).
     public let remoteUfrag: String
-    /// Where media goes: the address of the last nominated pair.
+    /// The address of the last nominated pair.
     public private(set) var selected: Address?
+    /// Before any nomination, the address of the last check that succeeded: media may start
+    /// there (a browser may finish DTLS before it nominates; mediasoup does the same).
+    public private(set) var lastValid: Address?
+    /// Where media goes: the nominated address, else the last one checked.
+    public var mediaAddress: Address? { selected ?? lastValid }
     /// When the selected address last passed a check (consent).
     public private(set) var lastConsentNanos: UInt64?
     /// Requests answered, and requests refused or dropped (for stats).
@@ -47,10 +52,10 @@ public struct ICELiteAgent<Address: Hashable & Sendable>: Sendable {
         key = Array(localPassword.utf8)
     }
 
-    /// Whether media may still go to `selected` at `now` (a pair was nominated and consent is
-    /// fresh).
+    /// Whether media may still go to `mediaAddress` at `now` (a check from it succeeded in the
+    /// last 30 s).
     public func hasConsent(at now: UInt64) -> Bool {
-        guard selected != nil, let last = lastConsentNanos else { return false }
+        guard mediaAddress != nil, let last = lastConsentNanos else { return false }
         return now &- last < Self.consentTimeoutNanos
     }
 
@@ -98,7 +103,8 @@ public struct ICELiteAgent<Address: Hashable & Sendable>: Sendable {
             nominated = selected != source
             selected = source
         }
-        if source == selected { lastConsentNanos = now }
+        if selected == nil { lastValid = source }
+        if source == mediaAddress { lastConsentNanos = now }
         answered += 1
         var b = STUNMessageBuilder(type: .bindingSuccess, transactionID: message.transactionID)
         b.append(xorMappedAddress: mapped)

@@ -69,6 +69,38 @@ import X11TestSupport
         #expect(left["reason"] as? String == "left")
     }
 
+    /// A real browser: Debian's Chromium, headless, opens the room's page, which plays the
+    /// presenter's pictures; the grey on its <video> is one the presenter sent. The time from
+    /// asking for the page to its first decoded picture is printed (a figure for the notes,
+    /// not a pass/fail limit).
+    @Test func chromiumPlaysTheRoomsPage() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let presenter = try Child(screenshareBinary(), [
+            "start", "--room", "class", "--listen", "127.0.0.1:\(port)", "--input", try Self.greys(dir),
+            "--input-size", "64x64", "--input-fps", "10", "--no-audio", "--duration", "30", "--json",
+        ], dir: dir, name: "teacher")
+        defer { _ = presenter.finish(within: 0) }
+        let url = try #require(try EventLog.wait(for: "started", in: presenter)["browser_url"] as? String)
+        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/chromium-watch.py"
+        let chromium = try Child(Self.python, [script, url, "6"], dir: dir, name: "chromium")
+        #expect(chromium.finish(within: 60) == 0, "\(chromium.stderr.suffix(2000))")
+        let log = EventLog(chromium.stdout)
+        let first = try #require(log.first(named: "first_picture"), "no picture: \(chromium.stdout.suffix(1500)) \(chromium.stderr.suffix(1500))")
+        print("chromium: page to first picture \(first["seconds"] ?? "?") s")
+        let last = try #require(log.last(named: "page"))
+        #expect(last["state"] as? String == "connected")
+        #expect(last["width"] as? Int == 64 && last["height"] as? Int == 64)
+        // Playing steadily: the last 2 s of samples (every 250 ms) saw about 20 new pictures.
+        let pages = log.events(named: "page")
+        let recent = pages.count > 8 ? (last["frames"] as? Int ?? 0) - (pages[pages.count - 9]["frames"] as? Int ?? 0) : 0
+        #expect(recent >= 14, "Chromium showed \(recent) new pictures in its last 2 s at 10 a second: \(pages.suffix(9))")
+        let luma = try #require(last["luma"] as? Double)
+        let sent = (0..<8).map { max(0, (Double($0 * 30) - 16) * 255 / 219) }
+        #expect(sent.contains { abs($0 - luma) < 4 }, "the page shows grey \(luma), none of \(sent)")
+        _ = try EventLog.wait(for: "subscribed", in: presenter)
+    }
+
     /// The link `start --room` prints (and its `started` event carries) is the page, and its
     /// room's WHEP endpoint gives the presenter's pictures.
     @Test func theLinkStartPrintsWorks() throws {
