@@ -205,7 +205,7 @@ public final class RelayServer: @unchecked Sendable {
     static func event(for e: RelayEvent) -> (any BroadcastEvent)? {
         switch e {
         case let .peerJoined(room, peer, address):
-            return PeerJoined(room: room, peer: peer.id, peerName: peer.name, role: peer.role, address: address)
+            return PeerJoined(room: room, peer: peer.id, peerName: peer.name, role: peer.role, address: address, client: peer.client)
         case let .peerLeft(room, peer, reason):
             return PeerLeft(room: room, peer: peer.id, peerName: peer.name, reason: reason)
         case let .substreamStarted(room, peer, stream):

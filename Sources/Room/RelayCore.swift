@@ -538,7 +538,7 @@ final class PeerState {
         lastHeard = now
     }
 
-    var info: PeerInfo { PeerInfo(id: id, name: name, role: role, streams: streams) }
+    var info: PeerInfo { PeerInfo(id: id, name: name, role: role, streams: streams, client: external ? "browser" : nil) }
 }
 
 struct Subscriber {

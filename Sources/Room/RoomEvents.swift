@@ -44,7 +44,7 @@ public struct RoomEventMapper {
         case let .connected(id, room, peers, rejoined):
             return [RoomConnected(room: room, server: server, peer: id, peers: peers.count, rejoined: rejoined)]
         case .peerJoined(let p):
-            return [PeerJoined(peer: p.id, peerName: p.name, role: p.role)]
+            return [PeerJoined(peer: p.id, peerName: p.name, role: p.role, client: p.client)]
         case let .peerLeft(p, reason):
             return [PeerLeft(peer: p.id, peerName: p.name, reason: reason)]
         case let .substreamStarted(p, s):
@@ -230,17 +230,22 @@ public struct PeerJoined: BroadcastEvent, Equatable {
     public var role: String
     /// Where the peer's datagrams come from (serve only).
     public var address: PeerAddress?
-    public init(room: String? = nil, peer: UInt32, peerName: String, role: String, address: PeerAddress? = nil) {
+    /// "screenshare" (`start`, `watch`) or "browser" (WHEP).
+    public var client: String
+    public init(room: String? = nil, peer: UInt32, peerName: String, role: String, address: PeerAddress? = nil,
+                client: String? = nil) {
         self.room = room
         self.peer = peer
         self.peerName = peerName
         self.role = role
         self.address = address
+        self.client = client ?? "screenshare"
     }
 
     public var name: String { "peer_joined" }
     public var fields: [String: JSONValue] {
-        var f: [String: JSONValue] = ["peer": .int(Int(peer)), "name": .string(peerName), "role": .string(role)]
+        var f: [String: JSONValue] = ["peer": .int(Int(peer)), "name": .string(peerName), "role": .string(role),
+                                      "client": .string(client)]
         if let room { f["room"] = .string(room) }
         if let address { f["address"] = .string(address.description) }
         return f

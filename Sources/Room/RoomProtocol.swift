@@ -118,12 +118,16 @@ public struct PeerInfo: Codable, Sendable, Equatable {
     /// "presenter" or "viewer" (informative; any peer may publish).
     public var role: String
     public var streams: [StreamInfo]
+    /// What the peer runs: absent for our own peers (`start`, `watch`), "browser" for a
+    /// browser watching over WHEP.
+    public var client: String?
 
-    public init(id: UInt32, name: String, role: String, streams: [StreamInfo] = []) {
+    public init(id: UInt32, name: String, role: String, streams: [StreamInfo] = [], client: String? = nil) {
         self.id = id
         self.name = name
         self.role = role
         self.streams = streams
+        self.client = client
     }
 }
 

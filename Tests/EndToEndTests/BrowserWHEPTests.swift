@@ -63,7 +63,7 @@ import X11TestSupport
 
         // The room counted it as a viewer, and let it go when the WHEP session was deleted.
         let joined = try EventLog.wait(for: "peer_joined", in: serve) { ($0["name"] as? String)?.hasPrefix("browser-") == true }
-        #expect(joined["role"] as? String == "viewer")
+        #expect(joined["role"] as? String == "viewer" && joined["client"] as? String == "browser")
         #expect((joined["address"] as? String)?.hasPrefix("127.0.0.1:") == true, "test traffic stays on loopback")
         let left = try EventLog.wait(for: "peer_left", in: serve, seconds: 5) { $0["peer"] as? Int == joined["peer"] as? Int }
         #expect(left["reason"] as? String == "left")

@@ -222,6 +222,8 @@ enum EventCases {
         return [
             ("relay.started", RelayStarted(listen: "0.0.0.0:7600", protocolVersion: 1, receiveBuffer: 8_388_608, sendBuffer: 425_984)),
             ("relay.peer_joined", mapped(.peerJoined(room: "class", peer: bob, address: address))),
+            ("relay.peer_joined.browser", mapped(.peerJoined(room: "class", peer: PeerInfo(id: 3, name: "browser-1a2b3c", role: "viewer",
+                                                                                           client: "browser"), address: address))),
             ("relay.peer_left", mapped(.peerLeft(room: "class", peer: bob, reason: "left"))),
             ("relay.substream_started", mapped(.substreamStarted(room: "class", peer: 1, stream: screen))),
             ("relay.substream_stopped", mapped(.substreamStopped(room: "class", peer: 1, stream: sound))),

@@ -107,7 +107,7 @@ enum PinnedOutput {
             json: #"{"event":"connected","peer":4,"peers":2,"rejoined":true,"room":"class","server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"connected to room class at 192.168.1.20:7600 as peer 4 (2 others here)"#),
         "room.peer_joined": (
-            json: #"{"event":"peer_joined","name":"bob@desk","peer":2,"role":"viewer","time":"2026-11-18T11:06:40.125Z"}"#,
+            json: #"{"client":"screenshare","event":"peer_joined","name":"bob@desk","peer":2,"role":"viewer","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"bob@desk joined (peer 2)"#),
         "room.peer_left": (
             json: #"{"event":"peer_left","name":"bob@desk","peer":2,"reason":"timeout","time":"2026-11-18T11:06:40.125Z"}"#,
@@ -146,8 +146,11 @@ enum PinnedOutput {
             json: #"{"event":"started","listen":"0.0.0.0:7600","protocol_version":1,"receive_buffer":8388608,"send_buffer":425984,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"relay listening on 0.0.0.0:7600 (protocol v1)"#),
         "relay.peer_joined": (
-            json: #"{"address":"192.168.1.21:51000","event":"peer_joined","name":"bob@desk","peer":2,"role":"viewer","room":"class","time":"2026-11-18T11:06:40.125Z"}"#,
+            json: #"{"address":"192.168.1.21:51000","client":"screenshare","event":"peer_joined","name":"bob@desk","peer":2,"role":"viewer","room":"class","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"bob@desk joined room class (peer 2)"#),
+        "relay.peer_joined.browser": (
+            json: #"{"address":"192.168.1.21:51000","client":"browser","event":"peer_joined","name":"browser-1a2b3c","peer":3,"role":"viewer","room":"class","time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"browser-1a2b3c joined room class (peer 3)"#),
         "relay.peer_left": (
             json: #"{"event":"peer_left","name":"bob@desk","peer":2,"reason":"left","room":"class","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"bob@desk left room class (left)"#),

@@ -22,6 +22,8 @@ import Transport
         publish(guest, name: "guest", [guestScreen])
         _ = try relay.addExternalViewer(room: "class", name: "browser-1", address: browser, presenter: nil, now: 0)
         #expect(Set(relay.externalViewerStreams(address: browser).map(\.ssrc)) == [screen.ssrc, audio.ssrc])
+        // The room sees a browser; its own peers say nothing of what they run.
+        #expect(relay.peers(in: "class").map(\.client) == [nil, nil, "browser"])
         relay.receive(vp8Packet(ssrc: screen.ssrc, seq: 1, keyframe: true), from: teacher, now: 1)
         #expect(wire.take(browser).contains(vp8Packet(ssrc: screen.ssrc, seq: 1, keyframe: true)))
 
