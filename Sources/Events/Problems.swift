@@ -67,12 +67,7 @@ public struct WarningEvent: BroadcastEvent, Equatable {
     }
 
     public var name: String { "warning" }
-    public var fields: [String: JSONValue] {
-        var f = kind.extraFields
-        f["kind"] = .string(kind.name)
-        f["message"] = .string(message)
-        return f
-    }
+    public var fields: [String: JSONValue] { problemFields(kind: kind.name, extra: kind.extraFields, message: message) }
     public var humanText: String { "warning: \(kind.name) \(message)" }
 }
 
@@ -120,13 +115,16 @@ public struct ErrorEvent: BroadcastEvent, Equatable {
     }
 
     public var name: String { "error" }
-    public var fields: [String: JSONValue] {
-        var f = kind.extraFields
-        f["kind"] = .string(kind.name)
-        f["message"] = .string(message)
-        return f
-    }
+    public var fields: [String: JSONValue] { problemFields(kind: kind.name, extra: kind.extraFields, message: message) }
     public var humanText: String { "error: \(kind.name) \(message)" }
+}
+
+/// A `warning`'s or an `error`'s fields: what its kind adds, then `kind` and `message`.
+private func problemFields(kind: String, extra: [String: JSONValue], message: String) -> [String: JSONValue] {
+    var f = extra
+    f["kind"] = .string(kind)
+    f["message"] = .string(message)
+    return f
 }
 
 extension BroadcastEvent where Self == WarningEvent {

@@ -223,7 +223,7 @@ final class BrowserGateway {
         guard kind == .rtp || kind == .rtcp else { return }
         scratch.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
         let ssrcOffset = 4 + (kind == .rtp ? 4 : 0)
-        let ssrc = scratch.withUnsafeBytes { b in (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(b[ssrcOffset + $1]) } }
+        let ssrc = scratch.withUnsafeMutableBytes { Self.readSSRC($0, at: ssrcOffset) }
         if s.presenterKinds[ssrc] == nil {
             for info in core.externalViewerStreams(address: address) { s.presenterKinds[info.ssrc] = info.kind }
         }
@@ -233,7 +233,7 @@ final class BrowserGateway {
         let newSSRC = isAudio ? s.audioSSRC : s.videoSSRC
         do {
             let n: Int = try scratch.withUnsafeMutableBytes { b in
-                for i in 0..<4 { b[ssrcOffset + i] = UInt8((newSSRC >> (24 - 8 * UInt32(i))) & 0xFF) }
+                Self.writeSSRC(newSSRC, into: b, at: ssrcOffset)
                 if kind == .rtp {
                     b[1] = (b[1] & 0x80) | (isAudio ? s.audioPT! : s.videoPT)
                     return try srtp.protect(b, length: bytes.count)
@@ -247,26 +247,38 @@ final class BrowserGateway {
     }
 
     /// The browser's feedback names the answer's SSRCs: back to the presenter's, for the room.
+    /// Nothing is allocated: feedback (RTPFB 205, PSFB 206) names the media SSRC at +8, and a
+    /// receiver report (201) has 24-byte blocks from +8, each starting with the SSRC.
     private func mapFeedback(_ b: UnsafeMutableRawBufferPointer, of s: BrowserSession) {
-        var reverse: [(from: UInt32, to: UInt32)] = []
-        for (presenterSSRC, kind) in s.presenterKinds { reverse.append((kind == .audio ? s.audioSSRC : s.videoSSRC, presenterSSRC)) }
         var offset = 0
         while offset + 4 <= b.count {
             let pt = b[offset + 1]
             let length = ((Int(b[offset + 2]) << 8 | Int(b[offset + 3])) + 1) * 4
             guard offset + length <= b.count else { return }
-            // Feedback (RTPFB 205, PSFB 206): the media SSRC at +8. Receiver reports (201):
-            // report blocks from +8, 24 bytes each, SSRC first.
-            var positions: [Int] = []
-            if pt == 205 || pt == 206 { positions = [offset + 8] }
-            if pt == 201 { positions = stride(from: offset + 8, to: offset + length - 3, by: 24).map { $0 } }
-            for p in positions where p + 4 <= b.count {
-                let v = (0..<4).reduce(UInt32(0)) { $0 << 8 | UInt32(b[p + $1]) }
-                if let m = reverse.first(where: { $0.from == v }) {
-                    for i in 0..<4 { b[p + i] = UInt8((m.to >> (24 - 8 * UInt32(i))) & 0xFF) }
+            let step = pt == 201 ? 24 : length
+            if pt == 201 || pt == 205 || pt == 206 {
+                var p = offset + 8
+                while p + 4 <= offset + length {
+                    let answered = Self.readSSRC(b, at: p)
+                    for (presenterSSRC, kind) in s.presenterKinds where (kind == .audio ? s.audioSSRC : s.videoSSRC) == answered {
+                        Self.writeSSRC(presenterSSRC, into: b, at: p)
+                        break
+                    }
+                    p += step
                 }
             }
             offset += length
         }
+    }
+
+    private static func readSSRC(_ b: UnsafeMutableRawBufferPointer, at p: Int) -> UInt32 {
+        UInt32(b[p]) << 24 | UInt32(b[p + 1]) << 16 | UInt32(b[p + 2]) << 8 | UInt32(b[p + 3])
+    }
+
+    private static func writeSSRC(_ v: UInt32, into b: UnsafeMutableRawBufferPointer, at p: Int) {
+        b[p] = UInt8(v >> 24)
+        b[p + 1] = UInt8((v >> 16) & 0xFF)
+        b[p + 2] = UInt8((v >> 8) & 0xFF)
+        b[p + 3] = UInt8(v & 0xFF)
     }
 }

@@ -12,22 +12,9 @@ extension RelayCore {
     /// - Throws: `RoomProtocolError` for a bad room or name, or a full room or relay.
     public func addExternalViewer(room name: String, name peerName: String, address: PeerAddress, presenter: String?,
                                   now: UInt64) throws -> UInt32 {
-        guard !name.isEmpty, name.utf8.count <= limits.maxNameLength,
-              name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
-            throw RoomProtocolError(.badRoom, "room name must be 1–\(limits.maxNameLength) bytes without spaces or control characters")
-        }
+        if let problem = roomNameProblem(name) { throw RoomProtocolError(.badRoom, problem) }
         if let existing = byAddress[address] { remove(existing, reason: "left") }
-        let room: RoomState
-        if let r = rooms[name] {
-            room = r
-        } else {
-            guard rooms.count < limits.maxRooms else { throw RoomProtocolError(.limit, "this relay already hosts \(limits.maxRooms) rooms") }
-            room = RoomState(name: name)
-            rooms[name] = room
-        }
-        guard room.peers.count < limits.maxPeersPerRoom else {
-            throw RoomProtocolError(.limit, "room '\(name)' is full (\(limits.maxPeersPerRoom) peers)")
-        }
+        let room = try roomWithSpace(name)
         let peer = PeerState(id: nextPeerID, name: String(peerName.prefix(limits.maxNameLength)), role: "viewer", address: address,
                              room: room, now: now)
         peer.external = true

@@ -377,9 +377,8 @@ public final class RelayCore {
     }
 
     private func join(room name: String, name peerName: String, role: String, from address: PeerAddress, requestID: UInt32, now: UInt64) {
-        guard !name.isEmpty, name.utf8.count <= limits.maxNameLength,
-              name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
-            reject(address, RoomProtocolError(.badRoom, "room name must be 1–\(limits.maxNameLength) bytes without spaces or control characters", requestID: requestID), now: now)
+        if let problem = roomNameProblem(name) {
+            reject(address, RoomProtocolError(.badRoom, problem, requestID: requestID), now: now)
             return
         }
         guard peerName.utf8.count <= limits.maxNameLength, !peerName.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
@@ -395,18 +394,10 @@ public final class RelayCore {
             remove(existing, reason: "left")
         }
         let room: RoomState
-        if let r = rooms[name] {
-            room = r
-        } else {
-            guard rooms.count < limits.maxRooms else {
-                reject(address, RoomProtocolError(.limit, "join: this relay already hosts \(limits.maxRooms) rooms", requestID: requestID), now: now)
-                return
-            }
-            room = RoomState(name: name)
-            rooms[name] = room
-        }
-        guard room.peers.count < limits.maxPeersPerRoom else {
-            reject(address, RoomProtocolError(.limit, "join: room '\(name)' is full (\(limits.maxPeersPerRoom) peers)", requestID: requestID), now: now)
+        do {
+            room = try roomWithSpace(name)
+        } catch {
+            reject(address, RoomProtocolError(.limit, "join: " + error.message, requestID: requestID), now: now)
             return
         }
         let peer = PeerState(id: nextPeerID, name: peerName.isEmpty ? "peer-\(nextPeerID)" : peerName,
@@ -419,6 +410,32 @@ public final class RelayCore {
         send(.welcome(peer: peer.id, room: name, version: room.version, peers: room.snapshot()), requestID: requestID, to: address)
         broadcast(.peerJoined(version: room.version, peer: peer.info), in: room, except: peer)
         onEvent(.peerJoined(room: name, peer: peer.info, address: address))
+    }
+
+    /// What is wrong with a room name (nil: nothing).
+    func roomNameProblem(_ name: String) -> String? {
+        guard !name.isEmpty, name.utf8.count <= limits.maxNameLength,
+              name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
+            return "room name must be 1–\(limits.maxNameLength) bytes without spaces or control characters"
+        }
+        return nil
+    }
+
+    /// The room `name`, made if it does not exist yet, with room for one more peer.
+    /// - Throws: `RoomProtocolError` (`limit`) when the relay hosts too many rooms or the room is full.
+    func roomWithSpace(_ name: String) throws(RoomProtocolError) -> RoomState {
+        let room: RoomState
+        if let r = rooms[name] {
+            room = r
+        } else {
+            guard rooms.count < limits.maxRooms else { throw RoomProtocolError(.limit, "this relay already hosts \(limits.maxRooms) rooms") }
+            room = RoomState(name: name)
+            rooms[name] = room
+        }
+        guard room.peers.count < limits.maxPeersPerRoom else {
+            throw RoomProtocolError(.limit, "room '\(name)' is full (\(limits.maxPeersPerRoom) peers)")
+        }
+        return room
     }
 
     private func publish(_ streams: [StreamInfo], by peer: PeerState, requestID: UInt32, now: UInt64) {
