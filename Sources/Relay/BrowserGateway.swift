@@ -23,6 +23,9 @@ final class BrowserSession {
     let audioSSRC: UInt32
     /// The presenter's SSRC → what it is here (learned from the room when a packet comes).
     var presenterKinds: [UInt32: StreamKind] = [:]
+    /// The answer's two streams, running on across presenters.
+    var video = StreamSplicer(clockRate: 90_000)
+    var audio = StreamSplicer(clockRate: 48_000)
     /// Where media goes (the ICE-nominated address), once the room has it as a viewer.
     var joinedAt: PeerAddress?
     let createdNanos: UInt64
@@ -82,6 +85,8 @@ final class BrowserGateway {
     private let logger: Logger
     private var scratch = [UInt8](repeating: 0, count: 2048)
     private(set) var rejected = 0
+    /// The relay loop's time now (set each turn): what the room sends is spliced on it.
+    var now: UInt64 = 0
 
     init(logger: Logger) { self.logger = logger }
 
@@ -213,8 +218,9 @@ final class BrowserGateway {
     }
 
     /// Rewrites what the room sends the browser at `address` (RTP and RTCP; the room's own
-    /// control messages are not for it) into the answer's payload types and SSRCs, protects it
-    /// and sends it; nothing is allocated.
+    /// control messages are not for it) into the answer's payload types, SSRCs, and sequence
+    /// numbers and timestamps that run on across presenters; protects it and sends it. Nothing
+    /// is allocated.
     func egress(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress, core: RelayCore,
                 send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
         guard let s = byAddress[address], let srtp = s.srtpOut, bytes.count >= 12,
@@ -223,22 +229,35 @@ final class BrowserGateway {
         guard kind == .rtp || kind == .rtcp else { return }
         scratch.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
         let ssrcOffset = 4 + (kind == .rtp ? 4 : 0)
-        let ssrc = scratch.withUnsafeMutableBytes { Self.readSSRC($0, at: ssrcOffset) }
+        let ssrc = scratch.withUnsafeMutableBytes { Self.read32($0, at: ssrcOffset) }
         if s.presenterKinds[ssrc] == nil {
             for info in core.externalViewerStreams(address: address) { s.presenterKinds[info.ssrc] = info.kind }
         }
         guard let streamKind = s.presenterKinds[ssrc] else { return }
         let isAudio = streamKind == .audio
         guard !isAudio || s.audioPT != nil else { return }
-        let newSSRC = isAudio ? s.audioSSRC : s.videoSSRC
+        let spliced = scratch.withUnsafeMutableBytes { b -> Bool in
+            if kind == .rtp {
+                let seq = UInt16(b[2]) << 8 | UInt16(b[3]), ts = Self.read32(b, at: 4)
+                let out = isAudio ? s.audio.rewrite(ssrc: ssrc, sequence: seq, timestamp: ts, now: now)
+                    : s.video.rewrite(ssrc: ssrc, sequence: seq, timestamp: ts, now: now)
+                guard let out else { return false }
+                b[2] = UInt8(out.sequence >> 8)
+                b[3] = UInt8(out.sequence & 0xFF)
+                Self.write32(out.timestamp, into: b, at: 4)
+                b[1] = (b[1] & 0x80) | (isAudio ? s.audioPT! : s.videoPT)
+            } else if b[1] == 200, bytes.count >= 20 {  // a sender report: its RTP timestamp at +16
+                let splicer = isAudio ? s.audio : s.video
+                guard let ts = splicer.rewriteReport(ssrc: ssrc, timestamp: Self.read32(b, at: 16)) else { return false }
+                Self.write32(ts, into: b, at: 16)
+            }
+            Self.write32(isAudio ? s.audioSSRC : s.videoSSRC, into: b, at: ssrcOffset)
+            return true
+        }
+        guard spliced else { return }
         do {
             let n: Int = try scratch.withUnsafeMutableBytes { b in
-                Self.writeSSRC(newSSRC, into: b, at: ssrcOffset)
-                if kind == .rtp {
-                    b[1] = (b[1] & 0x80) | (isAudio ? s.audioPT! : s.videoPT)
-                    return try srtp.protect(b, length: bytes.count)
-                }
-                return try srtp.protectRTCP(b, length: bytes.count)
+                kind == .rtp ? try srtp.protect(b, length: bytes.count) : try srtp.protectRTCP(b, length: bytes.count)
             }
             scratch.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), address) }
         } catch {
@@ -246,36 +265,53 @@ final class BrowserGateway {
         }
     }
 
-    /// The browser's feedback names the answer's SSRCs: back to the presenter's, for the room.
-    /// Nothing is allocated: feedback (RTPFB 205, PSFB 206) names the media SSRC at +8, and a
-    /// receiver report (201) has 24-byte blocks from +8, each starting with the SSRC.
+    /// The browser's feedback names the answer's SSRCs and sequence numbers: back to the
+    /// presenter's, for the room. Nothing is allocated: feedback (RTPFB 205, PSFB 206) names the
+    /// media SSRC at +8, a NACK (205, FMT 1) lists sequence numbers from +12, one every 4 bytes;
+    /// a receiver report (201) has 24-byte blocks from +8, each starting with the SSRC and
+    /// with the highest sequence number's low 16 bits at +10.
     private func mapFeedback(_ b: UnsafeMutableRawBufferPointer, of s: BrowserSession) {
+        func splicer(_ answered: UInt32) -> StreamSplicer? {
+            answered == s.videoSSRC ? s.video : answered == s.audioSSRC ? s.audio : nil
+        }
         var offset = 0
         while offset + 4 <= b.count {
-            let pt = b[offset + 1]
+            let pt = b[offset + 1], fmt = b[offset] & 0x1F
             let length = ((Int(b[offset + 2]) << 8 | Int(b[offset + 3])) + 1) * 4
             guard offset + length <= b.count else { return }
-            let step = pt == 201 ? 24 : length
-            if pt == 201 || pt == 205 || pt == 206 {
+            if pt == 201 {
                 var p = offset + 8
-                while p + 4 <= offset + length {
-                    let answered = Self.readSSRC(b, at: p)
-                    for (presenterSSRC, kind) in s.presenterKinds where (kind == .audio ? s.audioSSRC : s.videoSSRC) == answered {
-                        Self.writeSSRC(presenterSSRC, into: b, at: p)
-                        break
+                while p + 24 <= offset + length {
+                    if let splicer = splicer(Self.read32(b, at: p)), let source = splicer.source {
+                        Self.write32(source, into: b, at: p)
+                        let highest = splicer.original(UInt16(b[p + 10]) << 8 | UInt16(b[p + 11]))
+                        b[p + 10] = UInt8(highest >> 8)
+                        b[p + 11] = UInt8(highest & 0xFF)
                     }
-                    p += step
+                    p += 24
+                }
+            } else if (pt == 205 || pt == 206), offset + 12 <= offset + length,
+                      let splicer = splicer(Self.read32(b, at: offset + 8)), let source = splicer.source {
+                Self.write32(source, into: b, at: offset + 8)
+                if pt == 205, fmt == 1 {
+                    var p = offset + 12
+                    while p + 4 <= offset + length {
+                        let pid = splicer.original(UInt16(b[p]) << 8 | UInt16(b[p + 1]))
+                        b[p] = UInt8(pid >> 8)
+                        b[p + 1] = UInt8(pid & 0xFF)
+                        p += 4
+                    }
                 }
             }
             offset += length
         }
     }
 
-    private static func readSSRC(_ b: UnsafeMutableRawBufferPointer, at p: Int) -> UInt32 {
+    private static func read32(_ b: UnsafeMutableRawBufferPointer, at p: Int) -> UInt32 {
         UInt32(b[p]) << 24 | UInt32(b[p + 1]) << 16 | UInt32(b[p + 2]) << 8 | UInt32(b[p + 3])
     }
 
-    private static func writeSSRC(_ v: UInt32, into b: UnsafeMutableRawBufferPointer, at p: Int) {
+    private static func write32(_ v: UInt32, into b: UnsafeMutableRawBufferPointer, at p: Int) {
         b[p] = UInt8(v >> 24)
         b[p + 1] = UInt8((v >> 16) & 0xFF)
         b[p + 2] = UInt8((v >> 8) & 0xFF)

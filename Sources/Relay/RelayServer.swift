@@ -145,6 +145,7 @@ public final class RelayServer: @unchecked Sendable {
             _ = poll(&pfd, 1, 50)
             let now = clock.nowNanos()
             if let deadline, now >= deadline { break }
+            browsers?.now = now
             if pfd.revents & Int16(POLLIN) != 0 {
                 let wall = clock.wallNanos()
                 for _ in 0..<8 {  // at most 256 datagrams before the timers get a turn

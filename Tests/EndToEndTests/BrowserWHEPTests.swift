@@ -6,13 +6,14 @@ import X11TestSupport
 /// (aiortc, from PyPI) offers, gets the answer, completes ICE, DTLS and SRTP against the relay
 /// and decodes the presenter's pictures; bad requests get the status and reason they deserve.
 @Suite(.serialized) struct BrowserWHEPTests {
-    /// Raw NV12 frames of one flat grey each (0, 30, … 210): what a viewer decodes says which.
-    static func greys(_ dir: String) throws -> String {
-        let path = "\(dir)/greys.nv12"
+    /// Raw NV12 frames (`size`×`size`) of one flat grey each (0, 30, … 210): what a viewer
+    /// decodes says which.
+    static func greys(_ dir: String, size: Int = 64) throws -> String {
+        let path = "\(dir)/greys\(size).nv12"
         var bytes = [UInt8]()
         for f in 0..<8 {
-            bytes += [UInt8](repeating: UInt8(f * 30), count: 64 * 64)
-            bytes += [UInt8](repeating: 128, count: 64 * 32)
+            bytes += [UInt8](repeating: UInt8(f * 30), count: size * size)
+            bytes += [UInt8](repeating: 128, count: size * size / 2)
         }
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         return path
@@ -67,6 +68,48 @@ import X11TestSupport
         #expect((joined["address"] as? String)?.hasPrefix("127.0.0.1:") == true, "test traffic stays on loopback")
         let left = try EventLog.wait(for: "peer_left", in: serve, seconds: 5) { $0["peer"] as? Int == joined["peer"] as? Int }
         #expect(left["reason"] as? String == "left")
+    }
+
+    /// Two presenters: `?from=` picks one by name; without it a browser watches the first one
+    /// sharing a screen and, when that one leaves, the next — on the same WebRTC session, its
+    /// stream running on (the relay splices the next presenter's sequence numbers and
+    /// timestamps onto the last ones sent).
+    @Test func fromPicksAPresenterAndTheNextTakesOverWhenTheFirstLeaves() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 60)
+        defer { _ = serve.finish(within: 0) }
+        func presenter(_ name: String, size: Int) throws -> Child {
+            try Child(screenshareBinary(), [
+                "start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", name, "--input", try Self.greys(dir, size: size),
+                "--input-size", "\(size)x\(size)", "--input-fps", "10", "--no-audio", "--duration", "40", "--json",
+            ], dir: dir, name: name)
+        }
+        let teacher = try presenter("teacher", size: 64)
+        defer { _ = teacher.finish(within: 0) }
+        try EventLog.wait(for: "substream_started", in: serve)
+        let guest = try presenter("guest", size: 96)
+        defer { _ = guest.finish(within: 0) }
+        try EventLog.wait(for: "substream_started", in: serve, count: 2)
+
+        let picked = try Self.whepClient("http://127.0.0.1:\(port)/whep/class?from=guest", seconds: 3, dir: dir)
+        #expect(picked.log.last(named: "stats")?["size"] as? String == "96x96", "?from=guest shows the guest: \(picked.output)")
+
+        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/whep-client.py"
+        let follower = try Child(Self.python, [script, "http://127.0.0.1:\(port)/whep/class", "12", "--loopback-only"], dir: dir, name: "follower")
+        defer { _ = follower.finish(within: 0) }
+        let before = try EventLog.wait(for: "stats", in: follower, seconds: 30) { $0["size"] as? String == "64x64" && ($0["video_frames"] as? Int ?? 0) >= 5 }
+        _ = teacher.finish(within: 10)  // the teacher leaves (SIGINT: a clean bye)
+        #expect(follower.finish(within: 40) == 0, "\(follower.stdout) \(follower.stderr)")
+        let log = EventLog(follower)
+        let last = try #require(log.last(named: "stats"))
+        #expect(last["size"] as? String == "96x96", "the guest took over: \(follower.stdout)")
+        let after = (last["video_frames"] as? Int ?? 0) - (before["video_frames"] as? Int ?? 0)
+        #expect(after >= 40, "pictures kept coming after the switch (10 a second): \(after); \(follower.stdout)")
+        let states = log.events(named: "state").compactMap { $0["state"] as? String }
+        #expect(!states.contains("failed") && states.filter { $0 == "connected" }.count == 1, "\(states)")
+        #expect(EventLog(serve).events(named: "peer_joined").filter { $0["client"] as? String == "browser" }.count == 2,
+                "one WebRTC session each, no reconnect: \(serve.stdout.suffix(3000))")
     }
 
     /// A real browser: Debian's Chromium, headless, opens the room's page, which plays the
