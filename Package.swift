@@ -114,7 +114,7 @@ let package = Package(
         ]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC"]),
         .testTarget(name: "RelayServerTests", dependencies: [
-            "Relay", "Room", "RTP", "Transport", "Events", .product(name: "Logging", package: "swift-log"),
+            "Relay", "Room", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"),
         ]),
         // What users see of every event (JSON and human text), pinned.
         .testTarget(name: "EventsTests", dependencies: [

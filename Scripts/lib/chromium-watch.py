@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """Opens the relay's page in a real, headless Chromium (Debian's chromium and chromium-driver,
-driven by selenium) and reports, as JSON lines, what the page plays every 250 ms: the
-connection state, the picture size, the frames decoded, and the mean luma of the picture on the
-<video> (drawn into a canvas). The first line with a decoded frame is `first_picture`, with the
-seconds since the page was asked for.
+driven by selenium) and reports, as JSON lines, what the page plays every 250 ms (t: seconds
+since the page was asked for): the connection state, the picture size, the frames decoded, the
+mean luma of the picture on the <video> (drawn into a canvas), what the page says (state,
+presenter) and how many WHEP sessions it made (1 + its reconnects). The first line with a
+decoded frame is `first_picture`, with the seconds since the page was asked for.
 
-    chromium-watch.py URL SECONDS
+    chromium-watch.py URL SECONDS [--dump-luma PATH]
+
+--dump-luma writes the last picture's luma (BT.601 studio range, as libyuv computes it from
+RGB; one byte a pixel, row after row) to PATH and prints a `dumped` line with its size: tests
+compare it with the slide on the presenter's screen (PSNR).
 
 Chromium offers loopback candidates only with --allow-loopback-in-peer-connection; tests run
 the relay on 127.0.0.1, so the traffic stays on loopback."""
-import json, sys, time
+import base64, json, sys, time
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
@@ -17,7 +22,13 @@ from selenium.webdriver.chrome.service import Service
 def log(**kw):
     print(json.dumps(kw), flush=True)
 
-url, seconds = sys.argv[1], float(sys.argv[2])
+args = [a for a in sys.argv[1:]]
+dump = None
+if "--dump-luma" in args:
+    i = args.index("--dump-luma")
+    dump = args[i + 1]
+    del args[i:i + 2]
+url, seconds = args[0], float(args[1])
 o = Options()
 o.binary_location = "/usr/bin/chromium"
 for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--allow-loopback-in-peer-connection",
@@ -47,11 +58,33 @@ try:
             }
             return {state: (typeof pc !== 'undefined' && pc) ? pc.connectionState : 'none', width: v.videoWidth,
                     height: v.videoHeight, frames: q.totalVideoFrames || 0, luma: luma,
-                    text: document.getElementById('state').textContent};
+                    text: document.getElementById('state').textContent,
+                    presenter: document.getElementById('presenter').textContent,
+                    sessions: typeof sessions !== 'undefined' ? sessions : null};
         """)
         if first is None and s["frames"] > 0:
             first = time.time() - t0
             log(event="first_picture", seconds=round(first, 3))
-        log(event="page", **s)
+        log(event="page", t=round(time.time() - t0, 2), **s)
+    if dump:
+        y = d.execute_script("""
+            const v = document.getElementById('v');
+            if (!v.videoWidth) return null;
+            const c = document.createElement('canvas');
+            c.width = v.videoWidth; c.height = v.videoHeight;
+            const g = c.getContext('2d');
+            g.drawImage(v, 0, 0);
+            const px = g.getImageData(0, 0, c.width, c.height).data;
+            const y = new Uint8Array(c.width * c.height);
+            for (let i = 0, j = 0; i < px.length; i += 4, j++)
+                y[j] = (66 * px[i] + 129 * px[i + 1] + 25 * px[i + 2] + 0x1080) >> 8;
+            let bin = '';
+            for (let i = 0; i < y.length; i += 0x8000) bin += String.fromCharCode.apply(null, y.subarray(i, i + 0x8000));
+            return {width: c.width, height: c.height, y: btoa(bin)};
+        """)
+        if y:
+            with open(dump, "wb") as f:
+                f.write(base64.b64decode(y["y"]))
+            log(event="dumped", width=y["width"], height=y["height"], path=dump)
 finally:
     d.quit()

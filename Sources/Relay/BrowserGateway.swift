@@ -29,6 +29,8 @@ final class BrowserSession {
     /// Where media goes (the ICE-nominated address), once the room has it as a viewer.
     var joinedAt: PeerAddress?
     let createdNanos: UInt64
+    /// Holds one of the places of `BrowserLimits.maxConnecting` until it connects or ends.
+    var connecting = true
 
     init(id: String, room: String, presenter: String?, ice: ICELiteAgent<PeerAddress>, dtls: DTLSTransport, videoPT: UInt8,
          audioPT: UInt8?, videoSSRC: UInt32, audioSSRC: UInt32, now: UInt64) {
@@ -54,6 +56,21 @@ final class BrowserInbox: Sendable {
         var ended: [String] = []
     }
     private let queue = Mutex(Handoff())
+    private let connecting = Atomic<Int>(0)
+
+    /// Takes a place for a session that is connecting; false when `limit` are already.
+    func reserve(limit: Int) -> Bool {
+        var n = connecting.load(ordering: .relaxed)
+        while n < limit {
+            let (exchanged, original) = connecting.compareExchange(expected: n, desired: n + 1, ordering: .relaxed)
+            if exchanged { return true }
+            n = original
+        }
+        return false
+    }
+    func release() { connecting.subtract(1, ordering: .relaxed) }
+    /// Sessions answered that have not connected yet.
+    var connectingCount: Int { connecting.load(ordering: .relaxed) }
 
     func add(_ session: BrowserSession) {
         let box = Handoff(added: [session])
@@ -74,10 +91,8 @@ final class BrowserInbox: Sendable {
 /// and handed to the room as its RTCP; what the room sends a browser is rewritten to the
 /// answer's payload types and SSRCs and protected (`egress`).
 final class BrowserGateway {
-    /// Sessions that never complete ICE and DTLS go after this.
-    static let setupTimeoutNanos: UInt64 = 30_000_000_000
-
     let inbox = BrowserInbox()
+    let limits: BrowserLimits
     private var byUfrag: [String: BrowserSession] = [:]
     private var byID: [String: BrowserSession] = [:]
     /// Addresses that passed an ICE check → their session (DTLS and SRTCP come from these).
@@ -88,7 +103,10 @@ final class BrowserGateway {
     /// The relay loop's time now (set each turn): what the room sends is spliced on it.
     var now: UInt64 = 0
 
-    init(logger: Logger) { self.logger = logger }
+    init(limits: BrowserLimits, logger: Logger) {
+        self.limits = limits
+        self.logger = logger
+    }
 
     var isEmpty: Bool { byID.isEmpty }
     var count: Int { byID.count }
@@ -174,6 +192,7 @@ final class BrowserGateway {
             // The relay is the DTLS server: it writes with the server key, reads with the client's.
             s.srtpOut = try SRTPSession(profile: keys.profile, direction: .outbound, key: keys.serverKey, salt: keys.serverSalt)
             s.srtpIn = try SRTPSession(profile: keys.profile, direction: .inbound, key: keys.clientKey, salt: keys.clientSalt)
+            doneConnecting(s)
         } catch {
             logger.warning("browser \(s.id): \(error)")
             close(s, core: core, reason: "srtp_failed")
@@ -199,7 +218,10 @@ final class BrowserGateway {
         adopt(core: core)
         for s in Array(byID.values) {
             if s.srtpOut == nil {
-                if now &- s.createdNanos > Self.setupTimeoutNanos { close(s, core: core, reason: "setup_timeout") }
+                if now &- s.createdNanos > limits.setupTimeoutNanos {
+                    close(s, core: core, reason: "setup_timeout")
+                    continue
+                }
                 if let ms = s.dtls.timeoutMillis, ms == 0, let at = s.ice.mediaAddress {
                     s.dtls.handleTimeout()
                     if let out = s.dtls.takeOutgoing() { out.withUnsafeBytes { send($0, at) } }
@@ -210,7 +232,15 @@ final class BrowserGateway {
         }
     }
 
+    private func doneConnecting(_ s: BrowserSession) {
+        if s.connecting {
+            s.connecting = false
+            inbox.release()
+        }
+    }
+
     private func close(_ s: BrowserSession, core: RelayCore, reason: String) {
+        doneConnecting(s)
         if let at = s.joinedAt { core.removeExternalViewer(address: at, reason: reason) }
         byID[s.id] = nil
         byUfrag[s.ice.localUfrag] = nil

@@ -26,7 +26,10 @@ public struct RelayStarted: BroadcastEvent, Equatable {
 /// for `rejected`, `unknown_source` and `lost_in`.
 public struct RelayStats: BroadcastEvent, Equatable {
     public var rooms: Int
+    /// All peers, browsers among them.
     public var peers: Int
+    /// Peers watching in a browser (WHEP).
+    public var browsers: Int
     public var packetsIn: Int
     public var packetsOut: Int
     public var kbpsOut: Int
@@ -39,12 +42,12 @@ public struct RelayStats: BroadcastEvent, Equatable {
 
     public var name: String { "stats" }
     public var fields: [String: JSONValue] {
-        ["rooms": .int(rooms), "peers": .int(peers), "packets_in": .int(packetsIn), "packets_out": .int(packetsOut),
+        ["rooms": .int(rooms), "peers": .int(peers), "browsers": .int(browsers), "packets_in": .int(packetsIn), "packets_out": .int(packetsOut),
          "kbps_out": .int(kbpsOut), "retransmitted": .int(retransmitted), "keyframe_requests": .int(keyframeRequests),
          "rejected": .int(rejected), "unknown_source": .int(unknownSource), "send_errors": .int(sendErrors), "lost_in": .int(lostIn)]
     }
     public var humanText: String {
-        "\(rooms) rooms  \(peers) peers  \(packetsIn) pkt/s in  \(packetsOut) pkt/s out  \(kbpsOut) kbps out"
+        "\(rooms) rooms  \(peers) peers (\(browsers) in browsers)  \(packetsIn) pkt/s in  \(packetsOut) pkt/s out  \(kbpsOut) kbps out"
     }
 }
 

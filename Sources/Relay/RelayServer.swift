@@ -77,6 +77,8 @@ public final class RelayServer: @unchecked Sendable {
     private let clock: MediaClock
     private let running = Atomic<Bool>(true)
     private let summary = Mutex<[String: JSONValue]>([:])
+    /// The rooms, for the HTTP side (published when they change).
+    let directory = RoomDirectory()
     /// The socket buffers the kernel granted (bytes).
     let buffers: (receive: Int, send: Int)
 
@@ -86,13 +88,14 @@ public final class RelayServer: @unchecked Sendable {
     ///   - fanOutBatch: messages per `sendmmsg` call (tests use small ones to cross batches).
     ///   - browsers: also serve browsers: WHEP and the page over HTTP on TCP at the same port.
     public convenience init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
-                            limits: RelayLimits = RelayLimits(), browsers: Bool = false) throws {
+                            limits: RelayLimits = RelayLimits(), browsers: Bool = false, browserLimits: BrowserLimits = BrowserLimits()) throws {
         try self.init(host: host, port: port, events: events, logger: logger, clock: clock, limits: limits, fanOutBatch: 1024,
-                      browsers: browsers)
+                      browsers: browsers, browserLimits: browserLimits)
     }
 
     init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
-         limits: RelayLimits = RelayLimits(), fanOutBatch: Int, browsers enableBrowsers: Bool = false) throws {
+         limits: RelayLimits = RelayLimits(), fanOutBatch: Int, browsers enableBrowsers: Bool = false,
+         browserLimits: BrowserLimits = BrowserLimits()) throws {
         socket = try UDPListener(host: host, port: port)
         buffers = socket.setBufferSizes(receive: 8 << 20, send: 8 << 20)
         self.port = socket.port
@@ -102,11 +105,11 @@ public final class RelayServer: @unchecked Sendable {
         self.logger = logger
         self.clock = clock
         if enableBrowsers {
-            let gateway = BrowserGateway(logger: logger)
+            let gateway = BrowserGateway(limits: browserLimits, logger: logger)
             let certificate = try DTLSCertificate()
-            http = try WHEPServer(host: host, port: socket.port,
-                                  factory: WHEPSessionFactory(certificate: certificate, inbox: gateway.inbox, udpPort: socket.port, clock: clock),
-                                  logger: logger)
+            let factory = WHEPSessionFactory(certificate: certificate, inbox: gateway.inbox, directory: directory, limits: browserLimits,
+                                             udpPort: socket.port, clock: clock)
+            http = try WHEPServer(host: host, port: socket.port, factory: factory, logger: logger)
             browsers = gateway
             transport.browsers = gateway
         } else {
@@ -118,6 +121,9 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     public func stop() { running.store(false, ordering: .relaxed) }
+
+    /// Browsers answered that have not connected yet (any thread).
+    var connectingBrowsers: Int { browsers?.inbox.connectingCount ?? 0 }
 
     /// The totals of the last finished `run` (empty while it runs).
     public var lastSummary: [String: JSONValue] { summary.withLock { $0 } }
@@ -138,6 +144,7 @@ public final class RelayServer: @unchecked Sendable {
         var nextPoll = start
         var nextStats = start + 1_000_000_000
         var last = core.counters
+        var published: UInt64? = nil
         var lastErrors = 0
         let deadline = durationSeconds.map { start + UInt64($0 * 1e9) }
         while running.load(ordering: .relaxed) {
@@ -165,11 +172,15 @@ public final class RelayServer: @unchecked Sendable {
                 browsers?.poll(now: now, core: core) { transport.sendPlain($0, to: $1) }
                 nextPoll = now + 50_000_000
             }
+            if browsers != nil, published != core.changes {
+                directory.publish(core.summaries())
+                published = core.changes
+            }
             if now >= nextStats {
                 nextStats += 1_000_000_000
                 let c = core.counters
                 events?.emit(RelayStats(
-                    rooms: core.roomCount, peers: core.peerCount,
+                    rooms: core.roomCount, peers: core.peerCount, browsers: core.browserCount,
                     packetsIn: c.rtpIn - last.rtpIn, packetsOut: c.rtpForwarded - last.rtpForwarded,
                     kbpsOut: (c.bytesForwarded - last.bytesForwarded) * 8 / 1000,
                     retransmitted: c.retransmitted - last.retransmitted, keyframeRequests: c.keyframeRequests - last.keyframeRequests,

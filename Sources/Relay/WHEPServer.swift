@@ -13,31 +13,46 @@ import WebRTC
 struct WHEPSessionFactory: Sendable {
     let certificate: DTLSCertificate
     let inbox: BrowserInbox
+    let directory: RoomDirectory
+    let limits: BrowserLimits
     let udpPort: UInt16
     let clock: MediaClock
 
     enum Failure: Error {
         /// A malformed offer (400).
         case badOffer(String)
+        /// No such room here (404).
+        case noRoom(String)
         /// An offer the relay cannot serve: no VP8, no Opus… (406).
         case cannotServe(String)
+        /// Too many browsers connecting at once (503).
+        case busy(String)
         case internalError(String)
     }
 
+    /// Answers an offer: what is wrong with the offer first (400, 406), then the room (404),
+    /// then a place among the connecting browsers (503); only then a DTLS context is made.
     func create(room: String, presenter: String?, offer text: String, localHost: String) throws(Failure) -> (id: String, answer: String) {
         let offer: SDPOffer
         do { offer = try SDPOffer(parsing: text) } catch { throw .badOffer("\(error)") }
         let videoSSRC = UInt32.random(in: 1...UInt32.max), audioSSRC = UInt32.random(in: 1...UInt32.max)
         let answer: WHEPAnswer
         do { answer = try WHEPAnswer(offer: offer, videoSSRC: videoSSRC, audioSSRC: audioSSRC) } catch { throw .cannotServe("\(error)") }
-        let id = Self.random(hexBytes: 16)
-        let ufrag = Self.random(alphanumeric: 8), password = Self.random(alphanumeric: 24)
+        guard directory.room(room) != nil else {
+            throw .noRoom("no room '\(room)' on this relay: nobody has joined it (yet)")
+        }
+        guard inbox.reserve(limit: limits.maxConnecting) else {
+            throw .busy("\(limits.maxConnecting) browsers are connecting already; try again in a few seconds")
+        }
         let dtls: DTLSTransport
         do {
             dtls = try DTLSTransport(role: .server, certificate: certificate, remoteFingerprint: offer.fingerprint.bytes)
         } catch {
+            inbox.release()
             throw .internalError("\(error)")
         }
+        let id = Self.random(hexBytes: 16)
+        let ufrag = Self.random(alphanumeric: 8), password = Self.random(alphanumeric: 24)
         let video = answer.media.first { $0.kind == "video" && $0.payloadType != nil }
         let audio = answer.media.first { $0.kind == "audio" && $0.payloadType != nil }
         let session = BrowserSession(
@@ -63,7 +78,8 @@ struct WHEPSessionFactory: Sendable {
 }
 
 /// The relay's HTTP side, on TCP at the room port: WHEP (RFC 9725) — `POST /whep/ROOM`
-/// (`?from=NAME`), `DELETE` on the session's URL — and the page a browser opens, `GET /ROOM`.
+/// (`?from=NAME`), `DELETE` on the session's URL — the page a browser opens, `GET /ROOM`, and
+/// who is in a room, `GET /rooms/ROOM` (JSON: presenters sharing a screen, peers, browsers).
 /// CORS allows pages served elsewhere. Bad requests get a status and a line saying why.
 public final class WHEPServer: Sendable {
     /// Request bodies larger than this are refused (413): an offer is a few kB.
@@ -166,7 +182,12 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
                 } catch {
                     switch error {
                     case .badOffer(let why): return Response(.badRequest, "the offer is not usable: \(why)")
+                    case .noRoom(let why): return Response(.notFound, why)
                     case .cannotServe(let why): return Response(.notAcceptable, why)
+                    case .busy(let why):
+                        var r = Response(.serviceUnavailable, why)
+                        r.headers = [("Retry-After", "2")]
+                        return r
                     case .internalError(let why): return Response(.internalServerError, why)
                     }
                 }
@@ -179,12 +200,21 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
                 return Response(.notFound, "WHEP lives at /whep/ROOM")
             }
         }
+        if head.method == .GET, parts.count == 2, parts[0] == "rooms" {
+            let summary = factory.directory.room(parts[1])
+            let json: [String: Any] = ["room": parts[1], "presenters": summary?.presenters ?? [], "peers": summary?.peers ?? 0,
+                                       "browsers": summary?.browsers ?? 0]
+            let data = (try? JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])) ?? Data("{}".utf8)
+            var r = Response(summary == nil ? .notFound : .ok, String(decoding: data, as: UTF8.self))
+            r.contentType = "application/json"
+            return r
+        }
         if head.method == .GET, parts.count == 1 {
             var r = Response(.ok, WatchPage.html(room: parts[0]))
             r.contentType = "text/html; charset=utf-8"
             return r
         }
-        return Response(.notFound, "open /ROOM in a browser to watch a room, or POST a WHEP offer to /whep/ROOM")
+        return Response(.notFound, "open /ROOM in a browser to watch a room, POST a WHEP offer to /whep/ROOM, or GET /rooms/ROOM")
     }
 
     private func write(_ r: Response, keepAlive: Bool, context: ChannelHandlerContext) {

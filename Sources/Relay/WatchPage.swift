@@ -13,18 +13,24 @@ enum WatchPage {
         html,body{margin:0;height:100%;background:#111;color:#ddd;font:14px system-ui,sans-serif}
         video{width:100%;height:calc(100% - 2.5em);object-fit:contain;background:#000;display:block}
         #bar{height:2.5em;display:flex;gap:1em;align-items:center;padding:0 1em}
+        #audience{margin-left:auto}
         button{font:inherit}
         </style></head><body>
         <video id="v" autoplay playsinline muted></video>
-        <div id="bar"><span id="state">connecting…</span><button id="unmute">Unmute</button><button id="full">Full screen</button></div>
+        <div id="bar"><b id="presenter"></b><span id="state">connecting…</span><span id="audience"></span>
+        <button id="unmute">Unmute</button><button id="full">Full screen</button></div>
         <script>
         const room = \(javaScriptString(room));
-        const v = document.getElementById('v'), state = document.getElementById('state');
-        document.getElementById('unmute').onclick = () => { v.muted = false; v.play(); };
-        document.getElementById('full').onclick = () => v.requestFullscreen && v.requestFullscreen();
-        let pc = null, resource = null;
+        const from = new URLSearchParams(location.search).get('from');
+        const $ = id => document.getElementById(id);
+        const v = $('v'), state = $('state');
+        $('unmute').onclick = () => { v.muted = false; v.play(); $('unmute').hidden = true; };
+        $('full').onclick = () => (v.requestFullscreen ? v.requestFullscreen() : v.webkitEnterFullscreen && v.webkitEnterFullscreen());
+        // sessions: WHEP sessions answered so far (1 + reconnects; tests read it).
+        let pc = null, resource = null, retrying = false, downSince = 0, sessions = 0;
         async function connect() {
           pc = new RTCPeerConnection();
+          const mine = pc;
           pc.addTransceiver('video', {direction: 'recvonly'});
           pc.addTransceiver('audio', {direction: 'recvonly'});
           const stream = new MediaStream();
@@ -35,27 +41,54 @@ enum WatchPage {
             if (e.track.kind === 'video') { v.srcObject = stream; v.play().catch(() => {}); }
           };
           pc.onconnectionstatechange = () => {
-            state.textContent = pc.connectionState;
-            if (pc.connectionState === 'failed' || pc.connectionState === 'closed') retry();
+            if (mine !== pc) return;
+            const s = pc.connectionState;
+            state.textContent = s === 'connected' ? 'live' : s;
+            if (s === 'failed' || s === 'closed') retry(0);
+            // No answer from the relay for a few seconds (it restarted, the network changed):
+            // a new session rather than waiting half a minute for 'failed'.
+            if (s === 'disconnected') setTimeout(() => { if (mine === pc && pc.connectionState === 'disconnected') retry(0); }, 3000);
           };
           const offer = await pc.createOffer();
           await pc.setLocalDescription(offer);
-          const from = new URLSearchParams(location.search).get('from');
           const r = await fetch('/whep/' + encodeURIComponent(room) + (from ? '?from=' + encodeURIComponent(from) : ''),
                                 {method: 'POST', headers: {'Content-Type': 'application/sdp'}, body: offer.sdp});
-          if (r.status !== 201) { state.textContent = 'refused: ' + await r.text(); return retry(); }
+          if (r.status !== 201) {
+            state.textContent = r.status === 404 ? 'waiting for the room to start…' : 'refused: ' + await r.text();
+            return retry(2000);
+          }
           resource = r.headers.get('Location');
+          sessions += 1;
           await pc.setRemoteDescription({type: 'answer', sdp: await r.text()});
         }
-        let retrying = false;
-        function retry() {
+        function retry(ms) {
           if (retrying) return;
           retrying = true;
-          if (pc) pc.close();
-          setTimeout(() => { retrying = false; connect().catch(e => { state.textContent = String(e); retry(); }); }, 2000);
+          if (pc) { const old = pc; pc = null; old.close(); }
+          if (resource) { fetch(resource, {method: 'DELETE'}).catch(() => {}); resource = null; }
+          setTimeout(() => { retrying = false; connect().catch(e => { state.textContent = String(e); retry(2000); }); }, ms);
         }
-        window.addEventListener('beforeunload', () => { if (resource) navigator.sendBeacon && fetch(resource, {method: 'DELETE', keepalive: true}); });
-        connect().catch(e => { state.textContent = String(e); retry(); });
+        // Who presents, and how many watch: asked every 2 s; a relay that does not answer is
+        // said so, and the picture reconnects as soon as it answers again.
+        async function room_info() {
+          try {
+            const r = await fetch('/rooms/' + encodeURIComponent(room), {cache: 'no-store'});
+            const info = await r.json();
+            const shown = from || info.presenters[0];
+            $('presenter').textContent = shown ? shown + ' presents' : '';
+            $('audience').textContent = info.peers ? info.peers + ' in the room' : '';
+            if (!shown) state.textContent = 'waiting for a presenter…';
+            if (downSince && (!pc || pc.connectionState !== 'connected')) retry(0);
+            downSince = 0;
+          } catch (e) {
+            if (!downSince) downSince = Date.now();
+            state.textContent = 'relay unreachable, retrying…';
+          }
+        }
+        window.addEventListener('pagehide', () => { if (resource) fetch(resource, {method: 'DELETE', keepalive: true}); });
+        connect().catch(e => { state.textContent = String(e); retry(2000); });
+        room_info();
+        setInterval(room_info, 2000);
         </script></body></html>
         """
     }

@@ -18,12 +18,13 @@ extension RelayCore {
         let peer = PeerState(id: nextPeerID, name: String(peerName.prefix(limits.maxNameLength)), role: "viewer", address: address,
                              room: room, now: now)
         peer.external = true
+        browserCount += 1
         peer.follows = presenter
         nextPeerID = nextPeerID == UInt32.max ? 1 : nextPeerID + 1
         room.peers[peer.id] = peer
         room.order.append(peer.id)
         byAddress[address] = peer
-        room.version += 1
+        changed(room)
         broadcast(.peerJoined(version: room.version, peer: peer.info), in: room, except: peer)
         onEvent(.peerJoined(room: name, peer: peer.info, address: address))
         followPublishers(in: room, now: now)

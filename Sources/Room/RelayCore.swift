@@ -18,6 +18,21 @@ public struct RelayLimits: Sendable {
     public init() {}
 }
 
+/// A room as the relay's directory shows it.
+public struct RoomSummary: Sendable, Equatable {
+    public let name: String
+    /// The peers sharing a screen, in the order they joined (a browser without `?from=` watches the first).
+    public let presenters: [String]
+    public let peers: Int
+    public let browsers: Int
+    public init(name: String, presenters: [String], peers: Int, browsers: Int) {
+        self.name = name
+        self.presenters = presenters
+        self.peers = peers
+        self.browsers = browsers
+    }
+}
+
 /// What the relay reports as it goes.
 public enum RelayEvent: Sendable, Equatable {
     case peerJoined(room: String, peer: PeerInfo, address: PeerAddress)
@@ -99,6 +114,25 @@ public final class RelayCore {
 
     public var roomCount: Int { rooms.count }
     public var peerCount: Int { byAddress.count }
+    /// Peers that are browsers.
+    public internal(set) var browserCount = 0
+    /// Counts every change of a room's peers or streams (a directory of rooms is stale when it moved).
+    public private(set) var changes: UInt64 = 0
+
+    /// A room's peers or streams changed: its version moves (peers compare it), and `changes`.
+    func changed(_ room: RoomState) {
+        room.version += 1
+        changes += 1
+    }
+
+    /// What each room holds now, for the relay's HTTP side (a page names the presenter).
+    public func summaries() -> [RoomSummary] {
+        rooms.values.map { room in
+            let peers = room.order.compactMap { room.peers[$0] }
+            return RoomSummary(name: room.name, presenters: peers.filter { p in p.streams.contains { $0.kind == .screen } }.map(\.name),
+                               peers: peers.count, browsers: peers.filter(\.external).count)
+        }
+    }
     public func peers(in room: String) -> [PeerInfo] { rooms[room]?.snapshot() ?? [] }
     /// Where a stream's packets go now.
     public func subscribers(room: String, ssrc: UInt32) -> [PeerAddress] {
@@ -406,7 +440,7 @@ public final class RelayCore {
         room.peers[peer.id] = peer
         room.order.append(peer.id)
         byAddress[address] = peer
-        room.version += 1
+        changed(room)
         send(.welcome(peer: peer.id, room: name, version: room.version, peers: room.snapshot()), requestID: requestID, to: address)
         broadcast(.peerJoined(version: room.version, peer: peer.info), in: room, except: peer)
         onEvent(.peerJoined(room: name, peer: peer.info, address: address))
@@ -472,7 +506,7 @@ public final class RelayCore {
             onEvent(.substreamStarted(room: room.name, peer: peer.id, stream: s))
         }
         peer.streams = streams
-        room.version += 1
+        changed(room)
         broadcast(.streams(version: room.version, peer: peer.id, streams: streams), in: room, except: peer)
         notifySubscribers(of: peer)
         followPublishers(in: room, now: now)
@@ -485,6 +519,7 @@ public final class RelayCore {
 
     func remove(_ peer: PeerState, reason: String) {
         let room = peer.room
+        if peer.external { browserCount -= 1 }
         byAddress[peer.address] = nil
         room.peers[peer.id] = nil
         room.order.removeAll { $0 == peer.id }
@@ -500,7 +535,7 @@ public final class RelayCore {
             }
         }
         for other in room.peers.values { other.subscriptions[peer.id] = nil }
-        room.version += 1
+        changed(room)
         broadcast(.peerLeft(version: room.version, peer: peer.id, reason: reason), in: room, except: nil)
         for p in publishers { notifySubscribers(of: p) }
         onEvent(.peerLeft(room: room.name, peer: peer.info, reason: reason))

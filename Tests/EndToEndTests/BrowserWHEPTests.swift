@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 import X11TestSupport
 
@@ -62,6 +63,9 @@ import X11TestSupport
         #expect(sent.contains { abs($0 - luma) < 3 }, "decoded grey \(luma) is none of \(sent)")
         #expect(client.log.first(named: "deleted")?["status"] as? Int == 200)
 
+        // The relay's stats counted it among the peers, as a browser.
+        #expect(EventLog(serve).events(named: "stats").contains { $0["browsers"] as? Int == 1 && $0["peers"] as? Int == 2 },
+                "\(serve.stdout.suffix(2000))")
         // The room counted it as a viewer, and let it go when the WHEP session was deleted.
         let joined = try EventLog.wait(for: "peer_joined", in: serve) { ($0["name"] as? String)?.hasPrefix("browser-") == true }
         #expect(joined["role"] as? String == "viewer" && joined["client"] as? String == "browser")
@@ -144,6 +148,41 @@ import X11TestSupport
         _ = try EventLog.wait(for: "subscribed", in: presenter)
     }
 
+    /// The relay restarts under a page that plays: the page notices (no answer to its consent
+    /// checks), makes a new WHEP session once the presenter is back in the restarted relay's
+    /// room, and plays again, by itself.
+    @Test func thePageReconnectsWhenTheRelayRestarts() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 60)
+        defer { _ = serve.finish(within: 0) }
+        let presenter = try Child(screenshareBinary(), [
+            "start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", try Self.greys(dir),
+            "--input-size", "64x64", "--input-fps", "10", "--no-audio", "--duration", "60", "--json",
+        ], dir: dir, name: "teacher")
+        defer { _ = presenter.finish(within: 0) }
+        try EventLog.wait(for: "substream_started", in: serve)
+        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/chromium-watch.py"
+        let chromium = try Child(Self.python, [script, "http://127.0.0.1:\(port)/class", "40"], dir: dir, name: "chromium")
+        defer { _ = chromium.finish(within: 0) }
+        let playing = try EventLog.wait(for: "page", in: chromium, seconds: 30) { ($0["frames"] as? Int ?? 0) >= 5 }
+        #expect(playing["presenter"] as? String == "teacher presents", "\(playing)")
+
+        kill(serve.pid, SIGKILL)
+        _ = serve.finish(within: 5)
+        let again = try RoomEndToEndTests.serve(dir, port: port, name: "serve2", duration: 60)
+        defer { _ = again.finish(within: 0) }
+        _ = try EventLog.wait(for: "connected", in: presenter, count: 2, seconds: 15)
+        let back = try EventLog.wait(for: "page", in: chromium, seconds: 30) {
+            ($0["sessions"] as? Int ?? 0) >= 2 && $0["state"] as? String == "connected"
+        }
+        let frames = back["frames"] as? Int ?? 0
+        _ = try EventLog.wait(for: "page", in: chromium, seconds: 10) { ($0["frames"] as? Int ?? 0) >= frames + 10 }
+        let joined = EventLog(again).events(named: "peer_joined").filter { $0["client"] as? String == "browser" }
+        #expect(joined.count == 1, "the page joined the restarted relay once: \(again.stdout.suffix(2000))")
+        print("chromium: playing again at t = \(back["t"] ?? "?") s (the relay was killed after t = \(playing["t"] ?? "?") s)")
+    }
+
     /// The link `start --room` prints (and its `started` event carries) is the page, and its
     /// room's WHEP endpoint gives the presenter's pictures.
     @Test func theLinkStartPrintsWorks() throws {
@@ -191,12 +230,14 @@ import X11TestSupport
         a=ice-ufrag:abcd\r\na=ice-pwd:abcdefghijklmnopqrstuvwx\r\n\
         a=fingerprint:sha-256 \((0..<32).map { _ in "AB" }.joined(separator: ":"))\r\na=setup:actpass\r\na=rtpmap:98 VP9/90000\r\n
         """
+        let validOffer = noVP8.replacingOccurrences(of: "VP9/90000", with: "VP8/90000")
         let cases: [(String, String, String, String, Int, String)] = [
             ("POST", "/whep/class", "application/sdp", "hello", 400, "not usable"),
             ("POST", "/whep/class", "text/plain", "v=0", 415, "application/sdp"),
             ("POST", "/whep/class", "application/sdp", noVP8, 406, "no VP8"),
             ("GET", "/whep/class", "application/sdp", "", 405, "POST /whep/ROOM"),
             ("GET", "/no/such/thing", "application/sdp", "", 404, "/ROOM"),
+            ("POST", "/whep/nobody-here", "application/sdp", validOffer, 404, "no room 'nobody-here'"),
             ("POST", "/whep/class", "application/sdp", String(repeating: "a=x\r\n", count: 20_000), 413, "bytes"),
         ]
         for (method, path, type, body, status, why) in cases {

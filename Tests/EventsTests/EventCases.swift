@@ -230,7 +230,7 @@ enum EventCases {
             ("relay.subscribed", mapped(.subscribed(room: "class", viewer: 2, publisher: 1, kinds: [.screen, .audio]))),
             ("relay.unsubscribed", mapped(.unsubscribed(room: "class", viewer: 2, publisher: 1))),
             ("relay.stats", RelayStats(
-                rooms: 1, peers: 3, packetsIn: 450, packetsOut: 900, kbpsOut: 4100, retransmitted: 2, keyframeRequests: 0,
+                rooms: 1, peers: 3, browsers: 1, packetsIn: 450, packetsOut: 900, kbpsOut: 4100, retransmitted: 2, keyframeRequests: 0,
                 rejected: 1, unknownSource: 0, sendErrors: 0, lostIn: 3)),
             ("relay.stopped", RelayStopped(
                 rtpIn: 10000, rtpForwarded: 20000, bytesForwarded: 25_000_000, rtcpIn: 300, controlIn: 120, retransmitted: 4,

@@ -1,0 +1,27 @@
+import Room
+import Synchronization
+
+/// The rooms as the relay's HTTP side sees them: published by the relay's thread when a room's
+/// peers or streams change, read by the HTTP thread (a WHEP offer for a room nobody is in gets
+/// a 404; the page asks who presents).
+final class RoomDirectory: Sendable {
+    private let rooms = Mutex<[String: RoomSummary]>([:])
+
+    func publish(_ summaries: [RoomSummary]) {
+        var byName: [String: RoomSummary] = [:]
+        for s in summaries { byName[s.name] = s }
+        rooms.withLock { $0 = byName }
+    }
+
+    func room(_ name: String) -> RoomSummary? { rooms.withLock { $0[name] } }
+}
+
+/// What the relay allows browsers that have not finished connecting (ICE and DTLS): each holds
+/// a DTLS context and a place in the relay's tables until it connects or expires.
+public struct BrowserLimits: Sendable {
+    /// Sessions answered but not connected yet; more offers get 503 until some connect or expire.
+    public var maxConnecting = 64
+    /// A session that has not connected after this long is dropped.
+    public var setupTimeoutNanos: UInt64 = 30_000_000_000
+    public init() {}
+}
