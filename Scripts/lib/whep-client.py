@@ -4,10 +4,13 @@ WHEP URL and prints, as JSON lines, what happened: the HTTP answer, connection s
 second the video frames and audio frames decoded and the picture size; at the end, the mean
 Y value of the last picture (tests compare it with what the presenter sent).
 
-    whep-client.py URL SECONDS [--loopback-only]
+    whep-client.py URL SECONDS [--loopback-only] [--drop-video FRACTION]
 
 --loopback-only offers only 127.0.0.1 as a host candidate: tests keep their traffic on
-loopback, never on the machine's LAN address."""
+loopback, never on the machine's LAN address.
+--drop-video drops that fraction of the video packets as they arrive (a fixed random
+sequence), as a lossy network would: aiortc asks for them again with NACKs. `stats` lines then
+carry `dropped`."""
 import asyncio
 import json
 import sys
@@ -24,6 +27,8 @@ async def main(url, seconds):
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
     pc = RTCPeerConnection()
+    if DROP_VIDEO > 0:
+        drop_video_packets(pc, DROP_VIDEO)
     pc.addTransceiver("video", direction="recvonly")
     pc.addTransceiver("audio", direction="recvonly")
     counts = {"video": 0, "audio": 0, "size": None, "luma": None}
@@ -67,7 +72,7 @@ async def main(url, seconds):
     while time.time() - start < seconds:
         await asyncio.sleep(1)
         log(event="stats", video_frames=counts["video"], audio_frames=counts["audio"], size=counts["size"],
-            luma=counts["luma"])
+            luma=counts["luma"], **({"dropped": DROPPED[0]} if DROP_VIDEO > 0 else {}))
     if location:
         base = url.split("/whep/")[0]
         try:
@@ -78,7 +83,41 @@ async def main(url, seconds):
     await pc.close()
 
 
+DROP_VIDEO = 0.0
+DROPPED = [0]
+
+
+def drop_video_packets(pc, fraction):
+    """Drops `fraction` of the video SRTP packets as they arrive, before they are decrypted
+    (dropped later, SRTP's replay protection would refuse the resent copy), from a seeded
+    random sequence. The payload type is in the clear: the video transceiver's codecs."""
+    import random
+    import pylibsrtp
+    import aiortc.rtcdtlstransport as dtls
+    rng = random.Random(7)
+
+    class LossySession:
+        def __init__(self, policy):
+            self.session = pylibsrtp.Session(policy)
+
+        def unprotect(self, data):
+            video = {c.payloadType for t in pc.getTransceivers() if t.kind == "video" for c in (t._codecs or [])}
+            if len(data) > 1 and (data[1] & 0x7F) in video and rng.random() < fraction:
+                DROPPED[0] += 1
+                raise pylibsrtp.Error("dropped on purpose (--drop-video)")
+            return self.session.unprotect(data)
+
+        def __getattr__(self, name):
+            return getattr(self.session, name)
+
+    dtls.Session = LossySession
+
+
 if __name__ == "__main__":
+    if "--drop-video" in sys.argv:
+        i = sys.argv.index("--drop-video")
+        DROP_VIDEO = float(sys.argv[i + 1])
+        del sys.argv[i:i + 2]
     if "--loopback-only" in sys.argv:
         import aioice.ice
         aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: ["127.0.0.1"] if use_ipv4 else []

@@ -148,6 +148,35 @@ import X11TestSupport
         _ = try EventLog.wait(for: "subscribed", in: presenter)
     }
 
+    /// A browser on a lossy link: the video packets it misses (10 %, dropped on arrival) it
+    /// asks for again (NACK, naming the answer's SSRC and sequence numbers), and the relay
+    /// answers from its history, mapped back to the presenter's stream.
+    @Test func aBrowsersLostPacketsAreResentFromTheRelaysHistory() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 40)
+        defer { _ = serve.finish(within: 0) }
+        let presenter = try Child(screenshareBinary(), [
+            "start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", try Self.greys(dir, size: 320),
+            "--input-size", "320x320", "--input-fps", "10", "--no-audio", "--duration", "30", "--json",
+        ], dir: dir, name: "teacher")
+        defer { _ = presenter.finish(within: 0) }
+        try EventLog.wait(for: "substream_started", in: serve)
+        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/whep-client.py"
+        let c = try Child(Self.python, [script, "http://127.0.0.1:\(port)/whep/class", "6", "--loopback-only", "--drop-video", "0.1"],
+                          dir: dir, name: "lossy")
+        #expect(c.finish(within: 40) == 0, "\(c.stdout) \(c.stderr)")
+        let last = try #require(EventLog(c).last(named: "stats"), "\(c.stdout) \(c.stderr)")
+        let dropped = last["dropped"] as? Int ?? 0
+        #expect(dropped >= 5, "\(last)")
+        // The relay's stats of the seconds the browser watched (one more to include the last).
+        let seen = EventLog(serve).events(named: "stats").count
+        _ = try EventLog.wait(for: "stats", in: serve, count: seen + 1)
+        let resent = EventLog(serve).events(named: "stats").reduce(0) { $0 + ($1["retransmitted"] as? Int ?? 0) }
+        #expect(Double(resent) >= 0.8 * Double(dropped), "the relay resent \(resent) of the \(dropped) packets the browser lost")
+        #expect((last["video_frames"] as? Int ?? 0) >= 40, "\(last)")
+    }
+
     /// The relay restarts under a page that plays: the page notices (no answer to its consent
     /// checks), makes a new WHEP session once the presenter is back in the restarted relay's
     /// room, and plays again, by itself.
