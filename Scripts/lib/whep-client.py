@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A scripted WHEP viewer that is not ours (aiortc): POSTs a recvonly VP8 + Opus offer to a
-WHEP URL and prints, as JSON lines, what happened: the HTTP answer, connection states, and each
-second the video frames and audio frames decoded and the picture size; at the end, the mean
-Y value of the last picture (tests compare it with what the presenter sent).
+WHEP URL and prints, as JSON lines, what happened: the HTTP answer, connection states, the
+first picture (milliseconds after ICE and DTLS connected), and each second the video frames and
+audio frames decoded, the picture size and the mean Y value of the last picture (tests compare
+it with what the presenter sent).
 
     whep-client.py URL SECONDS [--loopback-only] [--drop-video FRACTION]
 
@@ -33,8 +34,12 @@ async def main(url, seconds):
     pc.addTransceiver("audio", direction="recvonly")
     counts = {"video": 0, "audio": 0, "size": None, "luma": None}
 
+    connected_at = [None]
+
     @pc.on("connectionstatechange")
     def on_state():
+        if pc.connectionState == "connected" and connected_at[0] is None:
+            connected_at[0] = time.monotonic()
         log(event="state", state=pc.connectionState)
 
     async def drain(track):
@@ -44,6 +49,8 @@ async def main(url, seconds):
             except Exception:
                 return
             counts[track.kind] += 1
+            if track.kind == "video" and counts["video"] == 1 and connected_at[0] is not None:
+                log(event="first_picture", ms_after_connected=round((time.monotonic() - connected_at[0]) * 1000))
             if track.kind == "video":
                 counts["size"] = f"{frame.width}x{frame.height}"
                 try:

@@ -57,6 +57,10 @@ import X11TestSupport
         let frames = last["video_frames"] as? Int ?? 0
         #expect(frames >= 25, "decoded \(frames) pictures: \(client.output)")
         #expect(last["size"] as? String == "64x64")
+        // The presenter makes keyframes only when asked: the browser's arrival asked for one,
+        // and it was decoded within 500 ms of connecting.
+        let first = try #require(client.log.first(named: "first_picture")?["ms_after_connected"] as? Int, "\(client.output)")
+        #expect(first <= 500, "first picture \(first) ms after connecting")
         // The picture is one of the greys sent (as full-range grey: (Y − 16) × 255/219).
         let luma = try #require(last["luma"] as? Double)
         let sent = (0..<8).map { (Double($0 * 30) - 16) * 255 / 219 }.map { max(0, $0) }

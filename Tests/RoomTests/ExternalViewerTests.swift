@@ -55,6 +55,25 @@ import Transport
         #expect(relay.peers(in: "class").contains { $0.name == "pupil" })
     }
 
+    /// A browser cannot start without a keyframe: its arrival asks the presenter for one at
+    /// once; a second browser 100 ms later is covered by the throttle (one request every
+    /// 300 ms), and its request goes out when the throttle allows, not later.
+    @Test func aNewBrowserAsksThePresenterForAKeyframeWithin300ms() throws {
+        func plis() -> Int {
+            wire.take(teacher).filter { $0.count >= 12 && $0[1] == 206 && $0[0] & 0x1F == 1 }.count
+        }
+        publish(teacher, name: "teacher", [screen, audio])
+        _ = wire.take(teacher)
+        _ = try relay.addExternalViewer(room: "class", name: "browser-1", address: browser, presenter: nil, now: 1_000_000_000)
+        #expect(plis() == 1)
+        _ = try relay.addExternalViewer(room: "class", name: "browser-2", address: addr(10), presenter: nil, now: 1_100_000_000)
+        #expect(plis() == 0, "throttled")
+        relay.poll(now: 1_250_000_000, wallNanos: 0)
+        #expect(plis() == 0)
+        relay.poll(now: 1_300_000_000, wallNanos: 0)
+        #expect(plis() == 1, "sent as soon as the throttle allows")
+    }
+
     @Test func badRoomNamesAreRefused() {
         #expect(throws: RoomProtocolError.self) { try relay.addExternalViewer(room: "two words", name: "b", address: browser, presenter: nil, now: 0) }
     }
