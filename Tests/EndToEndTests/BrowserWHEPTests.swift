@@ -237,7 +237,8 @@ import X11TestSupport
         #expect((client.log.last(named: "stats")?["video_frames"] as? Int ?? 0) >= 10, "\(client.output)")
     }
 
-    /// Requests the relay cannot serve get a 4xx that says why; the relay goes on.
+    /// Requests the relay cannot serve get a 4xx that says why; STUN and DTLS from strangers
+    /// are dropped and counted; the relay goes on.
     @Test func badRequestsGetAStatusThatSaysWhy() throws {
         let dir = try makeTempDir()
         let port = freeEvenPort()
@@ -281,6 +282,21 @@ import X11TestSupport
         // The page.
         let (pageStatus, page) = try http("GET", "/class")
         #expect(pageStatus == 200 && page.contains("<!doctype html>"))
+        // STUN and DTLS from an address with no session (a STUN check naming no ufrag the relay
+        // gave out, a DTLS ClientHello record, a truncated STUN header) are dropped and counted.
+        let stray = """
+        import socket, struct, sys
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        user = b"nobody:abcd"
+        attr = struct.pack("!HH", 0x0006, len(user)) + user + b"\\0" * ((4 - len(user) % 4) % 4)
+        stun = struct.pack("!HHI", 0x0001, len(attr), 0x2112A442) + b"\\1" * 12 + attr
+        dtls = bytes([22, 0xFE, 0xFD]) + b"\\0" * 8 + struct.pack("!H", 12) + b"\\1" * 12
+        for d in (stun, dtls, b"\\0\\1\\0"):
+            s.sendto(d, ("127.0.0.1", int(sys.argv[1])))
+        """
+        let strays = try Child(which("python3"), ["-c", stray, String(port)], dir: dir, name: "strays")
+        #expect(strays.finish(within: 10) == 0, "\(strays.stderr)")
+        _ = try EventLog.wait(for: "stats", in: serve, seconds: 5) { ($0["rejected"] as? Int ?? 0) >= 3 }
         #expect(serve.isRunning, "the relay survived: \(serve.stderr)")
     }
 }
