@@ -6,14 +6,15 @@ mean luma of the picture on the <video> (drawn into a canvas), what the page say
 presenter) and how many WHEP sessions it made (1 + its reconnects). The first line with a
 decoded frame is `first_picture`, with the seconds since the page was asked for.
 
-    chromium-watch.py URL SECONDS [--dump-luma PATH]
+    chromium-watch.py URL SECONDS [--dump-luma PATH] [--no-loopback]
 
 --dump-luma writes the last picture's luma (BT.601 studio range, as libyuv computes it from
 RGB; one byte a pixel, row after row) to PATH and prints a `dumped` line with its size: tests
 compare it with the slide on the presenter's screen (PSNR).
 
 Chromium offers loopback candidates only with --allow-loopback-in-peer-connection; tests run
-the relay on 127.0.0.1, so the traffic stays on loopback."""
+the relay on 127.0.0.1, so the traffic stays on loopback. --no-loopback leaves that out (a
+browser on another host of a test's own virtual LAN needs no such allowance)."""
 import base64, json, sys, time
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
@@ -28,13 +29,16 @@ if "--dump-luma" in args:
     i = args.index("--dump-luma")
     dump = args[i + 1]
     del args[i:i + 2]
+loopback = "--no-loopback" not in args
+args = [a for a in args if a != "--no-loopback"]
 url, seconds = args[0], float(args[1])
 o = Options()
 o.binary_location = "/usr/bin/chromium"
-for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--allow-loopback-in-peer-connection",
-          "--autoplay-policy=no-user-gesture-required", "--disable-dev-shm-usage",
-          "--webrtc-ip-handling-policy=default", "--force-webrtc-ip-handling-policy"]:
+for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--autoplay-policy=no-user-gesture-required",
+          "--disable-dev-shm-usage", "--webrtc-ip-handling-policy=default", "--force-webrtc-ip-handling-policy"]:
     o.add_argument(a)
+if loopback:
+    o.add_argument("--allow-loopback-in-peer-connection")
 d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=o)
 try:
     t0 = time.time()
