@@ -2,11 +2,12 @@
 """Opens the relay's page in a real, headless Chromium (Debian's chromium and chromium-driver,
 driven by selenium) and reports, as JSON lines, what the page plays every 250 ms (t: seconds
 since the page was asked for): the connection state, the picture size, the frames decoded, the
-mean luma of the picture on the <video> (drawn into a canvas), what the page says (state,
-presenter) and how many WHEP sessions it made (1 + its reconnects). The first line with a
+mean luma of the picture on the <video> (drawn into a canvas), the audio packets received and
+the energy of the sound decoded, what the page says (state, presenter) and how many WHEP
+sessions it made (1 + its reconnects). The first line with a
 decoded frame is `first_picture`, with the seconds since the page was asked for.
 
-    chromium-watch.py URL SECONDS [--dump-luma PATH] [--no-loopback]
+    chromium-watch.py URL SECONDS [--dump-luma PATH] [--no-loopback] [--unmute]
 
 --dump-luma writes the last picture's luma (BT.601 studio range, as libyuv computes it from
 RGB; one byte a pixel, row after row) to PATH and prints a `dumped` line with its size: tests
@@ -14,11 +15,13 @@ compare it with the slide on the presenter's screen (PSNR).
 
 Chromium offers loopback candidates only with --allow-loopback-in-peer-connection; tests run
 the relay on 127.0.0.1, so the traffic stays on loopback. --no-loopback leaves that out (a
-browser on another host of a test's own virtual LAN needs no such allowance)."""
+browser on another host of a test's own virtual LAN needs no such allowance). --unmute clicks
+the page's Unmute button once the picture plays, as a viewer would."""
 import base64, json, sys, time
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 
 def log(**kw):
     print(json.dumps(kw), flush=True)
@@ -30,7 +33,8 @@ if "--dump-luma" in args:
     dump = args[i + 1]
     del args[i:i + 2]
 loopback = "--no-loopback" not in args
-args = [a for a in args if a != "--no-loopback"]
+unmute = "--unmute" in args
+args = [a for a in args if a not in ("--no-loopback", "--unmute")]
 url, seconds = args[0], float(args[1])
 o = Options()
 o.binary_location = "/usr/bin/chromium"
@@ -44,6 +48,7 @@ try:
     t0 = time.time()
     d.get(url)
     first = None
+    unmuted = False
     while time.time() - t0 < seconds:
         time.sleep(0.25)
         s = d.execute_script("""
@@ -66,6 +71,26 @@ try:
                     presenter: document.getElementById('presenter').textContent,
                     sessions: typeof sessions !== 'undefined' ? sessions : null};
         """)
+        # What the audio receiver took in (RTCPeerConnection.getStats, inbound-rtp audio):
+        # packets, and the energy of what it decoded (0 for silence).
+        a = d.execute_async_script("""
+            const done = arguments[arguments.length - 1];
+            if (typeof pc === 'undefined' || !pc) return done(null);
+            pc.getStats().then(r => {
+                let out = null;
+                r.forEach(x => { if (x.type === 'inbound-rtp' && x.kind === 'audio')
+                    out = {packets: x.packetsReceived || 0, energy: x.totalAudioEnergy || 0,
+                           samples: x.totalSamplesReceived || 0, concealed: x.concealedSamples || 0}; });
+                done(out);
+            }).catch(() => done(null));
+        """)
+        s["audio_packets"] = a["packets"] if a else 0
+        s["audio_energy"] = a["energy"] if a else 0
+        s["audio_samples"] = a["samples"] if a else 0
+        s["audio_concealed"] = a["concealed"] if a else 0
+        if unmute and not unmuted and s["frames"] > 0:
+            d.find_element(By.ID, "unmute").click()  # a real click: the gesture autoplay rules ask for
+            unmuted = True
         if first is None and s["frames"] > 0:
             first = time.time() - t0
             log(event="first_picture", seconds=round(first, 3))

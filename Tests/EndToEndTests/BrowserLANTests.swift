@@ -41,8 +41,8 @@ final class VirtualHost {
     }
 
     /// `executable arguments` run inside the namespace.
-    func run(_ executable: String, _ arguments: [String], dir: String, name child: String) throws -> Child {
-        try Child(which("ip"), ["netns", "exec", name, executable] + arguments, dir: dir, name: child)
+    func run(_ executable: String, _ arguments: [String], dir: String, name child: String, environment: [String: String] = [:]) throws -> Child {
+        try Child(which("ip"), ["netns", "exec", name, executable] + arguments, dir: dir, name: child, environment: environment)
     }
 
     private static func ip(_ arguments: [String]) throws {
@@ -54,30 +54,41 @@ final class VirtualHost {
 }
 
 /// The issue's "done when": a browser on another machine of the LAN opens the printed link and
-/// watches, with sound. Here the other machine is a network namespace behind a veth pair, and
+/// watches, with sound (an application's 440 Hz tone, shared from a private PulseAudio). Here the other machine is a network namespace behind a veth pair, and
 /// the browser a real headless Chromium in it, without the loopback allowance the other tests
 /// need: the relay's address, the link, the ICE candidate and the media are the LAN's.
 @Suite(.serialized) struct BrowserLANTests {
+    let pulse: PrivatePulse
+    init() throws { pulse = try PrivatePulse() }
+
     @Test func aChromiumOnAnotherHostOfTheLANWatchesThroughThePrintedLink() throws {
         let lan = try VirtualHost()
         let dir = try makeTempDir()
         let port = freeEvenPort()
         let presenter = try Child(screenshareBinary(), [
             "start", "--room", "class", "--listen", "\(lan.relayAddress):\(port)", "--name", "teacher",
-            "--input", try BrowserWHEPTests.greys(dir), "--input-size", "64x64", "--input-fps", "10", "--no-audio",
-            "--duration", "30", "--json",
-        ], dir: dir, name: "teacher")
+            "--input", try BrowserWHEPTests.greys(dir), "--input-size", "64x64", "--input-fps", "10",
+            "--audio-app", "lecture-app", "--no-mic", "--duration", "30", "--json",
+        ], dir: dir, name: "teacher", environment: pulse.environment)
         defer { _ = presenter.finish(within: 0) }
+        let tone = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
+        defer { tone.finish(within: 0, interrupt: false) }
         let url = try #require(try EventLog.wait(for: "started", in: presenter)["browser_url"] as? String)
         #expect(url == "http://\(lan.relayAddress):\(port)/class")
         let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/chromium-watch.py"
-        let chromium = try lan.run(BrowserWHEPTests.python, [script, url, "6", "--no-loopback"], dir: dir, name: "chromium")
+        // Chromium plays the sound out (into the private PulseAudio's null sink): a browser that
+        // plays nothing decodes nothing, and its stats would say no energy either way.
+        let chromium = try lan.run(BrowserWHEPTests.python, [script, url, "6", "--no-loopback", "--unmute"], dir: dir, name: "chromium",
+                                   environment: pulse.environment)
         #expect(chromium.finish(within: 60) == 0, "\(chromium.stderr.suffix(2000))")
         let log = EventLog(chromium.stdout)
         let last = try #require(log.last(named: "page"), "\(chromium.stdout.suffix(1500)) \(chromium.stderr.suffix(1500))")
         #expect(last["state"] as? String == "connected" && last["width"] as? Int == 64, "\(last)")
         #expect((last["frames"] as? Int ?? 0) >= 30, "\(last)")
         #expect(last["presenter"] as? String == "teacher presents")
+        // With sound: Opus packets arrived (50 a second) and what Chromium decoded is not silence.
+        #expect((last["audio_packets"] as? Int ?? 0) >= 100, "\(last)")
+        #expect((last["audio_energy"] as? Double ?? 0) > 0.01, "\(last)")
         _ = try EventLog.wait(for: "subscribed", in: presenter)
         print("chromium on the LAN: first picture \(log.first(named: "first_picture")?["seconds"] ?? "?") s after asking for the page")
     }
