@@ -65,17 +65,14 @@ final class VirtualHost {
         let lan = try VirtualHost()
         let dir = try makeTempDir()
         let port = freeEvenPort()
-        let presenter = try Child(screenshareBinary(), [
-            "start", "--room", "class", "--listen", "\(lan.relayAddress):\(port)", "--name", "teacher",
-            "--input", try BrowserWHEPTests.greys(dir), "--input-size", "64x64", "--input-fps", "10",
-            "--audio-app", "lecture-app", "--no-mic", "--duration", "30", "--json",
-        ], dir: dir, name: "teacher", environment: pulse.environment)
+        let presenter = try BrowserWHEPTests.presenter(dir, at: ["--listen", "\(lan.relayAddress):\(port)"],
+                                                       extra: ["--audio-app", "lecture-app", "--no-mic"], environment: pulse.environment)
         defer { _ = presenter.finish(within: 0) }
         let tone = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
         defer { tone.finish(within: 0, interrupt: false) }
         let url = try #require(try EventLog.wait(for: "started", in: presenter)["browser_url"] as? String)
         #expect(url == "http://\(lan.relayAddress):\(port)/class")
-        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/chromium-watch.py"
+        let script = BrowserWHEPTests.script("chromium-watch.py")
         // Chromium plays the sound out (into the private PulseAudio's null sink): a browser that
         // plays nothing decodes nothing, and its stats would say no energy either way.
         let chromium = try lan.run(BrowserWHEPTests.python, [script, url, "6", "--no-loopback", "--unmute"], dir: dir, name: "chromium",

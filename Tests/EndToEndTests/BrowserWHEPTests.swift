@@ -20,6 +20,19 @@ import X11TestSupport
         return path
     }
 
+    /// A presenter sharing `greys(dir, size:)` at 10 pictures a second, without sound, in room
+    /// `room`; `at` says where (`--server HOST:PORT`, or `--listen ADDR:PORT` to host it).
+    static func presenter(_ dir: String, _ name: String = "teacher", room: String = "class", at: [String], size: Int = 64,
+                          duration: Int = 30, extra: [String] = ["--no-audio"], environment: [String: String] = [:]) throws -> Child {
+        try Child(screenshareBinary(), ["start", "--room", room] + at + [
+            "--name", name, "--input", try greys(dir, size: size), "--input-size", "\(size)x\(size)", "--input-fps", "10",
+            "--duration", String(duration), "--json",
+        ] + extra, dir: dir, name: name, environment: environment)
+    }
+
+    /// A script of Scripts/lib.
+    static func script(_ name: String) -> String { FileManager.default.currentDirectoryPath + "/Scripts/lib/" + name }
+
     /// The Python with aiortc: Scripts/test's virtualenv (SCREENSHARE_PYTHON), else .build-python's.
     static var python: String {
         ProcessInfo.processInfo.environment["SCREENSHARE_PYTHON"] ?? FileManager.default.currentDirectoryPath + "/.build-python/bin/python"
@@ -27,7 +40,7 @@ import X11TestSupport
 
     /// Runs Scripts/lib/whep-client.py (aiortc) against `url` for `seconds`; its JSON lines.
     static func whepClient(_ url: String, seconds: Int, dir: String) throws -> (status: Int32, log: EventLog, output: String) {
-        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/whep-client.py"
+        let script = Self.script("whep-client.py")
         let c = try Child(Self.python, [script, url, String(seconds), "--loopback-only"], dir: dir, name: "whep-\(UUID().uuidString.prefix(6))")
         let status = c.finish(within: Double(seconds) + 30)
         return (status, EventLog(c.stdout), c.stdout + c.stderr)
@@ -38,10 +51,7 @@ import X11TestSupport
         let port = freeEvenPort()
         let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 40)
         defer { _ = serve.finish(within: 0) }
-        let presenter = try Child(screenshareBinary(), [
-            "start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", try Self.greys(dir),
-            "--input-size", "64x64", "--input-fps", "10", "--no-audio", "--duration", "30", "--json",
-        ], dir: dir, name: "teacher")
+        let presenter = try Self.presenter(dir, at: ["--server", "127.0.0.1:\(port)"])
         defer { _ = presenter.finish(within: 0) }
         try EventLog.wait(for: "substream_started", in: serve)
 
@@ -87,23 +97,17 @@ import X11TestSupport
         let port = freeEvenPort()
         let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 60)
         defer { _ = serve.finish(within: 0) }
-        func presenter(_ name: String, size: Int) throws -> Child {
-            try Child(screenshareBinary(), [
-                "start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", name, "--input", try Self.greys(dir, size: size),
-                "--input-size", "\(size)x\(size)", "--input-fps", "10", "--no-audio", "--duration", "40", "--json",
-            ], dir: dir, name: name)
-        }
-        let teacher = try presenter("teacher", size: 64)
+        let teacher = try Self.presenter(dir, at: ["--server", "127.0.0.1:\(port)"], duration: 40)
         defer { _ = teacher.finish(within: 0) }
         try EventLog.wait(for: "substream_started", in: serve)
-        let guest = try presenter("guest", size: 96)
+        let guest = try Self.presenter(dir, "guest", at: ["--server", "127.0.0.1:\(port)"], size: 96, duration: 40)
         defer { _ = guest.finish(within: 0) }
         try EventLog.wait(for: "substream_started", in: serve, count: 2)
 
         let picked = try Self.whepClient("http://127.0.0.1:\(port)/whep/class?from=guest", seconds: 3, dir: dir)
         #expect(picked.log.last(named: "stats")?["size"] as? String == "96x96", "?from=guest shows the guest: \(picked.output)")
 
-        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/whep-client.py"
+        let script = Self.script("whep-client.py")
         let follower = try Child(Self.python, [script, "http://127.0.0.1:\(port)/whep/class", "12", "--loopback-only"], dir: dir, name: "follower")
         defer { _ = follower.finish(within: 0) }
         let before = try EventLog.wait(for: "stats", in: follower, seconds: 30) { $0["size"] as? String == "64x64" && ($0["video_frames"] as? Int ?? 0) >= 5 }
@@ -127,13 +131,10 @@ import X11TestSupport
     @Test func chromiumPlaysTheRoomsPage() throws {
         let dir = try makeTempDir()
         let port = freeEvenPort()
-        let presenter = try Child(screenshareBinary(), [
-            "start", "--room", "class", "--listen", "127.0.0.1:\(port)", "--input", try Self.greys(dir),
-            "--input-size", "64x64", "--input-fps", "10", "--no-audio", "--duration", "30", "--json",
-        ], dir: dir, name: "teacher")
+        let presenter = try Self.presenter(dir, at: ["--listen", "127.0.0.1:\(port)"])
         defer { _ = presenter.finish(within: 0) }
         let url = try #require(try EventLog.wait(for: "started", in: presenter)["browser_url"] as? String)
-        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/chromium-watch.py"
+        let script = Self.script("chromium-watch.py")
         let chromium = try Child(Self.python, [script, url, "6"], dir: dir, name: "chromium")
         #expect(chromium.finish(within: 60) == 0, "\(chromium.stderr.suffix(2000))")
         let log = EventLog(chromium.stdout)
@@ -160,13 +161,10 @@ import X11TestSupport
         let port = freeEvenPort()
         let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 40)
         defer { _ = serve.finish(within: 0) }
-        let presenter = try Child(screenshareBinary(), [
-            "start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", try Self.greys(dir, size: 320),
-            "--input-size", "320x320", "--input-fps", "10", "--no-audio", "--duration", "30", "--json",
-        ], dir: dir, name: "teacher")
+        let presenter = try Self.presenter(dir, at: ["--server", "127.0.0.1:\(port)"], size: 320)
         defer { _ = presenter.finish(within: 0) }
         try EventLog.wait(for: "substream_started", in: serve)
-        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/whep-client.py"
+        let script = Self.script("whep-client.py")
         let c = try Child(Self.python, [script, "http://127.0.0.1:\(port)/whep/class", "6", "--loopback-only", "--drop-video", "0.1"],
                           dir: dir, name: "lossy")
         #expect(c.finish(within: 40) == 0, "\(c.stdout) \(c.stderr)")
@@ -189,13 +187,10 @@ import X11TestSupport
         let port = freeEvenPort()
         let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 60)
         defer { _ = serve.finish(within: 0) }
-        let presenter = try Child(screenshareBinary(), [
-            "start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", try Self.greys(dir),
-            "--input-size", "64x64", "--input-fps", "10", "--no-audio", "--duration", "60", "--json",
-        ], dir: dir, name: "teacher")
+        let presenter = try Self.presenter(dir, at: ["--server", "127.0.0.1:\(port)"], duration: 60)
         defer { _ = presenter.finish(within: 0) }
         try EventLog.wait(for: "substream_started", in: serve)
-        let script = FileManager.default.currentDirectoryPath + "/Scripts/lib/chromium-watch.py"
+        let script = Self.script("chromium-watch.py")
         let chromium = try Child(Self.python, [script, "http://127.0.0.1:\(port)/class", "40"], dir: dir, name: "chromium")
         defer { _ = chromium.finish(within: 0) }
         let playing = try EventLog.wait(for: "page", in: chromium, seconds: 30) { ($0["frames"] as? Int ?? 0) >= 5 }
@@ -221,10 +216,7 @@ import X11TestSupport
     @Test func theLinkStartPrintsWorks() throws {
         let dir = try makeTempDir()
         let port = freeEvenPort()
-        let presenter = try Child(screenshareBinary(), [
-            "start", "--room", "lab#2<b>", "--listen", "127.0.0.1:\(port)", "--input", try Self.greys(dir),
-            "--input-size", "64x64", "--input-fps", "10", "--no-audio", "--duration", "20", "--json",
-        ], dir: dir, name: "teacher")
+        let presenter = try Self.presenter(dir, room: "lab#2<b>", at: ["--listen", "127.0.0.1:\(port)"], duration: 20)
         defer { _ = presenter.finish(within: 0) }
         let started = try EventLog.wait(for: "started", in: presenter)
         let url = try #require(started["browser_url"] as? String, "\(started)")
