@@ -27,6 +27,7 @@ let package = Package(
         .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
+        .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
         // sendmmsg/recvmmsg (Glibc hides them behind _GNU_SOURCE): the relay's batched socket I/O.
         .target(name: "CSocketBatch"),
@@ -39,6 +40,8 @@ let package = Package(
         // WebRTC's pieces for browsers, sans-I/O: STUN and the ICE-lite agent, the WHEP offer and
         // answer, DTLS 1.2 with DTLS-SRTP (OpenSSL), SRTP (libsrtp2).
         .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "CSRTP", .product(name: "Crypto", package: "swift-crypto")]),
+        // The browser link as a QR code (libqrencode), for a terminal or as an image.
+        .target(name: "QRCode", dependencies: ["CQREncode"]),
         // Typed events: JSON lines for machines, one line of text for people.
         .target(name: "Events"),
         // UDP sockets, batched datagram I/O, endpoints and addresses; one errno → error path.
@@ -80,7 +83,7 @@ let package = Package(
 
         // The CLI.
         .executableTarget(name: "screenshare", dependencies: [
-            "Sender", "Receiver", "Relay", "Control", "Events", "Transport",
+            "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode",
             "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -113,6 +116,7 @@ let package = Package(
             "Receiver", "RTP", "RTCP", "RTPSession", "Room", "OpusCodec", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC"]),
+        .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
         .testTarget(name: "RelayServerTests", dependencies: [
             "Relay", "Room", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"),
         ]),
@@ -120,7 +124,7 @@ let package = Package(
         .testTarget(name: "EventsTests", dependencies: [
             "Events", "Room", "Relay", "Sender", "Receiver", "AudioIO", "Transport", "MediaCore", "VP8Codec",
         ]),
-        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec", "QRCode"]),
     ],
     swiftLanguageModes: [.v6]
 )

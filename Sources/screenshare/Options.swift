@@ -41,7 +41,8 @@ struct OutputOptions: ParsableArguments {
         return logger
     }
 
-    func sink() -> EventSink { json ? JSONLineSink() : HumanSink(quiet: quiet) }
+    /// - Parameter qrCode: on a terminal, draw a browser link (`start`'s) as a QR code.
+    func sink(qrCode: Bool = false) -> EventSink { json ? JSONLineSink() : HumanSink(quiet: quiet, qrCode: qrCode) }
 }
 
 /// The encoding settings a running broadcast can change: flags of `start` and of `ctl set`

@@ -1,4 +1,6 @@
 import Events
+import QRCode
+import Sender
 import Dispatch
 import Foundation
 import Synchronization
@@ -18,14 +20,19 @@ struct JSONLineSink: EventSink {
 /// Human-readable output on stderr: on a terminal, one live status line rewritten every
 /// second (resolution, fps, kbps, encode time) with events printed above it; otherwise plain
 /// log lines, with a stats line every 10 s.
+///
+/// On a terminal, `start`'s browser link is also drawn as a QR code under its line, for a class
+/// to scan from the projected screen.
 final class HumanSink: EventSink {
     private let quiet: Bool
     private let live: Bool
+    private let qrCode: Bool
     private let state = Mutex<(status: String, statsSeen: Int)>(("", 0))
 
-    init(quiet: Bool, terminal: Bool = isatty(2) != 0) {
+    init(quiet: Bool, qrCode: Bool = false, terminal: Bool = isatty(2) != 0) {
         self.quiet = quiet
         self.live = terminal
+        self.qrCode = qrCode
     }
 
     func emit(_ event: some BroadcastEvent) {
@@ -49,6 +56,18 @@ final class HumanSink: EventSink {
             } else {
                 FileHandleStderr.write("screenshare: \(text)\n")
             }
+            if live, qrCode, let started = event as? SenderStarted, let url = started.room?.browserURL {
+                drawQRCode(url)
+            }
+        }
+    }
+
+    private func drawQRCode(_ url: String) {
+        do {
+            let lines = try QRCode(url).terminalLines()
+            FileHandleStderr.write("scan to watch in a browser:\n" + lines.joined(separator: "\n") + "\n")
+        } catch {
+            FileHandleStderr.write("screenshare: (no QR code: \(error))\n")
         }
     }
 }

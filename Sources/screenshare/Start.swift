@@ -58,6 +58,9 @@ struct Start: ParsableCommand {
             transform: ListenAddress.init)
     var listen = ListenAddress.default
 
+    @Flag(help: "Do not draw the browser link as a QR code (drawn on a terminal when this command hosts the room).")
+    var noQr = false
+
     @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
     var name: String?
 
@@ -188,7 +191,7 @@ struct Start: ParsableCommand {
     func run() throws {
         let source = videoSource()
         let logger = output.logger()
-        let sink = output.sink()
+        let sink = output.sink(qrCode: !noQr)
         var destination: Endpoint
         var relay: RelayServer?
         var roomSettings: RoomSettings?

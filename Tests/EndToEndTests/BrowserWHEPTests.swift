@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import QRCode
 import Testing
 import X11TestSupport
 
@@ -227,6 +228,42 @@ import X11TestSupport
         let whep = url.replacingOccurrences(of: "/lab%23", with: "/whep/lab%23")
         let client = try Self.whepClient(whep, seconds: 2, dir: dir)
         #expect((client.log.last(named: "stats")?["video_frames"] as? Int ?? 0) >= 10, "\(client.output)")
+    }
+
+    /// On a terminal `start --room` draws its browser link as a QR code under the line that
+    /// prints it; a real scanner (zbarimg) reads the drawing back as that link. Not with
+    /// `--no-qr`, not in `--json`, not when the output is not a terminal.
+    @Test func theLinkIsDrawnAsAQRCodeOnATerminal() throws {
+        let dir = try makeTempDir()
+        func underTerminal(_ extra: [String]) throws -> String {
+            let port = freeEvenPort()
+            let command = ([screenshareBinary(), "start", "--room", "lab#2", "--listen", "127.0.0.1:\(port)", "--input", try Self.greys(dir),
+                            "--input-size", "64x64", "--input-fps", "10", "--no-audio", "--duration", "1"] + extra)
+                .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+            // script(1) runs it on a pseudo-terminal and copies what it printed.
+            let c = try Child(which("script"), ["-qfec", command, "/dev/null"], dir: dir, name: "pty-\(UUID().uuidString.prefix(6))")
+            #expect(c.finish(within: 30) == 0, "\(c.stdout) \(c.stderr)")
+            return c.stdout.replacingOccurrences(of: "\r", with: "")
+        }
+        let shown = try underTerminal([])
+        let link = try #require(shown.firstMatch(of: /open (\S+) in a browser/)?.1, "\(shown)")
+        let lines = shown.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let start = try #require(lines.firstIndex(of: "scan to watch in a browser:"), "\(shown)")
+        let drawing = lines[(start + 1)...].prefix { !$0.isEmpty && $0.allSatisfy { "█▀▄ ".contains($0) } }
+        let code = try #require(QRCode.parse(terminalLines: Array(drawing)), "\(drawing.joined(separator: "\n"))")
+        let pbm = "\(dir)/shown.pbm"
+        try code.pbm().write(toFile: pbm, atomically: true, encoding: .ascii)
+        let z = try Child(which("zbarimg"), ["--raw", "-q", pbm], dir: dir, name: "zbarimg")
+        #expect(z.finish(within: 20) == 0)
+        #expect(z.stdout.trimmingCharacters(in: .newlines) == String(link), "zbarimg read '\(z.stdout)' for \(link)")
+
+        #expect(!(try underTerminal(["--no-qr"])).contains("scan to watch"))
+        #expect(!(try underTerminal(["--json"])).contains("█"))
+        let piped = try Child(screenshareBinary(), ["start", "--room", "lab", "--listen", "127.0.0.1:\(freeEvenPort())", "--input",
+                                                    try Self.greys(dir), "--input-size", "64x64", "--no-audio", "--duration", "1"],
+                              dir: dir, name: "piped")
+        _ = piped.finish(within: 30)
+        #expect(piped.stderr.contains("in a browser") && !piped.stderr.contains("scan to watch"), "\(piped.stderr)")
     }
 
     /// Requests the relay cannot serve get a 4xx that says why; STUN and DTLS from strangers
