@@ -13,7 +13,7 @@ BUILD_PACKAGES=(pkg-config libx11-dev libxext-dev libxdamage-dev libxfixes-dev l
 RUNTIME_PACKAGES=(xvfb x11-utils x11-xserver-utils xdotool imagemagick fonts-dejavu-core ffmpeg
                   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
                   gstreamer1.0-plugins-bad procps pulseaudio pulseaudio-utils python3 python3-venv
-                  chromium chromium-driver zbar-tools)
+                  chromium chromium-driver firefox-esr zbar-tools iproute2)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -33,17 +33,18 @@ ensure_packages() {
 }
 
 # ensure_python_clients: a virtualenv in .build-python with the test clients from PyPI that are
-# not ours (aiortc: a WHEP viewer; selenium: drives Chromium); exports SCREENSHARE_PYTHON.
+# not ours (aiortc: a WHEP viewer; selenium: drives Chromium; marionette-driver: drives Firefox);
+# exports SCREENSHARE_PYTHON.
 ensure_python_clients() {
     local venv="$SCREENSHARE_ROOT/.build-python"
     if [[ ! -x "$venv/bin/python" ]]; then
         log "making $venv (Python test clients)"
         /usr/bin/python3 -m venv "$venv" || die "cannot make a Python virtualenv (python3-venv)"
     fi
-    if ! "$venv/bin/python" -c 'import aiortc, numpy, selenium' 2>/dev/null; then
-        log "installing aiortc, numpy and selenium from PyPI into $venv"
-        "$venv/bin/python" -m pip install -q --disable-pip-version-check aiortc numpy selenium >/dev/null ||
-            die "cannot install aiortc, numpy and selenium from PyPI"
+    if ! "$venv/bin/python" -c 'import aiortc, numpy, selenium, marionette_driver' 2>/dev/null; then
+        log "installing aiortc, numpy, selenium and marionette-driver from PyPI into $venv"
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check aiortc numpy selenium marionette-driver >/dev/null ||
+            die "cannot install aiortc, numpy, selenium and marionette-driver from PyPI"
     fi
     export SCREENSHARE_PYTHON="$venv/bin/python"
 }

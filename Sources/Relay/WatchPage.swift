@@ -26,8 +26,10 @@ enum WatchPage {
         const v = $('v'), state = $('state');
         $('unmute').onclick = () => { v.muted = false; v.play(); $('unmute').hidden = true; };
         $('full').onclick = () => (v.requestFullscreen ? v.requestFullscreen() : v.webkitEnterFullscreen && v.webkitEnterFullscreen());
-        // sessions: WHEP sessions answered so far (1 + reconnects; tests read it).
+        // sessions: WHEP sessions answered so far (1 + reconnects).
         let pc = null, resource = null, retrying = false, downSince = 0, sessions = 0;
+        // For whoever inspects the page (tests, a curious viewer's console).
+        window.screenshare = {get pc() { return pc; }, get sessions() { return sessions; }};
         async function connect() {
           pc = new RTCPeerConnection();
           const mine = pc;

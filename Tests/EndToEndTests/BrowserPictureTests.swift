@@ -21,7 +21,7 @@ import X11TestSupport
         ], dir: dir, name: "teacher")
         defer { _ = presenter.finish(within: 0) }
         let url = try #require(try EventLog.wait(for: "started", in: presenter)["browser_url"] as? String)
-        let script = BrowserWHEPTests.script("chromium-watch.py")
+        let script = BrowserWHEPTests.script("browser-watch.py")
         let dump = "\(dir)/page.y"
         let chromium = try Child(BrowserWHEPTests.python, [script, url, "6", "--dump-luma", dump], dir: dir, name: "chromium")
         #expect(chromium.finish(within: 60) == 0, "\(chromium.stderr.suffix(2000))")

@@ -135,7 +135,7 @@ import X11TestSupport
         let presenter = try Self.presenter(dir, at: ["--listen", "127.0.0.1:\(port)"])
         defer { _ = presenter.finish(within: 0) }
         let url = try #require(try EventLog.wait(for: "started", in: presenter)["browser_url"] as? String)
-        let script = Self.script("chromium-watch.py")
+        let script = Self.script("browser-watch.py")
         let chromium = try Child(Self.python, [script, url, "6"], dir: dir, name: "chromium")
         #expect(chromium.finish(within: 60) == 0, "\(chromium.stderr.suffix(2000))")
         let log = EventLog(chromium.stdout)
@@ -191,7 +191,7 @@ import X11TestSupport
         let presenter = try Self.presenter(dir, at: ["--server", "127.0.0.1:\(port)"], duration: 60)
         defer { _ = presenter.finish(within: 0) }
         try EventLog.wait(for: "substream_started", in: serve)
-        let script = Self.script("chromium-watch.py")
+        let script = Self.script("browser-watch.py")
         let chromium = try Child(Self.python, [script, "http://127.0.0.1:\(port)/class", "40"], dir: dir, name: "chromium")
         defer { _ = chromium.finish(within: 0) }
         let playing = try EventLog.wait(for: "page", in: chromium, seconds: 30) { ($0["frames"] as? Int ?? 0) >= 5 }
