@@ -8,9 +8,14 @@ raw, results, name = sys.argv[1:4]
 plot = "--no-plot" not in sys.argv
 config = json.load(open(os.path.join(raw, "config.json")))
 rows = []
-for entry in sorted(os.listdir(raw), key=lambda e: int(e) if e.isdigit() else 0):
+# Native viewer counts are directories named N, browser (WHEP) ones whep-N.
+def order(entry):
+    kind, _, n = entry.rpartition("-")
+    return (kind == "whep", int(n) if n.isdigit() else 0)
+
+for entry in sorted(os.listdir(raw), key=order):
     d = os.path.join(raw, entry)
-    if not (entry.isdigit() and os.path.exists(os.path.join(d, "meta.json"))):
+    if not (entry.removeprefix("whep-").isdigit() and os.path.exists(os.path.join(d, "meta.json"))):
         continue
     m = json.load(open(os.path.join(d, "meta.json")))
     load = json.loads(open(os.path.join(d, "load.out")).read().strip().splitlines()[-1])
@@ -28,7 +33,7 @@ for entry in sorted(os.listdir(raw), key=lambda e: int(e) if e.isdigit() else 0)
     # so all of it is the relay's doing; `relay_forwarding_lost` leaves the input gaps out.
     relay_induced = max(0, w["lost"] - w["socket_drops"])
     rows.append({
-        "viewers": n, "window_s": secs,
+        "viewers": n, "client": m.get("client", "native"), "window_s": secs,
         "relay_cpu_s_per_s": m["relay_ticks"] / m["tick_hz"] / secs,
         "presenter_cpu_s_per_s": m["presenter_ticks"] / m["tick_hz"] / secs,
         "load_tool_cpu_s_per_s": m["load_ticks"] / m["tick_hz"] / secs,
@@ -53,15 +58,17 @@ lines = [
     f"# screenshare fan-out benchmark{' (' + config['label'] + ')' if config['label'] else ''}", "",
     f"Run {config['stamp']}; commit {config['commit']}; {config['cpu']} × {config['cores']} cores, kernel {config['kernel']}; "
     f"load average at start {config['loadavg_start']}. One 1080p VP8 stream at 2 Mbit/s (30 fps testsrc2) from "
-    f"`screenshare start --room` through `screenshare serve` to N viewers (bench/tools/fanout-load.c) on loopback; "
+    f"`screenshare start --room` through `screenshare serve` to N viewers on loopback: room viewers (native, "
+    f"bench/tools/fanout-load.c) or browsers over WHEP (bench/tools/whep-load.py: aiortc peers, ICE, DTLS and SRTP, no decoding); "
     f"{config['window_s']} s measured after every viewer receives; one viewer asks for a keyframe every "
     f"{config['pli_every_s']} s (keyframe bursts in the window).", "",
-    "| viewers | relay CPU (cores) | µs CPU per packet out | pkt/s in | pkt/s out | Mbit/s out | viewer loss | relay-induced lost pkts | send errors | viewer socket drops | relay RSS MB | presenter CPU | load tool CPU |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| viewers | client | relay CPU (cores) | µs CPU per packet out | pkt/s in | pkt/s out | Mbit/s out | viewer loss | relay-induced lost pkts | send errors | viewer socket drops | relay RSS MB | presenter CPU | load tool CPU |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 ]
 for r in rows:
     per = f"{r['relay_cpu_us_per_packet_out']:.2f}" if r['relay_cpu_us_per_packet_out'] else "–"
-    lines.append(f"| {r['viewers']} | {r['relay_cpu_s_per_s']:.3f} | {per} | {r['pkts_in_per_s']:.0f} | {r['pkts_out_per_s']:.0f} | "
+    client = "browser (WHEP)" if r["client"] == "whep" else "native"
+    lines.append(f"| {r['viewers']} | {client} | {r['relay_cpu_s_per_s']:.3f} | {per} | {r['pkts_in_per_s']:.0f} | {r['pkts_out_per_s']:.0f} | "
                  f"{r['mbit_out_per_s']:.1f} | {r['viewer_loss_percent']:.3f} % ({r['viewer_lost']} of {r['viewer_expected']}) | "
                  f"{r['relay_induced_lost']} | {r['relay_send_errors']} | {r['viewer_socket_drops']} | {r['relay_rss_mb']:.0f} | "
                  f"{r['presenter_cpu_s_per_s']:.2f} | {r['load_tool_cpu_s_per_s']:.2f} |")
@@ -74,13 +81,16 @@ lines += [
     "- **relay-induced lost**: gaps beyond the viewers' own socket drops (SO_RXQ_OVFL); includes gaps at the relay's input (`lost_in`, "
     "times the audience: on loopback only the relay's receive queue can lose them). **send errors**: datagrams the kernel refused the relay.",
     "- **relay RSS**: VmRSS at the end of the window.",
+    "- **client**: native viewers get each packet as the presenter sent it, to all of them with one `sendmmsg`; each browser "
+    "gets its own copy, its payload type and SSRC rewritten and SRTP-protected (AES-CM-128, HMAC-SHA1-80), one `sendto` each. "
+    "The WHEP tool's own CPU is Python's (aiortc): it shares the 2 cores with the relay.",
     "",
     "Commands (per row, in order: relay, presenter, viewers):",
     "",
     "```",
 ]
 for r in rows:
-    lines += [f"# {r['viewers']} viewers"] + r["commands"]
+    lines += [f"# {r['viewers']} {'browser (WHEP)' if r['client'] == 'whep' else 'native'} viewers"] + r["commands"]
 lines += ["```", ""]
 open(os.path.join(results, name + ".md"), "w").write("\n".join(lines))
 print("\n".join(lines[:8 + len(rows)]))
@@ -91,12 +101,17 @@ if plot:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(7, 4))
-        xs = [r["viewers"] for r in rows]
-        ax.plot(xs, [r["relay_cpu_s_per_s"] for r in rows], "o-", label="relay CPU (cores)")
+        ax2 = ax.twinx()
+        for client, label, style in (("native", "native", "o-"), ("whep", "browsers (WHEP)", "^-")):
+            mine = [r for r in rows if r["client"] == client]
+            if not mine:
+                continue
+            xs = [r["viewers"] for r in mine]
+            ax.plot(xs, [r["relay_cpu_s_per_s"] for r in mine], style, label=f"relay CPU (cores), {label}")
+            ax2.plot(xs, [r["pkts_out_per_s"] / 1000 for r in mine], style.replace("-", "--"), color="tab:orange" if client == "native" else "tab:red",
+                     label=f"kpkt/s out, {label}")
         ax.set_xlabel("viewers")
         ax.set_ylabel("relay CPU (cores)")
-        ax2 = ax.twinx()
-        ax2.plot(xs, [r["pkts_out_per_s"] / 1000 for r in rows], "s--", color="tab:orange", label="kpkt/s out")
         ax2.set_ylabel("thousand packets/s out")
         ax.set_title(f"screenshare serve fan-out, 1080p at 2 Mbit/s{' (' + config['label'] + ')' if config['label'] else ''}")
         fig.legend(loc="upper left", bbox_to_anchor=(0.12, 0.88))
