@@ -66,7 +66,7 @@ let package = Package(
         .target(name: "Relay", dependencies: [
             "Room", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"), "WebRTC",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [
@@ -82,6 +82,13 @@ let package = Package(
         ]),
 
         // The CLI.
+        // Every parser of network input, one entry point each, for libFuzzer (`Scripts/fuzz`)
+        // and for replaying the committed corpus in the tests.
+        .target(name: "FuzzTargets", dependencies: ["RTP", "RTCP", "Room", "Transport", "WebRTC", "Relay"]),
+        // libFuzzer's driver when built with -sanitize=fuzzer -DFUZZING (Scripts/fuzz); otherwise
+        // `screenshare-fuzz TARGET FILE...` runs files once (a crash found, reproduced) and
+        // `--seed DIR` writes the seed corpus.
+        .executableTarget(name: "screenshare-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(name: "screenshare", dependencies: [
             "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode",
             "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room",
@@ -117,6 +124,7 @@ let package = Package(
         ]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
+        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "RelayServerTests", dependencies: [
             "Relay", "Room", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"),
         ]),

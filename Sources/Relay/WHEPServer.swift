@@ -2,8 +2,10 @@ import Foundation
 import Logging
 import MediaCore
 import NIOCore
+import NIOEmbedded
 import NIOHTTP1
 import NIOPosix
+import Room
 import Transport
 import WebRTC
 
@@ -113,6 +115,33 @@ public final class WHEPServer: Sendable {
         try? channel.close().wait()
         try? group.syncShutdownGracefully()
     }
+
+    /// What the server answers `request`, the bytes one TCP connection sends, through the same
+    /// pipeline (swift-nio's HTTP/1.1 parser, then the WHEP handler) on an in-memory channel:
+    /// for fuzzing and tests. The room `class` exists; sessions made are dropped.
+    public static func respond(to request: [UInt8]) -> [UInt8] {
+        let directory = RoomDirectory()
+        directory.publish([RoomSummary(name: "class", presenters: ["teacher"], peers: 1, browsers: 0)])
+        guard let certificate = fuzzCertificate else { return [] }
+        let factory = WHEPSessionFactory(certificate: certificate, inbox: BrowserInbox(), directory: directory, limits: BrowserLimits(),
+                                         udpPort: 7600, clock: SystemClock())
+        let channel = EmbeddedChannel()
+        var out: [UInt8] = []
+        do {
+            try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+            try channel.pipeline.syncOperations.addHandler(WHEPHandler(factory: factory, logger: Logger(label: "whep-fuzz") { _ in SwiftLogNoOpLogHandler() }))
+            try channel.writeInbound(channel.allocator.buffer(bytes: request))
+        } catch {
+            // A request the HTTP parser refuses: the connection is closed (what it wrote is below).
+        }
+        while let buffer = try? channel.readOutbound(as: ByteBuffer.self) { out += buffer.readableBytesView }
+        _ = try? channel.finish(acceptAlreadyClosed: true)  // closed already when the parser refused the bytes
+        return out
+    }
+
+    /// One certificate for every `respond(to:)` (making an ECDSA key per input would be most of
+    /// the work).
+    private static let fuzzCertificate = try? DTLSCertificate()
 }
 
 private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {

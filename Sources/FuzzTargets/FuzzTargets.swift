@@ -1,0 +1,109 @@
+import Foundation
+import Relay
+import Room
+import RTCP
+import RTP
+import Transport
+import WebRTC
+
+/// Every parser of network input, each behind one entry point that takes arbitrary bytes:
+/// libFuzzer drives them (`Scripts/fuzz`), the tests replay the committed corpus through them.
+/// An entry point may throw away what it parsed; it must never crash, hang or grow without bound.
+public enum FuzzTarget: String, CaseIterable, Sendable {
+    /// An RTP packet (RFC 3550) and, in its payload, the VP8 descriptor (RFC 7741).
+    case rtp
+    /// A compound RTCP packet (SR, RR, SDES, BYE, NACK, PLI, FIR, XR, REMB…).
+    case rtcp
+    /// A VP8 payload descriptor alone, both readers.
+    case vp8
+    /// One room control message (docs/PROTOCOL.md).
+    case room
+    /// A whole relay fed a sequence of datagrams (2-byte length, 1-byte sender, datagram; repeated):
+    /// joins, publishes, RTP, RTCP and garbage from four addresses, in any order.
+    case relay
+    /// A STUN message, parsed and handed to an ICE-lite agent (whose credentials the seeds use).
+    case stun
+    /// A browser's SDP offer, and the answer made to it.
+    case sdp
+    /// The bytes of one TCP connection to the relay's HTTP side (WHEP, the page, the directory).
+    case http
+    /// DTLS records arriving at the relay's DTLS server (OpenSSL's record and handshake parsing).
+    case dtls
+
+    /// Runs one input; whether it was accepted as what the target reads (a seed must be).
+    @discardableResult
+    public func run(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        switch self {
+        case .rtp:
+            guard let (_, offset, length) = try? RTPHeader.parse(bytes) else { return false }
+            if length > 0 { _ = try? VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])) }
+            return true
+        case .rtcp:
+            return (try? RTCPPacket.parseCompound(bytes))?.isEmpty == false
+        case .vp8:
+            let a = try? VP8PayloadDescriptor.parse(bytes)
+            let b = try? VP8Packetizer.parseDescriptor(bytes)
+            return a != nil && b != nil
+        case .room:
+            return (try? ControlEnvelope.parse(bytes, maxSize: RoomProtocol.maxRelayMessageSize)) != nil
+        case .relay:
+            return Self.relay(bytes)
+        case .stun:
+            var agent = ICELiteAgent<PeerAddress>(localUfrag: Self.ufrag, localPassword: Self.password, remoteUfrag: "remote")
+            let source = PeerAddress(ip: 0x7F00_0001, port: 50000)
+            if case .respond = agent.handle(bytes, from: source, mapped: .v4(address: (127, 0, 0, 1), port: 50000), now: 1_000_000_000) {
+                return true
+            }
+            return false
+        case .sdp:
+            guard let offer = try? SDPOffer(parsing: String(decoding: bytes, as: UTF8.self)),
+                  let answer = try? WHEPAnswer(offer: offer, videoSSRC: 1, audioSSRC: 2) else { return false }
+            let sdp = answer.render(iceUfrag: "abcd", icePassword: Self.password,
+                                    fingerprint: SDPOffer.Fingerprint(algorithm: "sha-256", bytes: [UInt8](repeating: 0xAB, count: 32)),
+                                    host: "127.0.0.1", port: 7600, cname: "fuzz", sessionID: 1)
+            return !sdp.isEmpty
+        case .http:
+            // Every response is 2xx (a seed) or says what was wrong; none is a 5xx.
+            let response = String(decoding: WHEPServer.respond(to: Array(bytes)), as: UTF8.self)
+            return response.hasPrefix("HTTP/1.1 2")
+        case .dtls:
+            guard let certificate = Self.certificate,
+                  let dtls = try? DTLSTransport(role: .server, certificate: certificate, remoteFingerprint: nil) else { return false }
+            dtls.receive(bytes)
+            return dtls.takeOutgoing() != nil  // a ServerHello flight answers a ClientHello
+        }
+    }
+
+    /// The ICE-lite agent's credentials (the STUN seeds are signed with them).
+    public static let ufrag = "abcd", password = "abcdefghijklmnopqrstuvwx"
+    private static let certificate = try? DTLSCertificate()
+
+    /// Splits `bytes` into datagrams (2-byte big-endian length, 1-byte sender 0–3, datagram) and
+    /// hands them to one fresh relay, 10 ms apart; then runs its timers.
+    private static func relay(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let core = RelayCore(ssrc: 0xF00D, transport: NullTransport())
+        var offset = 0
+        var now: UInt64 = 1_000_000_000
+        while offset + 3 <= bytes.count {
+            let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+            let sender = PeerAddress(ip: 0x7F00_0001, port: 40000 + UInt16(bytes[offset + 2] & 3))
+            offset += 3
+            let end = min(bytes.count, offset + length)
+            core.receive(UnsafeRawBufferPointer(rebasing: bytes[offset..<end]), from: sender, now: now, wallNanos: now)
+            offset = end
+            now += 10_000_000
+        }
+        core.poll(now: now + 5_000_000_000, wallNanos: now)
+        return core.counters.rejected == 0
+    }
+
+    /// One relay datagram as the relay target reads it.
+    public static func relayDatagram(_ bytes: [UInt8], from sender: UInt8) -> [UInt8] {
+        [UInt8(bytes.count >> 8), UInt8(bytes.count & 0xFF), sender] + bytes
+    }
+}
+
+/// Sends nowhere.
+private final class NullTransport: RelayTransport {
+    func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) {}
+}

@@ -1,0 +1,153 @@
+import Foundation
+import Room
+import RTCP
+import RTP
+import Transport
+import WebRTC
+
+extension FuzzTarget {
+    /// Valid inputs, made with the project's own writers, for the fuzzer to start from (the
+    /// committed corpus began as these: `screenshare-fuzz --seed DIR`).
+    public var seeds: [[UInt8]] {
+        switch self {
+        case .rtp: return [Self.vp8Packet(seq: 1, keyframe: true), Self.vp8Packet(seq: 2, keyframe: false), Self.opusPacket()]
+        case .rtcp: return Self.rtcpPackets()
+        case .vp8: return Self.descriptors().map { Self.write($0) }
+        case .room: return Self.controlMessages().map { $0.encoded() }
+        case .relay: return [Self.relaySession()]
+        case .stun: return [Self.bindingRequest(nominate: true), Self.bindingRequest(nominate: false)]
+        case .sdp: return [Array(Self.offer.utf8)]
+        case .http:
+            let offer = Self.offer
+            return [
+                "POST /whep/class?from=teacher HTTP/1.1\r\nHost: relay\r\nContent-Type: application/sdp\r\nContent-Length: \(offer.utf8.count)\r\n\r\n\(offer)",
+                "GET /class HTTP/1.1\r\nHost: relay\r\n\r\nGET /rooms/class HTTP/1.1\r\nHost: relay\r\n\r\n",
+                "DELETE /whep/class/0123456789abcdef HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n",
+                "OPTIONS /whep/class HTTP/1.1\r\nHost: relay\r\nOrigin: http://elsewhere\r\n\r\n",
+            ].map { Array($0.utf8) }
+        case .dtls:
+            guard let certificate = try? DTLSCertificate(),
+                  let client = try? DTLSTransport(role: .client, certificate: certificate, remoteFingerprint: nil) else { return [] }
+            client.start()
+            return client.takeOutgoing().map { [$0] } ?? []
+        }
+    }
+
+    static func write(_ d: VP8PayloadDescriptor) -> [UInt8] {
+        var b = [UInt8](repeating: 0, count: 16)
+        let n = b.withUnsafeMutableBytes { d.marshal(into: $0) }
+        return Array(b[0..<n])
+    }
+
+    static func descriptors() -> [VP8PayloadDescriptor] {
+        var key = VP8PayloadDescriptor()
+        key.start = true
+        key.pictureID = 0x1234
+        var layered = key
+        layered.tl0PictureIndex = 7
+        layered.temporalLayer = 1
+        layered.layerSync = true
+        layered.keyIndex = 3
+        var short = VP8PayloadDescriptor()
+        short.pictureID = 42
+        short.longPictureID = false
+        short.partitionID = 2
+        return [key, layered, short]
+    }
+
+    static func vp8Packet(seq: UInt16, keyframe: Bool, ssrc: UInt32 = 0x5EED_0001) -> [UInt8] {
+        var b = [UInt8](repeating: 0, count: 12)
+        _ = b.withUnsafeMutableBytes { RTPHeader(marker: true, payloadType: 96, sequenceNumber: seq, timestamp: UInt32(seq) * 3000, ssrc: ssrc).marshal(into: $0) }
+        b += write(descriptors()[0])
+        // A VP8 frame tag (keyframe bit clear) and start code, then some payload.
+        b += keyframe ? [0x10, 0x02, 0x00, 0x9D, 0x01, 0x2A, 0x40, 0x01, 0xF0, 0x00] : [0x31, 0x02, 0x00]
+        b += (0..<40).map { UInt8(truncatingIfNeeded: $0 &* 37) }
+        return b
+    }
+
+    static func opusPacket() -> [UInt8] {
+        var b = [UInt8](repeating: 0, count: 12)
+        _ = b.withUnsafeMutableBytes { RTPHeader(payloadType: 111, sequenceNumber: 9, timestamp: 960, ssrc: 0x5EED_0002).marshal(into: $0) }
+        return b + [0xFC, 0xFF, 0xFE]
+    }
+
+    static func rtcpPackets() -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        var b = [UInt8](repeating: 0, count: 1500)
+        let report = ReceptionReport(ssrc: 0x5EED_0001, fractionLost: 3, cumulativeLost: 10, extendedHighestSequence: 70000, jitter: 12,
+                                     lastSenderReport: 0x1234_5678, delaySinceLastSenderReport: 655)
+        let writers: [(UnsafeMutableRawBufferPointer) -> Int] = [
+            { RTCPPacket.buildSenderReport(ssrc: 0x5EED_0001, ntp: NTPTimestamp(seconds: 3_900_000_000, fraction: 1 << 31), rtpTimestamp: 90000,
+                                           packetCount: 100, octetCount: 120_000, cname: "fuzz@host", bye: false, into: $0) },
+            { RTCPPacket.buildReceiverReport(ssrc: 0xAAAA, reports: [report], cname: "viewer@host", into: $0) },
+            { RTCPPacket.buildNACK(senderSSRC: 0xAAAA, mediaSSRC: 0x5EED_0001, sequenceNumbers: [10, 11, 13, 40], into: $0) },
+            { RTCPPacket.buildPLI(senderSSRC: 0xAAAA, mediaSSRC: 0x5EED_0001, into: $0) },
+            { RTCPPacket.buildFIR(senderSSRC: 0xAAAA, mediaSSRC: 0x5EED_0001, sequenceNumber: 4, into: $0) },
+        ]
+        for write in writers {
+            let n = b.withUnsafeMutableBytes(write)
+            out.append(Array(b[0..<n]))
+        }
+        return out
+    }
+
+    static func controlMessages() -> [ControlEnvelope] {
+        let screen = StreamInfo(kind: .screen, ssrc: 0x5EED_0001, pt: 96, codec: "VP8", clock: 90000)
+        let audio = StreamInfo(kind: .audio, ssrc: 0x5EED_0002, pt: 111, codec: "opus", clock: 48000)
+        return [
+            ControlEnvelope(requestID: 1, .join(room: "class", name: "teacher", role: "presenter", token: nil)),
+            ControlEnvelope(requestID: 2, .publish(streams: [screen, audio])),
+            ControlEnvelope(requestID: 3, .subscribe(publisher: 1, kinds: [.screen, .audio])),
+            ControlEnvelope(requestID: 4, .ping(version: 3)),
+            ControlEnvelope(requestID: 5, .unsubscribe(publisher: 1, kinds: [.screen])),
+            ControlEnvelope(requestID: 6, .sync),
+            ControlEnvelope(requestID: 7, .leave),
+        ]
+    }
+
+    /// A presenter joins and publishes and sends RTP and a sender report; a viewer joins,
+    /// subscribes, asks for a retransmission and a keyframe, pings and leaves.
+    static func relaySession() -> [UInt8] {
+        let messages = controlMessages()
+        var out: [UInt8] = []
+        out += relayDatagram(messages[0].encoded(), from: 0)
+        out += relayDatagram(messages[1].encoded(), from: 0)
+        out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "pupil", role: "viewer", token: nil)).encoded(), from: 1)
+        out += relayDatagram(messages[2].encoded(), from: 1)
+        for seq in 1...3 { out += relayDatagram(vp8Packet(seq: UInt16(seq), keyframe: seq == 1), from: 0) }
+        let rtcp = rtcpPackets()
+        out += relayDatagram(rtcp[0], from: 0)
+        out += relayDatagram(rtcp[2], from: 1)
+        out += relayDatagram(rtcp[3], from: 1)
+        out += relayDatagram(messages[3].encoded(), from: 1)
+        out += relayDatagram(messages[6].encoded(), from: 1)
+        return out
+    }
+
+    /// A binding request as a browser sends it to the relay's ICE-lite agent, signed with its password.
+    static func bindingRequest(nominate: Bool) -> [UInt8] {
+        var m = STUNMessageBuilder(type: .bindingRequest, transactionID: (0..<12).map { UInt8($0 * 7) })
+        m.append(.username, Array("\(ufrag):remote".utf8))
+        m.append(.priority, u32: 0x6E00_1EFF)
+        m.append(.iceControlling, u64: 0x0123_4567_89AB_CDEF)
+        if nominate { m.append(.useCandidate, []) }
+        return m.finish(integrityKey: Array(password.utf8))
+    }
+
+    /// An offer as Chromium makes it for the page (recvonly VP8 and Opus, BUNDLE, rtcp-mux).
+    static let offer = [
+        "v=0", "o=- 4611731400430051336 2 IN IP4 127.0.0.1", "s=-", "t=0 0", "a=group:BUNDLE 0 1", "a=extmap-allow-mixed",
+        "a=msid-semantic: WMS",
+        "m=video 9 UDP/TLS/RTP/SAVPF 96 97", "c=IN IP4 0.0.0.0", "a=rtcp:9 IN IP4 0.0.0.0", "a=ice-ufrag:hT8x",
+        "a=ice-pwd:7qGJjTHv8w0ewv1Xr6gN0dT2", "a=ice-options:trickle",
+        "a=fingerprint:sha-256 " + (0..<32).map { String(format: "%02X", $0 * 5) }.joined(separator: ":"),
+        "a=setup:actpass", "a=mid:0", "a=extmap:1 urn:ietf:params:rtp-hdrext:toffset", "a=recvonly", "a=rtcp-mux", "a=rtcp-rsize",
+        "a=rtpmap:96 VP8/90000", "a=rtcp-fb:96 goog-remb", "a=rtcp-fb:96 transport-cc", "a=rtcp-fb:96 ccm fir", "a=rtcp-fb:96 nack",
+        "a=rtcp-fb:96 nack pli", "a=rtpmap:97 rtx/90000", "a=fmtp:97 apt=96",
+        "m=audio 9 UDP/TLS/RTP/SAVPF 111 63", "c=IN IP4 0.0.0.0", "a=rtcp:9 IN IP4 0.0.0.0", "a=ice-ufrag:hT8x",
+        "a=ice-pwd:7qGJjTHv8w0ewv1Xr6gN0dT2", "a=ice-options:trickle",
+        "a=fingerprint:sha-256 " + (0..<32).map { String(format: "%02X", $0 * 5) }.joined(separator: ":"),
+        "a=setup:actpass", "a=mid:1", "a=recvonly", "a=rtcp-mux", "a=rtpmap:111 opus/48000/2", "a=rtcp-fb:111 transport-cc",
+        "a=fmtp:111 minptime=10;useinbandfec=1", "a=rtpmap:63 red/48000/2", "a=fmtp:63 111/111", "",
+    ].joined(separator: "\r\n")
+}
