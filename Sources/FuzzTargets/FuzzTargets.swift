@@ -81,7 +81,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// Splits `bytes` into datagrams (2-byte big-endian length, 1-byte sender 0–3, datagram) and
     /// hands them to one fresh relay, 10 ms apart; then runs its timers.
     private static func relay(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let core = RelayCore(ssrc: 0xF00D, transport: NullTransport())
+        let core = RelayCore(ssrc: 0xF00D, transport: NullTransport(), cookieSecret: relayCookieSecret)
         var offset = 0
         var now: UInt64 = 1_000_000_000
         while offset + 3 <= bytes.count {
@@ -95,6 +95,15 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         }
         core.poll(now: now + 5_000_000_000, wallNanos: now)
         return core.counters.rejected == 0
+    }
+
+    /// The relay target's cookie key: fixed, so the seeds can carry valid cookies.
+    static let relayCookieSecret = [UInt8](repeating: 7, count: 32)
+
+    /// The cookie the relay target expects from sender `n` (0–3) in its first 30 s.
+    public static func relayCookie(sender n: UInt8) -> String {
+        RelayCore(transport: NullTransport(), cookieSecret: relayCookieSecret)
+            .cookie(for: PeerAddress(ip: 0x7F00_0001, port: 40000 + UInt16(n & 3)), now: 1_000_000_000)
     }
 
     /// One relay datagram as the relay target reads it.

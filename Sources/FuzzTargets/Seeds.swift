@@ -96,6 +96,8 @@ extension FuzzTarget {
         let audio = StreamInfo(kind: .audio, ssrc: 0x5EED_0002, pt: 111, codec: "opus", clock: 48000)
         return [
             ControlEnvelope(requestID: 1, .join(room: "class", name: "teacher", role: "presenter", token: nil)),
+            ControlEnvelope(requestID: 1, .join(room: "class", name: "teacher", role: "presenter", token: nil, cookie: "00112233445566778899aabb")),
+            ControlEnvelope(requestID: 1, .retry(cookie: "00112233445566778899aabb")),
             ControlEnvelope(requestID: 2, .publish(streams: [screen, audio])),
             ControlEnvelope(requestID: 3, .subscribe(publisher: 1, kinds: [.screen, .audio])),
             ControlEnvelope(requestID: 4, .ping(version: 3)),
@@ -110,17 +112,19 @@ extension FuzzTarget {
     static func relaySession() -> [UInt8] {
         let messages = controlMessages()
         var out: [UInt8] = []
-        out += relayDatagram(messages[0].encoded(), from: 0)
-        out += relayDatagram(messages[1].encoded(), from: 0)
-        out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "pupil", role: "viewer", token: nil)).encoded(), from: 1)
-        out += relayDatagram(messages[2].encoded(), from: 1)
+        out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "teacher", role: "presenter", token: nil,
+                                                                 cookie: relayCookie(sender: 0))).encoded(), from: 0)
+        out += relayDatagram(messages[3].encoded(), from: 0)
+        out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "pupil", role: "viewer", token: nil,
+                                                                 cookie: relayCookie(sender: 1))).encoded(), from: 1)
+        out += relayDatagram(messages[4].encoded(), from: 1)
         for seq in 1...3 { out += relayDatagram(vp8Packet(seq: UInt16(seq), keyframe: seq == 1), from: 0) }
         let rtcp = rtcpPackets()
         out += relayDatagram(rtcp[0], from: 0)
         out += relayDatagram(rtcp[2], from: 1)
         out += relayDatagram(rtcp[3], from: 1)
-        out += relayDatagram(messages[3].encoded(), from: 1)
-        out += relayDatagram(messages[6].encoded(), from: 1)
+        out += relayDatagram(messages[5].encoded(), from: 1)
+        out += relayDatagram(messages[8].encoded(), from: 1)
         return out
     }
 

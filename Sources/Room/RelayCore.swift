@@ -1,6 +1,8 @@
 import RTCP
 import RTP
 import RTPSession
+import Crypto
+import Foundation
 import Transport
 
 /// Bounds on what one relay keeps, so memory stays bounded whatever peers send.
@@ -12,6 +14,10 @@ public struct RelayLimits: Sendable {
     public var maxNameLength = 64
     /// Error replies per second, all peers together (an error is never an amplifier).
     public var maxErrorsPerSecond = 100
+    /// Error replies per second to one address.
+    public var maxErrorsPerAddressPerSecond = 5
+    /// Joins per second into one room (a flood of joins is refused with `limit`).
+    public var maxJoinsPerRoomPerSecond = 50
     /// Packets kept per video stream to answer NACKs (power of two).
     public var videoHistory = 1024
     public var audioHistory = 64
@@ -60,6 +66,10 @@ public struct RelayCounters: Sendable, Equatable {
     /// Datagrams from addresses that are not in any room.
     public var unknownSource = 0
     public var errorsSent = 0
+    /// `retry` answers: joins that came without a valid cookie.
+    public var retriesSent = 0
+    /// Replies not sent to an address that has not proven it receives (larger than what it sent).
+    public var repliesWithheld = 0
     public var timeouts = 0
     public init() {}
 }
@@ -99,15 +109,51 @@ public final class RelayCore {
     var nextPeerID: UInt32 = 1
     private var errorBudget = 0
     private var errorBudgetSecond: UInt64 = 0
+    /// Per second: error replies per address, joins per room (cleared each second, bounded).
+    private var errorsByAddress: [PeerAddress: Int] = [:]
+    private var joinsByRoom: [String: Int] = [:]
     private var nextReport: UInt64 = 0
     private var rtcpBuffer = [UInt8](repeating: 0, count: 1500)
+    /// The size of the datagram being handled: what an unproven address may get back at most.
+    private var received = 0
+    private let cookieKey: SymmetricKey
 
+    /// - Parameter cookieSecret: the key of the return-routability cookies (random unless a
+    ///   test or the fuzzer needs them predictable).
     public init(limits: RelayLimits = RelayLimits(), ssrc: UInt32 = UInt32.random(in: 1...UInt32.max),
-                transport: RelayTransport, onEvent: @escaping (RelayEvent) -> Void = { _ in }) {
+                transport: RelayTransport, cookieSecret: [UInt8]? = nil, onEvent: @escaping (RelayEvent) -> Void = { _ in }) {
         self.limits = limits
         self.ssrc = ssrc
         self.transport = transport
         self.onEvent = onEvent
+        cookieKey = cookieSecret.map { SymmetricKey(data: $0) } ?? SymmetricKey(size: .bits256)
+    }
+
+    // MARK: - Return routability
+
+    /// How long a cookie stays valid: the epoch it was made in and the next.
+    public static let cookieEpochNanos: UInt64 = 30_000_000_000
+
+    /// The cookie `address` must echo in its `join` at `now` (stateless, as QUIC's Retry and
+    /// DTLS's HelloVerifyRequest: an HMAC of the address, the port and the time).
+    public func cookie(for address: PeerAddress, now: UInt64) -> String {
+        cookie(address, epoch: now / Self.cookieEpochNanos)
+    }
+
+    private func cookie(_ address: PeerAddress, epoch: UInt64) -> String {
+        var input = [UInt8](repeating: 0, count: 14)
+        for i in 0..<4 { input[i] = UInt8(truncatingIfNeeded: address.ip >> (24 - 8 * i)) }
+        input[4] = UInt8(address.port >> 8)
+        input[5] = UInt8(address.port & 0xFF)
+        for i in 0..<8 { input[6 + i] = UInt8(truncatingIfNeeded: epoch >> (56 - 8 * i)) }
+        let mac = HMAC<SHA256>.authenticationCode(for: input, using: cookieKey)
+        return mac.prefix(12).map { String(format: "%02x", $0) }.joined()
+    }
+
+    private func isValid(_ cookie: String?, from address: PeerAddress, now: UInt64) -> Bool {
+        guard let cookie else { return false }
+        let epoch = now / Self.cookieEpochNanos
+        return cookie == self.cookie(address, epoch: epoch) || (epoch > 0 && cookie == self.cookie(address, epoch: epoch - 1))
     }
 
     // MARK: - Inspection (stats, tests)
@@ -158,6 +204,7 @@ public final class RelayCore {
     /// Takes one datagram that arrived from `address` at `now` (monotonic ns); `wallNanos` is
     /// the wall clock (for RTCP round-trip times).
     public func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, wallNanos: UInt64) {
+        received = bytes.count
         switch DatagramKind.of(bytes) {
         case .rtp:
             counters.rtpIn += 1
@@ -335,17 +382,56 @@ public final class RelayCore {
     private func reject(_ address: PeerAddress, _ error: RoomProtocolError, now: UInt64) {
         counters.rejected += 1
         onEvent(.rejected(address: address, reason: error.description))
+        guard takeReplyBudget(for: address, now: now) else { return }
+        replyUnproven(.error(code: error.code, message: error.message), requestID: error.requestID, to: address) { counters.errorsSent += 1 }
+    }
+
+    /// A new second: the per-second budgets start again.
+    private func rollSecond(_ now: UInt64) {
         let second = now / 1_000_000_000
-        if second != errorBudgetSecond { errorBudgetSecond = second; errorBudget = 0 }
-        guard errorBudget < limits.maxErrorsPerSecond else { return }
+        guard second != errorBudgetSecond else { return }
+        errorBudgetSecond = second
+        errorBudget = 0
+        errorsByAddress.removeAll(keepingCapacity: true)
+        joinsByRoom.removeAll(keepingCapacity: true)
+    }
+
+    /// Whether one more reply (an error, a retry) may go out this second: to all, and to `address`.
+    private func takeReplyBudget(for address: PeerAddress, now: UInt64) -> Bool {
+        rollSecond(now)
+        guard errorBudget < limits.maxErrorsPerSecond, errorsByAddress[address, default: 0] < limits.maxErrorsPerAddressPerSecond
+        else { return false }
         errorBudget += 1
-        counters.errorsSent += 1
-        send(.error(code: error.code, message: error.message), requestID: error.requestID, to: address)
+        errorsByAddress[address, default: 0] += 1
+        return true
+    }
+
+    /// Sends `message` to `address`; to an address that is in no room (it has not proven it
+    /// receives what is sent to it) only when it is no larger than the datagram it answers.
+    /// An error that does not fit goes without its text (the code alone), if that fits.
+    private func replyUnproven(_ message: ControlMessage, requestID: UInt32, to address: PeerAddress, sent: () -> Void) {
+        var bytes = ControlEnvelope(requestID: requestID, message).encoded()
+        if byAddress[address] == nil, bytes.count > received, case let .error(code, text) = message, !text.isEmpty {
+            bytes = ControlEnvelope(requestID: requestID, .error(code: code, message: "")).encoded()
+        }
+        guard byAddress[address] != nil || bytes.count <= received else {
+            counters.repliesWithheld += 1
+            return
+        }
+        sent()
+        bytes.withUnsafeBytes { transport.send($0, to: address) }
     }
 
     private func handleControl(_ envelope: ControlEnvelope, from address: PeerAddress, now: UInt64) {
         let id = envelope.requestID
-        if case let .join(room, name, role, _) = envelope.message {
+        if case let .join(room, name, role, _, cookie) = envelope.message {
+            // A new address proves it receives what is sent to it by echoing a cookie before it
+            // gets any state, media or room list: a spoofed join reflects one small retry.
+            guard byAddress[address] != nil || isValid(cookie, from: address, now: now) else {
+                guard takeReplyBudget(for: address, now: now) else { return }
+                replyUnproven(.retry(cookie: self.cookie(for: address, now: now)), requestID: id, to: address) { counters.retriesSent += 1 }
+                return
+            }
             join(room: room, name: name, role: role, from: address, requestID: id, now: now)
             return
         }
@@ -427,6 +513,12 @@ public final class RelayCore {
             }
             remove(existing, reason: "left")
         }
+        rollSecond(now)
+        guard joinsByRoom[name, default: 0] < limits.maxJoinsPerRoomPerSecond else {
+            reject(address, RoomProtocolError(.limit, "join: room '\(name)' takes at most \(limits.maxJoinsPerRoomPerSecond) joins a second; try again", requestID: requestID), now: now)
+            return
+        }
+        joinsByRoom[name, default: 0] += 1
         let room: RoomState
         do {
             room = try roomWithSpace(name)

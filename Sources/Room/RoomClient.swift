@@ -72,6 +72,8 @@ public struct RoomClient: Sendable {
     private var pending: [UInt32: (envelope: ControlEnvelope, sentAt: UInt64, attempts: Int)] = [:]
     private var nextRequestID: UInt32 = 1
     private var joinRequestID: UInt32 = 0
+    /// The relay's return-routability cookie for this address (from its `retry`), echoed in joins.
+    private var cookie: String?
     private var requestedPublisher: UInt32?
     private var lastHeard: UInt64 = 0
     private var lastPing: UInt64 = 0
@@ -206,6 +208,9 @@ public struct RoomClient: Sendable {
             }
             if !publishing.isEmpty { request(.publish(streams: publishing), now: now) }
             reconsiderSubscription(now: now, force: false)
+        case let .retry(cookie):
+            guard id == joinRequestID else { return }
+            echoCookie(cookie, now: now)
         case let .pong(version, _):
             if version > self.version { request(.sync, now: now) }
         case let .ok(streams):
@@ -281,7 +286,17 @@ public struct RoomClient: Sendable {
         joinRequestID = allocateID()
         state = .joining(attempt: attempt, since: now)
         pending.removeAll()
-        let envelope = ControlEnvelope(requestID: joinRequestID, .join(room: room, name: name, role: role, token: nil))
+        let envelope = ControlEnvelope(requestID: joinRequestID, .join(room: room, name: name, role: role, token: nil, cookie: cookie))
+        pending[joinRequestID] = (envelope, now, 1)
+        outgoing.append(envelope.encoded())
+    }
+
+    /// The relay asked for proof of this address: the join again, at once, with its cookie
+    /// (retransmitted with it from now on). A cookie that goes stale is answered by a new retry.
+    private mutating func echoCookie(_ cookie: String, now: UInt64) {
+        guard case .joining = state else { return }
+        self.cookie = cookie
+        let envelope = ControlEnvelope(requestID: joinRequestID, .join(room: room, name: name, role: role, token: nil, cookie: cookie))
         pending[joinRequestID] = (envelope, now, 1)
         outgoing.append(envelope.encoded())
     }

@@ -1,7 +1,7 @@
 import Foundation
 import Transport
 
-/// The room protocol, version 1 (docs/PROTOCOL.md is the reference).
+/// The room protocol, version 2 (docs/PROTOCOL.md is the reference).
 ///
 /// Everything between a peer and the relay shares one UDP flow: RTP, RTCP (RFC 5761
 /// multiplexing) and these control messages. A datagram is told apart by its first octet
@@ -12,14 +12,15 @@ import Transport
 ///  0                   1                   2                   3
 ///  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 /// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-/// |  'S' (0x53)   |  'S' (0x53)   |  version = 1  |     type      |
+/// |  'S' (0x53)   |  'S' (0x53)   |  version = 2  |     type      |
 /// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 /// |                      request id (big endian)                  |
 /// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 /// |          body: one UTF-8 JSON object (at most 1192 octets)    |
 /// ```
 public enum RoomProtocol {
-    public static let version: UInt8 = 1
+    /// 2: `join` carries the relay's return-routability cookie, which `retry` hands out.
+    public static let version: UInt8 = 2
     public static let magic: UInt8 = 0x53
     public static let headerSize = 8
     /// The longest message a peer may send (the relay rejects longer ones).
@@ -61,6 +62,7 @@ public enum DatagramKind: Sendable, Equatable {
 public enum MessageType: UInt8, Sendable, CaseIterable {
     case join = 1, welcome = 2, leave = 3, ping = 4, pong = 5, publish = 6, subscribe = 7, unsubscribe = 8
     case ok = 9, error = 10, peerJoined = 11, peerLeft = 12, streams = 13, sync = 14, state = 15, subscribers = 16
+    case retry = 17
 
     public var name: String {
         switch self {
@@ -80,6 +82,7 @@ public enum MessageType: UInt8, Sendable, CaseIterable {
         case .sync: "sync"
         case .state: "state"
         case .subscribers: "subscribers"
+        case .retry: "retry"
         }
     }
 }
@@ -155,8 +158,9 @@ public enum RoomErrorCode: String, Codable, Sendable, CaseIterable {
 
 /// The bodies, one per message type.
 public enum ControlMessage: Sendable, Equatable {
-    /// peer → relay: enter a room. `token` is reserved for authentication.
-    case join(room: String, name: String, role: String, token: String?)
+    /// peer → relay: enter a room. `token` is reserved for authentication. `cookie` echoes the
+    /// relay's `retry`: proof that this address receives what is sent to it.
+    case join(room: String, name: String, role: String, token: String?, cookie: String? = nil)
     /// relay → peer: the answer to `join`: your id and the room as it is.
     case welcome(peer: UInt32, room: String, version: UInt64, peers: [PeerInfo])
     /// peer → relay: leaving.
@@ -187,6 +191,9 @@ public enum ControlMessage: Sendable, Equatable {
     case state(version: UInt64, peers: [PeerInfo])
     /// relay → publisher: who receives your streams now.
     case subscribers(peers: [UInt32])
+    /// relay → peer: the answer to a `join` without a valid cookie: send it again with this one.
+    /// No larger than the join it answers, so a spoofed join reflects nothing bigger.
+    case retry(cookie: String)
 
     public var type: MessageType {
         switch self {
@@ -198,6 +205,7 @@ public enum ControlMessage: Sendable, Equatable {
         case .publish: .publish
         case .subscribe: .subscribe
         case .unsubscribe: .unsubscribe
+        case .retry: .retry
         case .ok: .ok
         case .error: .error
         case .peerJoined: .peerJoined
@@ -241,6 +249,7 @@ private struct Body: Codable {
     var name: String?
     var role: String?
     var token: String?
+    var cookie: String?
     var peer: UInt32?
     var version: UInt64?
     var peers: [PeerInfo]?
@@ -255,7 +264,7 @@ private struct Body: Codable {
     var subscriberIDs: [UInt32]?
 
     enum CodingKeys: String, CodingKey {
-        case room, name, role, token, peer, version, peers, subscribers, streams, publisher, kinds, code, message, reason
+        case room, name, role, token, cookie, peer, version, peers, subscribers, streams, publisher, kinds, code, message, reason
         case peerInfo = "peer_info", subscriberIDs = "subscriber_ids"
     }
 }
@@ -266,7 +275,8 @@ extension ControlEnvelope {
     public func encoded() -> [UInt8] {
         var b = Body()
         switch message {
-        case let .join(room, name, role, token): b.room = room; b.name = name; b.role = role; b.token = token
+        case let .join(room, name, role, token, cookie): b.room = room; b.name = name; b.role = role; b.token = token; b.cookie = cookie
+        case let .retry(cookie): b.cookie = cookie
         case let .welcome(peer, room, version, peers): b.peer = peer; b.room = room; b.version = version; b.peers = peers
         case .leave, .sync: break
         case let .ping(version): b.version = version
@@ -325,7 +335,8 @@ extension ControlEnvelope {
         let message: ControlMessage
         switch type {
         case .join:
-            message = .join(room: try need(b.room, "room"), name: b.name ?? "", role: b.role ?? "viewer", token: b.token)
+            message = .join(room: try need(b.room, "room"), name: b.name ?? "", role: b.role ?? "viewer", token: b.token, cookie: b.cookie)
+        case .retry: message = .retry(cookie: try need(b.cookie, "cookie"))
         case .welcome:
             message = .welcome(peer: try need(b.peer, "peer"), room: try need(b.room, "room"), version: try need(b.version, "version"),
                                peers: try need(b.peers, "peers"))

@@ -13,7 +13,8 @@ import Transport
     init() { relay = RelayCore(ssrc: 0xAAAA, transport: wire) }
 
     func publish(_ a: PeerAddress, name: String, _ streams: [StreamInfo], now: UInt64 = 0) {
-        relay.receive(ControlEnvelope(requestID: 1, .join(room: "class", name: name, role: "presenter", token: nil)), from: a, now: now)
+        relay.receive(ControlEnvelope(requestID: 1, .join(room: "class", name: name, role: "presenter", token: nil,
+                                                           cookie: relay.cookie(for: a, now: now))), from: a, now: now)
         relay.receive(ControlEnvelope(requestID: 2, .publish(streams: streams)), from: a, now: now)
     }
 
@@ -50,7 +51,8 @@ import Transport
         relay.removeExternalViewer(address: browser, reason: "left")
         #expect(!relay.peers(in: "class").contains { $0.id == id })
         // A room peer cannot be removed this way.
-        relay.receive(ControlEnvelope(requestID: 9, .join(room: "class", name: "pupil", role: "viewer", token: nil)), from: addr(3), now: 60_000_000_000)
+        relay.receive(ControlEnvelope(requestID: 9, .join(room: "class", name: "pupil", role: "viewer", token: nil,
+                                                           cookie: relay.cookie(for: addr(3), now: 60_000_000_000))), from: addr(3), now: 60_000_000_000)
         relay.removeExternalViewer(address: addr(3), reason: "left")
         #expect(relay.peers(in: "class").contains { $0.name == "pupil" })
     }

@@ -14,7 +14,8 @@ let ms: UInt64 = 1_000_000
     init() { relay = RelayCore(ssrc: 0xAAAA, transport: wire) }
 
     func join(_ a: PeerAddress, room: String = "class", name: String, now: UInt64 = 0) -> UInt32 {
-        relay.receive(ControlEnvelope(requestID: 1, .join(room: room, name: name, role: "viewer", token: nil)), from: a, now: now)
+        relay.receive(ControlEnvelope(requestID: 1, .join(room: room, name: name, role: "viewer", token: nil,
+                                                           cookie: relay.cookie(for: a, now: now))), from: a, now: now)
         for e in wire.controls(a) { if case let .welcome(peer, _, _, _) = e.message { return peer } }
         Issue.record("no welcome for \(name)")
         return 0
@@ -145,7 +146,8 @@ let ms: UInt64 = 1_000_000
         let reply = wire.controls(other)
         #expect(reply.map(\.requestID) == [5])
         #expect(reply.first.map { if case .error(.notJoined, _) = $0.message { true } else { false } } == true)
-        relay.receive(ControlEnvelope(requestID: 6, .join(room: "bad room", name: "x", role: "viewer", token: nil)), from: other, now: 0)
+        relay.receive(ControlEnvelope(requestID: 6, .join(room: "bad room", name: "x", role: "viewer", token: nil,
+                                                           cookie: relay.cookie(for: other, now: 0))), from: other, now: 0)
         #expect(wire.controls(other).first.map { if case .error(.badRoom, _) = $0.message { true } else { false } } == true)
         relay.receive(vp8Packet(ssrc: 1, seq: 1), from: other, now: 0)
         #expect(relay.counters.unknownSource == 1)
