@@ -15,9 +15,9 @@ public struct RelayLimits: Sendable {
     /// Error replies per second, all peers together (an error is never an amplifier).
     public var maxErrorsPerSecond = 100
     /// Error replies per second to one address.
-    public var maxErrorsPerAddressPerSecond = 5
+    public var maxErrorsPerAddressPerSecond = 10
     /// Joins per second into one room (a flood of joins is refused with `limit`).
-    public var maxJoinsPerRoomPerSecond = 50
+    public var maxJoinsPerRoomPerSecond = 250
     /// Packets kept per video stream to answer NACKs (power of two).
     public var videoHistory = 1024
     public var audioHistory = 64

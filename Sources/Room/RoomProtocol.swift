@@ -19,8 +19,14 @@ import Transport
 /// |          body: one UTF-8 JSON object (at most 1192 octets)    |
 /// ```
 public enum RoomProtocol {
-    /// 2: `join` carries the relay's return-routability cookie, which `retry` hands out.
+    /// 2: `join` carries the relay's return-routability cookie, which `retry` hands out, and
+    /// requests are padded to `minimumRequestSize`.
     public static let version: UInt8 = 2
+    /// What a peer sends the relay is padded (JSON whitespace after the body) to at least this
+    /// many octets: the relay answers an address that has not proven it receives (it is in no
+    /// room yet) with no more bytes than it got, and a `retry` or an error code must fit in that
+    /// (as QUIC pads its Initial packets).
+    public static let minimumRequestSize = 80
     public static let magic: UInt8 = 0x53
     public static let headerSize = 8
     /// The longest message a peer may send (the relay rejects longer ones).
@@ -195,6 +201,14 @@ public enum ControlMessage: Sendable, Equatable {
     /// No larger than the join it answers, so a spoofed join reflects nothing bigger.
     case retry(cookie: String)
 
+    /// Whether a peer sends it to the relay (and pads it).
+    public var isRequest: Bool {
+        switch self {
+        case .join, .leave, .ping, .publish, .subscribe, .unsubscribe, .sync: true
+        default: false
+        }
+    }
+
     public var type: MessageType {
         switch self {
         case .join: .join
@@ -284,7 +298,7 @@ extension ControlEnvelope {
         case let .publish(streams): b.streams = streams
         case let .subscribe(publisher, kinds), let .unsubscribe(publisher, kinds): b.publisher = publisher; b.kinds = kinds
         case let .ok(streams): b.streams = streams
-        case let .error(code, message): b.code = code; b.message = message
+        case let .error(code, message): b.code = code; b.message = message.isEmpty ? nil : message
         case let .peerJoined(version, peer): b.version = version; b.peerInfo = peer
         case let .peerLeft(version, peer, reason): b.version = version; b.peer = peer; b.reason = reason
         case let .streams(version, peer, streams): b.version = version; b.peer = peer; b.streams = streams
@@ -298,6 +312,9 @@ extension ControlEnvelope {
         out.reserveCapacity(RoomProtocol.headerSize + json.count)
         out += [UInt8(requestID >> 24), UInt8((requestID >> 16) & 0xFF), UInt8((requestID >> 8) & 0xFF), UInt8(requestID & 0xFF)]
         out += json
+        if message.isRequest, out.count < RoomProtocol.minimumRequestSize {
+            out += [UInt8](repeating: 0x20, count: RoomProtocol.minimumRequestSize - out.count)
+        }
         return out
     }
 

@@ -157,6 +157,68 @@ import X11TestSupport
         _ = serve.finish(within: 0)
     }
 
+    /// The relay is no amplifier. A spoofed source sends `join`, `subscribe` and `ping` five
+    /// times a second and never reads what comes back (here: reads it only at the end, to count
+    /// it) while a presenter streams 2 Mbit/s into the room: it never echoes the cookie, so it
+    /// is never in the room, gets no media, no room list, no NACK answers, and in all no more
+    /// bytes than it sent. (Before cookies: 518 bytes of requests drew 1.76 MB in 8 s.)
+    @Test func aSpoofedSourceDrawsNoMoreBytesThanItSent() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let serve = try Self.serve(dir, port: port)
+        defer { _ = serve.finish(within: 0) }
+        let input = try Self.motion(dir, 640, 360)
+        let presenter = try Self.presenter(dir, "p", room: "r", ["--server", "127.0.0.1:\(port)", "--bitrate", "2M"], input: input,
+                                           size: "640x360", duration: 15)
+        defer { _ = presenter.finish(within: 0) }
+        _ = try EventLog.wait(for: "substream_started", in: serve)
+        let attacker = """
+        import json, socket, struct, sys, time
+        port, version = int(sys.argv[1]), int(sys.argv[2])
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        s.bind(("127.0.0.1", 0))
+        def message(kind, rid, body):
+            b = b"SS" + bytes([version, kind]) + struct.pack("!I", rid) + json.dumps(body).encode()
+            return b + b" " * max(0, 80 - len(b))
+        sent = 0
+        end = time.time() + 6
+        rid = 1
+        while time.time() < end:
+            for kind, body in ((1, {"room": "r", "name": "victim", "role": "viewer"}), (7, {"publisher": 1, "kinds": ["screen"]}),
+                               (4, {"version": 0})):
+                d = message(kind, rid, body)
+                rid += 1
+                s.sendto(d, ("127.0.0.1", port))
+                sent += len(d)
+            time.sleep(0.2)
+        time.sleep(1)
+        s.setblocking(False)
+        received = datagrams = 0
+        kinds = {}
+        try:
+            while True:
+                d = s.recv(65536)
+                received += len(d)
+                datagrams += 1
+                k = d[3] if len(d) > 3 and d[:2] == b"SS" else "media"
+                kinds[str(k)] = kinds.get(str(k), 0) + 1
+        except BlockingIOError:
+            pass
+        print(json.dumps({"sent": sent, "received": received, "datagrams": datagrams, "kinds": kinds}))
+        """
+        let c = try Child(which("python3"), ["-c", attacker, String(port), String(RoomProtocol.version)], dir: dir, name: "attacker")
+        #expect(c.finish(within: 30) == 0, "\(c.stderr)")
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(c.stdout.utf8)) as? [String: Any], "\(c.stdout)")
+        let sent = result["sent"] as? Int ?? 0, received = result["received"] as? Int ?? -1
+        print("spoofed source: sent \(sent) bytes, received \(received) (\(result["kinds"] ?? [:]))")
+        #expect(sent > 0 && received >= 0 && received <= sent, "received \(received) bytes for \(sent): \(result)")
+        // Only retries (17) and errors (10) came back: no media, no welcome, no room list.
+        let kinds = (result["kinds"] as? [String: Int] ?? [:]).keys
+        #expect(Set(kinds).isSubset(of: ["17", "10"]), "\(result)")
+        #expect(!EventLog(serve).events(named: "peer_joined").contains { $0["name"] as? String == "victim" })
+    }
+
     @Test func malformedControlMessagesAreRejectedAndTheRelayKeepsServing() throws {
         let dir = try makeTempDir()
         let port = freeEvenPort()
@@ -167,13 +229,18 @@ import X11TestSupport
             return try ControlEnvelope.parse(try probe.receive(timeoutSeconds: 3).bytes)
         }
         func code(_ e: ControlEnvelope) -> RoomErrorCode? { if case let .error(c, _) = e.message { c } else { nil } }
+        // A stranger gets no more bytes back than it sent: these are padded, as peers pad theirs.
+        let pad = [UInt8](repeating: 0x20, count: RoomProtocol.minimumRequestSize)
         var wrongVersion = ControlEnvelope(requestID: 1, .ping(version: 0)).encoded()
         wrongVersion[2] = 9
         #expect(code(try ask(wrongVersion)) == .unsupportedVersion)
-        #expect(code(try ask([0x53, 0x53, 1, 77, 0, 0, 0, 2])) == .unknownType)
-        #expect(code(try ask([0x53, 0x53, 1, 1, 0, 0, 0, 3] + Array("{\"room\":".utf8))) == .badMessage)
+        #expect(code(try ask([0x53, 0x53, RoomProtocol.version, 77, 0, 0, 0, 2] + pad)) == .unknownType)
+        #expect(code(try ask([0x53, 0x53, RoomProtocol.version, 1, 0, 0, 0, 3] + Array("{\"room\":".utf8) + pad)) == .badMessage)
         #expect(code(try ask(ControlEnvelope(requestID: 4, .subscribe(publisher: 1, kinds: [])).encoded())) == .notJoined)
-        #expect(code(try ask(ControlEnvelope(requestID: 5, .join(room: "", name: "x", role: "viewer", token: nil)).encoded())) == .badRoom)
+        // A join is answered with a cookie to echo; with it, the bad room name is refused.
+        let retry = try ask(ControlEnvelope(requestID: 5, .join(room: "", name: "x", role: "viewer", token: nil)).encoded())
+        guard case let .retry(cookie) = retry.message else { throw TestFailure("no retry: \(retry)") }
+        #expect(code(try ask(ControlEnvelope(requestID: 5, .join(room: "", name: "x", role: "viewer", token: nil, cookie: cookie)).encoded())) == .badRoom)
         var rng = SystemRandomNumberGenerator()
         for _ in 0..<300 { probe.send((0..<Int.random(in: 1...200)).map { _ in UInt8.random(in: 0...255, using: &rng) }, toPort: port) }
         for n in 0..<8 { probe.send(Array(ControlEnvelope(requestID: 6, .join(room: "r", name: "x", role: "viewer", token: nil)).encoded().prefix(n)), toPort: port) }

@@ -82,7 +82,20 @@ import Transport
         // A presenter joins and shares a screen: the directory names it.
         let presenter = try UDPListener(host: "127.0.0.1", port: 0)
         let server = sockaddr_in(PeerAddress(ip: Self.loopback, port: relay.port))
-        for (id, message) in [(UInt32(1), ControlMessage.join(room: "class", name: "teacher", role: "presenter", token: nil)),
+        // It joins (answering the relay's retry with its cookie) and publishes.
+        ControlEnvelope(requestID: 1, .join(room: "class", name: "teacher", role: "presenter", token: nil)).encoded()
+            .withUnsafeBytes { _ = presenter.send($0, to: server) }
+        var reply = [UInt8](repeating: 0, count: 2048)
+        var from = sockaddr_in()
+        var cookie: String?
+        try waitFor("the relay's retry") {
+            let n = reply.withUnsafeMutableBytes { presenter.receive(into: $0, from: &from) }
+            if n > 0, case let .retry(c)? = (try? ControlEnvelope.parse(Array(reply[0..<n]), maxSize: RoomProtocol.maxRelayMessageSize))?.message {
+                cookie = c
+            }
+            return cookie != nil
+        }
+        for (id, message) in [(UInt32(1), ControlMessage.join(room: "class", name: "teacher", role: "presenter", token: nil, cookie: cookie)),
                               (2, .publish(streams: [StreamInfo(kind: .screen, ssrc: 0x5EED_0001, pt: 96, codec: "VP8", clock: 90000)]))] {
             ControlEnvelope(requestID: id, message).encoded().withUnsafeBytes { _ = presenter.send($0, to: server) }
         }

@@ -91,7 +91,8 @@ import Transport
         func ask(_ socket: UDPListener, _ message: ControlMessage) throws -> ControlMessage {
             requestID += 1
             let id = requestID
-            for _ in 0..<3 {
+            var message = message
+            for _ in 0..<4 {
                 ControlEnvelope(requestID: id, message).encoded().withUnsafeBytes { _ = socket.send($0, to: server) }
                 var answer: ControlMessage?
                 Self.drain(socket, seconds: 2) { bytes, _ in
@@ -101,6 +102,11 @@ import Transport
                         return false
                     }
                     return true
+                }
+                // A join is first answered with the relay's cookie, to be echoed.
+                if case let .retry(cookie)? = answer, case let .join(room, name, role, token, _) = message {
+                    message = .join(room: room, name: name, role: role, token: token, cookie: cookie)
+                    continue
                 }
                 if let answer { return answer }
             }

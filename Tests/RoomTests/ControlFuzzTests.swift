@@ -52,7 +52,7 @@ import TestSupport
                     bytes.replaceSubrange((colon + 1)..<end, with: damage[Int(rng.next() % UInt64(damage.count))])
                 }
             default:
-                bytes.append(contentsOf: [0x53, 0x53, 1, UInt8(rng.next() % 20)])
+                bytes.append(contentsOf: [0x53, 0x53, RoomProtocol.version, UInt8(rng.next() % 20)])
                 for _ in 0..<(Int(rng.next() % 40) + 4) { bytes.append(UInt8(truncatingIfNeeded: rng.next())) }
             }
             guard let envelope = try? ControlEnvelope.parse(bytes) else { rejected += 1; continue }

@@ -6,10 +6,16 @@ import TestSupport
 @Suite struct ProtocolTests {
     @Test func headerBytesAreTheDocumentedOnes() throws {
         let bytes = ControlEnvelope(requestID: 0x0102_0304, .ping(version: 7)).encoded()
-        #expect(Array(bytes[0..<8]) == [0x53, 0x53, 0x01, 0x04, 0x01, 0x02, 0x03, 0x04])
-        #expect(String(decoding: bytes[8...], as: UTF8.self) == #"{"version":7}"#)
-        let join = ControlEnvelope(requestID: 1, .join(room: "class", name: "Ann", role: "viewer", token: nil)).encoded()
-        #expect(String(decoding: join[8...], as: UTF8.self) == #"{"name":"Ann","role":"viewer","room":"class"}"#)
+        #expect(Array(bytes[0..<8]) == [0x53, 0x53, 0x02, 0x04, 0x01, 0x02, 0x03, 0x04])
+        // Requests are padded with spaces to 80 octets.
+        #expect(bytes.count == 80)
+        #expect(String(decoding: bytes[8...], as: UTF8.self) == #"{"version":7}"# + String(repeating: " ", count: 80 - 8 - 13))
+        let join = ControlEnvelope(requestID: 1, .join(room: "class", name: "Ann", role: "viewer", token: nil, cookie: "0011")).encoded()
+        #expect(String(decoding: join[8...], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+                == #"{"cookie":"0011","name":"Ann","role":"viewer","room":"class"}"#)
+        // What the relay sends is not padded.
+        let retry = ControlEnvelope(requestID: 1, .retry(cookie: "0011")).encoded()
+        #expect(String(decoding: retry[8...], as: UTF8.self) == #"{"cookie":"0011"}"#)
     }
 
     @Test func everyMessageRoundTrips() throws {
@@ -20,6 +26,7 @@ import TestSupport
             .subscribe(publisher: 3, kinds: [.screen]), .unsubscribe(publisher: 3, kinds: []), .ok(streams: [screen]), .ok(streams: nil),
             .error(code: .ssrcConflict, message: "x"), .peerJoined(version: 5, peer: peer), .peerLeft(version: 6, peer: 3, reason: "timeout"),
             .streams(version: 7, peer: 3, streams: []), .sync, .state(version: 8, peers: [peer]), .subscribers(peers: [1, 2]),
+            .retry(cookie: "00112233445566778899aabb"), .join(room: "r", name: "n", role: "viewer", token: nil, cookie: "0011"),
         ]
         #expect(Set(messages.map(\.type.rawValue)) == Set(MessageType.allCases.map(\.rawValue)))
         for (i, m) in messages.enumerated() {
@@ -45,16 +52,16 @@ import TestSupport
             do { _ = try ControlEnvelope.parse(bytes); return nil } catch { return error as? RoomProtocolError }
         }
         #expect(error([0x53, 0x53, 1])?.code == .badMessage)
-        let v2 = error([0x53, 0x53, 2, 4, 0, 0, 0, 9] + Array("{}".utf8))
-        #expect(v2?.code == .unsupportedVersion)
-        #expect(v2?.requestID == 9)
-        #expect(error([0x53, 0x53, 1, 99, 0, 0, 0, 1])?.code == .unknownType)
-        #expect(error([0x53, 0x53, 1, 1, 0, 0, 0, 1] + Array("{nope".utf8))?.code == .badMessage)
-        let missing = error([0x53, 0x53, 1, 1, 0, 0, 0, 1] + Array(#"{"name":"x"}"#.utf8))
+        let v1 = error([0x53, 0x53, 1, 4, 0, 0, 0, 9] + Array("{}".utf8))
+        #expect(v1?.code == .unsupportedVersion)
+        #expect(v1?.requestID == 9)
+        #expect(error([0x53, 0x53, 2, 99, 0, 0, 0, 1])?.code == .unknownType)
+        #expect(error([0x53, 0x53, 2, 1, 0, 0, 0, 1] + Array("{nope".utf8))?.code == .badMessage)
+        let missing = error([0x53, 0x53, 2, 1, 0, 0, 0, 1] + Array(#"{"name":"x"}"#.utf8))
         #expect(missing?.message.contains("'room'") == true)
-        #expect(error([0x53, 0x53, 1, 4, 0, 0, 0, 1] + Array(repeating: 0x20, count: 1300))?.code == .badMessage)
+        #expect(error([0x53, 0x53, 2, 4, 0, 0, 0, 1] + Array(repeating: 0x20, count: 1300))?.code == .badMessage)
         // An empty body is an empty object: ping needs no field.
-        #expect((try? ControlEnvelope.parse([0x53, 0x53, 1, 4, 0, 0, 0, 1]))?.message == .ping(version: 0))
+        #expect((try? ControlEnvelope.parse([0x53, 0x53, 2, 4, 0, 0, 0, 1]))?.message == .ping(version: 0))
     }
 
     @Test func datagramsAreToldApartByTheirFirstOctets() {

@@ -1,3 +1,4 @@
+import Foundation
 import RTCP
 import RTP
 import Testing
@@ -139,6 +140,54 @@ let ms: UInt64 = 1_000_000
         _ = join(other, room: "a", name: "pa2")
         relay.receive(ControlEnvelope(requestID: 5, .publish(streams: [screen])), from: other, now: 3)
         #expect(wire.controls(other).contains { if case .error(.ssrcConflict, _) = $0.message { true } else { false } })
+    }
+
+    /// Return routability: a join from an address that has not shown it receives what is sent
+    /// to it gets one retry, no larger than the join, and nothing else; echoing the cookie (this
+    /// address's, from this or the last 30 s) gets it in.
+    @Test func aStrangersJoinGetsOnlyARetryUntilItEchoesTheCookie() throws {
+        let join = ControlEnvelope(requestID: 4, .join(room: "class", name: "spoofed", role: "viewer", token: nil)).encoded()
+        relay.receive(join, from: viewer, now: 0)
+        let replies = wire.take(viewer)
+        #expect(replies.count == 1 && replies[0].count <= join.count, "\(replies.map(\.count)) for \(join.count) bytes")
+        let retry = try ControlEnvelope.parse(replies[0], maxSize: RoomProtocol.maxRelayMessageSize)
+        guard case let .retry(cookie) = retry.message else { Issue.record("not a retry: \(retry)"); return }
+        #expect(retry.requestID == 4 && relay.peerCount == 0 && relay.counters.retriesSent == 1)
+        func joinWith(_ cookie: String?, from a: PeerAddress, now: UInt64) -> ControlMessage? {
+            relay.receive(ControlEnvelope(requestID: 5, .join(room: "class", name: "pupil", role: "viewer", token: nil, cookie: cookie)), from: a, now: now)
+            return wire.controls(a).first?.message
+        }
+        // Another port's cookie, a made-up one, one from two periods ago: a new retry.
+        if case .retry? = joinWith(cookie, from: other, now: 0) {} else { Issue.record("another address's cookie let it in") }
+        if case .retry? = joinWith("00112233445566778899aabb", from: viewer, now: 0) {} else { Issue.record("a made-up cookie let it in") }
+        if case .retry? = joinWith(cookie, from: viewer, now: 2 * RelayCore.cookieEpochNanos) {} else { Issue.record("a stale cookie let it in") }
+        // Its own, within the next period: welcome.
+        if case .welcome? = joinWith(cookie, from: viewer, now: RelayCore.cookieEpochNanos + 1) {} else { Issue.record("its cookie did not let it in") }
+        #expect(relay.peerCount == 1)
+    }
+
+    /// To an address in no room the relay never sends more bytes than it got: requests are
+    /// padded so that an error code fits; a bare 8-octet header gets nothing.
+    @Test func aStrangerNeverGetsMoreBytesThanItSent() {
+        let requests: [[UInt8]] = [
+            ControlEnvelope(requestID: 1, .subscribe(publisher: 1, kinds: [])).encoded(),
+            ControlEnvelope(requestID: 2, .ping(version: 0)).encoded(),
+            ControlEnvelope(requestID: 3, .sync).encoded(),
+            ControlEnvelope(requestID: 4, .join(room: "a room with spaces and a long name", name: "x", role: "viewer", token: nil)).encoded(),
+            [0x53, 0x53, 9, 4, 0, 0, 0, 5], [0x53, 0x53, RoomProtocol.version, 99, 0, 0, 0, 6],
+            vp8Packet(ssrc: 0x77, seq: 1), [0x80, 201, 0, 1, 0, 0, 0, 1],
+        ]
+        var sent = 0, received = 0
+        for r in requests {
+            relay.receive(r, from: other, now: 0)
+            sent += r.count
+            for reply in wire.take(other) {
+                received += reply.count
+                #expect(reply.count <= r.count, "\(reply.count) bytes back for \(r.count)")
+            }
+        }
+        #expect(received <= sent && received > 0, "\(received) of \(sent)")
+        #expect(relay.counters.repliesWithheld >= 1)  // the bare header, at least (the per-address budget may have run out first)
     }
 
     @Test func strangersAndBadRequestsGetErrorsAndAreCounted() {

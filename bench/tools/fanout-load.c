@@ -48,7 +48,10 @@
 #define WINDOW_BITS 4096
 
 enum { T_JOIN = 1, T_WELCOME = 2, T_LEAVE = 3, T_PING = 4, T_PONG = 5, T_SUBSCRIBE = 7, T_OK = 9, T_ERROR = 10,
-       T_PEER_JOINED = 11, T_PEER_LEFT = 12, T_STREAMS = 13 };
+       T_PEER_JOINED = 11, T_PEER_LEFT = 12, T_STREAMS = 13, T_RETRY = 17 };
+/* Room protocol version 2: requests padded to 80 octets; joins echo the relay's cookie. */
+#define PROTOCOL_VERSION 2
+#define MIN_REQUEST 80
 enum { S_JOINING, S_WAITING, S_SUBSCRIBING, S_SUBSCRIBED };
 
 struct counts {
@@ -68,6 +71,8 @@ struct viewer {
     uint8_t seen[WINDOW_BITS / 8];
     /* last forwarded sender report: NTP middle 32 bits and when it arrived */
     uint32_t lsr;
+    /* the relay's return-routability cookie (from its retry), echoed in joins */
+    char cookie[64];
     uint64_t lsr_arrival_ns;
     /* at SIGUSR1 */
     int w_started;
@@ -97,10 +102,12 @@ static void send_control(struct viewer *v, uint8_t type, uint32_t req, const cha
     uint8_t b[1200];
     size_t n = strlen(json);
     if (n > sizeof b - 8) n = sizeof b - 8;
-    b[0] = 'S'; b[1] = 'S'; b[2] = 1; b[3] = type;
+    b[0] = 'S'; b[1] = 'S'; b[2] = PROTOCOL_VERSION; b[3] = type;
     b[4] = req >> 24; b[5] = req >> 16; b[6] = req >> 8; b[7] = req;
     memcpy(b + 8, json, n);
-    send_bytes(v, b, n + 8);
+    n += 8;
+    while (n < MIN_REQUEST) b[n++] = ' ';
+    send_bytes(v, b, n);
     control_sent++;
 }
 
@@ -109,7 +116,11 @@ static uint32_t fixed_publisher;
 
 static void send_join(struct viewer *v, int index) {
     char json[256];
-    snprintf(json, sizeof json, "{\"name\":\"load-%d\",\"role\":\"viewer\",\"room\":\"%s\"}", index, room_name);
+    if (v->cookie[0])
+        snprintf(json, sizeof json, "{\"cookie\":\"%s\",\"name\":\"load-%d\",\"role\":\"viewer\",\"room\":\"%s\"}", v->cookie,
+                 index, room_name);
+    else
+        snprintf(json, sizeof json, "{\"name\":\"load-%d\",\"role\":\"viewer\",\"room\":\"%s\"}", index, room_name);
     send_control(v, T_JOIN, v->pending_req, json);
 }
 
@@ -202,6 +213,17 @@ static void on_control(struct viewer *v, const uint8_t *b, size_t n, uint64_t no
         v->pending_req = ++v->req;
         v->next_send_ns = now;
         return;
+    case T_RETRY: {
+        /* {"cookie":"HEX"}: join again at once with it */
+        const char *c = find(body, end, "\"cookie\":\"");
+        if (v->state != S_JOINING || req != v->pending_req || !c) return;
+        c += 10;
+        size_t k = 0;
+        while (c + k < end && c[k] != '"' && k < sizeof v->cookie - 1) { v->cookie[k] = c[k]; k++; }
+        v->cookie[k] = 0;
+        v->next_send_ns = now;
+        return;
+    }
     case T_OK:
         if (v->state == S_SUBSCRIBING && req == v->pending_req) v->state = S_SUBSCRIBED;
         return;
