@@ -10,7 +10,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        // 3.x or 4.x: jwt-kit 5 needs 4.
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.0"..<"5.0.0"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
     ],
     targets: [
@@ -42,6 +44,9 @@ let package = Package(
         .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "CSRTP", .product(name: "Crypto", package: "swift-crypto")]),
         // The browser link as a QR code (libqrencode), for a terminal or as an image.
         .target(name: "QRCode", dependencies: ["CQREncode"]),
+        // Who may enter a room: room tokens (JWT, HS256, LiveKit's claims) made and checked with
+        // jwt-kit, the secret file.
+        .target(name: "Access", dependencies: ["Room", .product(name: "JWTKit", package: "jwt-kit")]),
         // Typed events: JSON lines for machines, one line of text for people.
         .target(name: "Events"),
         // UDP sockets, batched datagram I/O, endpoints and addresses; one errno → error path.
@@ -84,13 +89,13 @@ let package = Package(
         // The CLI.
         // Every parser of network input, one entry point each, for libFuzzer (`Scripts/fuzz`)
         // and for replaying the committed corpus in the tests.
-        .target(name: "FuzzTargets", dependencies: ["RTP", "RTCP", "Room", "Transport", "WebRTC", "Relay"]),
+        .target(name: "FuzzTargets", dependencies: ["RTP", "RTCP", "Room", "Transport", "WebRTC", "Relay", "Access"]),
         // libFuzzer's driver when built with -sanitize=fuzzer -DFUZZING (Scripts/fuzz); otherwise
         // `screenshare-fuzz TARGET FILE...` runs files once (a crash found, reproduced) and
         // `--seed DIR` writes the seed corpus.
         .executableTarget(name: "screenshare-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(name: "screenshare", dependencies: [
-            "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode",
+            "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode", "Access",
             "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -101,6 +106,7 @@ let package = Package(
         .testTarget(name: "RTCPTests", dependencies: ["TestSupport", "RTCP", "RTP"]),
         .testTarget(name: "RTPSessionTests", dependencies: ["TestSupport", "RTPSession", "RTCP", "RTP"]),
         .testTarget(name: "RoomTests", dependencies: ["TestSupport", "Room", "RTP", "RTCP", "RTPSession", "Transport"]),
+        .testTarget(name: "AccessTests", dependencies: ["Access", "Room", "Transport", .product(name: "JWTKit", package: "jwt-kit")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["TestSupport", "VideoProcessing", "MediaCore"]),
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "VideoProcessing", "MediaCore"]),
         // Shared by the pure tests: a seeded random number generator.
@@ -126,7 +132,7 @@ let package = Package(
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "RelayServerTests", dependencies: [
-            "Relay", "Room", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"),
+            "Relay", "Room", "Access", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"),
         ]),
         // What users see of every event (JSON and human text), pinned.
         .testTarget(name: "EventsTests", dependencies: [

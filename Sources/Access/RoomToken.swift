@@ -1,0 +1,60 @@
+import Foundation
+import JWTKit
+
+/// A room token's claims, in LiveKit's shape, so a token server written for LiveKit (or its
+/// CLI, `lk token create`) makes tokens this relay takes:
+///
+/// ```json
+/// {"iss": "screenshare", "sub": "viewer-1f0c", "name": "Ada", "nbf": 1764000000, "exp": 1764003600,
+///  "jti": "…", "video": {"room": "class", "roomJoin": true, "canPublish": false, "canSubscribe": true}}
+/// ```
+///
+/// HS256, signed with the relay's secret. Role `presenter` is `canPublish: true`.
+public struct RoomToken: JWTPayload, Equatable {
+    /// LiveKit's `VideoGrant` (the fields this relay reads).
+    public struct VideoGrant: Codable, Sendable, Equatable {
+        public var room: String?
+        public var roomJoin: Bool?
+        public var canPublish: Bool?
+        public var canSubscribe: Bool?
+        public init(room: String, roomJoin: Bool = true, canPublish: Bool, canSubscribe: Bool = true) {
+            self.room = room
+            self.roomJoin = roomJoin
+            self.canPublish = canPublish
+            self.canSubscribe = canSubscribe
+        }
+    }
+
+    public var iss: IssuerClaim?
+    /// The bearer's identity.
+    public var sub: SubjectClaim?
+    /// The display name the bearer gets in the room.
+    public var name: String?
+    public var nbf: NotBeforeClaim?
+    public var exp: ExpirationClaim
+    public var jti: IDClaim?
+    public var video: VideoGrant?
+
+    public init(room: String, role: Role, name: String?, notBefore: Date, expires: Date, identity: String? = nil) {
+        iss = IssuerClaim(value: "screenshare")
+        let id = UUID().uuidString.lowercased()
+        sub = SubjectClaim(value: identity ?? "\(role.rawValue)-\(id.prefix(8))")
+        self.name = name
+        nbf = NotBeforeClaim(value: notBefore)
+        exp = ExpirationClaim(value: expires)
+        jti = IDClaim(value: id)
+        video = VideoGrant(room: room, canPublish: role == .presenter)
+    }
+
+    /// Checked by `TokenAuthority` against its own clock (the library's default is the wall
+    /// clock, which tests cannot move); a library verification (`JWTKeyCollection.verify`) checks
+    /// the expiry here.
+    public func verify(using algorithm: some JWTAlgorithm) async throws {
+        try exp.verifyNotExpired()
+    }
+}
+
+/// What a token lets its bearer do: watch, or also present.
+public enum Role: String, Sendable, CaseIterable {
+    case viewer, presenter
+}
