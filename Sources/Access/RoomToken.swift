@@ -5,8 +5,8 @@ import JWTKit
 /// CLI, `lk token create`) makes tokens this relay takes:
 ///
 /// ```json
-/// {"iss": "screenshare", "sub": "viewer-1f0c", "name": "Ada", "nbf": 1764000000, "exp": 1764003600,
-///  "jti": "…", "video": {"room": "class", "roomJoin": true, "canPublish": false, "canSubscribe": true}}
+/// {"iss": "screenshare", "sub": "viewer-1f0c2a9b", "name": "Ada", "nbf": 1764000000, "exp": 1764003600,
+///  "video": {"room": "class", "roomJoin": true, "canPublish": false, "canSubscribe": true}}
 /// ```
 ///
 /// HS256, signed with the relay's secret. Role `presenter` is `canPublish: true`.
@@ -32,17 +32,15 @@ public struct RoomToken: JWTPayload, Equatable {
     public var name: String?
     public var nbf: NotBeforeClaim?
     public var exp: ExpirationClaim
-    public var jti: IDClaim?
     public var video: VideoGrant?
 
     public init(room: String, role: Role, name: String?, notBefore: Date, expires: Date, identity: String? = nil) {
         iss = IssuerClaim(value: "screenshare")
-        let id = UUID().uuidString.lowercased()
-        sub = SubjectClaim(value: identity ?? "\(role.rawValue)-\(id.prefix(8))")
+        sub = SubjectClaim(value: identity ?? "\(role.rawValue)-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))")
         self.name = name
-        nbf = NotBeforeClaim(value: notBefore)
-        exp = ExpirationClaim(value: expires)
-        jti = IDClaim(value: id)
+        // NumericDate in whole seconds (RFC 7519 §2 allows fractions; not every library reads them).
+        nbf = NotBeforeClaim(value: Date(timeIntervalSince1970: notBefore.timeIntervalSince1970.rounded(.down)))
+        exp = ExpirationClaim(value: Date(timeIntervalSince1970: expires.timeIntervalSince1970.rounded(.down)))
         video = VideoGrant(room: room, canPublish: role == .presenter)
     }
 

@@ -86,6 +86,9 @@ public struct ErrorEvent: BroadcastEvent, Equatable {
         /// The viewer could not create, write or finish its recording: it stops recording, goes
         /// on watching, and `watch` exits with 1.
         case recordFailure
+        /// The relay refused to admit us to the room (the message says why: no token, expired,
+        /// another room's, a viewer's used to present…); the command exits with 77.
+        case unauthorized
 
         /// The `kind` field.
         public var name: String {
@@ -95,6 +98,7 @@ public struct ErrorEvent: BroadcastEvent, Equatable {
             case .sourceGone: "source_gone"
             case .encodeFailure: "encode_failure"
             case .recordFailure: "record_failure"
+            case .unauthorized: "unauthorized"
             }
         }
 

@@ -54,6 +54,8 @@ public enum ViewerStopReason: String, Sendable {
     case duration, requested, windowClosed = "window_closed", failed
     /// Lost the room relay and the retries failed.
     case disconnected
+    /// The relay refused to admit us (the token).
+    case unauthorized
 }
 
 /// What ``Viewer/run()`` ended with.
@@ -65,6 +67,8 @@ public struct ViewerResult: Sendable {
     /// The recording (`--record`) failed (created, written or finished): an `error` event
     /// (`record_failure`) said why, and `watch` exits with a failure.
     public var recordingFailed: Bool
+    /// Why the relay refused to admit us (`reason` is `unauthorized`).
+    public var refusal: String? = nil
 }
 
 /// The viewer: receives the VP8 stream an SDP describes (or a room's presenter, through the

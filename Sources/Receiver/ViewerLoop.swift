@@ -32,6 +32,8 @@ final class ViewerLoop {
     private let startNanos: UInt64
     /// The video's payload type as first known (for `started`).
     private let payloadType: UInt8
+    /// Why the relay refused to admit us, when it did.
+    private var refusal: String?
 
     /// The video flow's socket; in a room the one flow to and from the relay (control
     /// messages, RTCP and RTP, RFC 7983).
@@ -198,7 +200,7 @@ final class ViewerLoop {
         // was seen crashing exit's destructors (status 139 after the summary, ~1 run in 8).
         audio?.stopPlayback()
         events.emit(stopped)
-        return ViewerResult(reason: stop.stopReason, summary: stopped.fields, recordingFailed: !recorded)
+        return ViewerResult(reason: stop.stopReason, summary: stopped.fields, recordingFailed: !recorded, refusal: refusal)
     }
 
     private func readable(_ i: Int) -> Bool { pollSet[i].revents & Int16(POLLIN) != 0 }
@@ -424,6 +426,10 @@ final class ViewerLoop {
         if let reason = changes.disconnected {
             logger.error("lost the relay: \(reason)")
             stop.stop(.disconnected)
+        }
+        if let reason = changes.refused {
+            refusal = reason
+            stop.stop(.unauthorized)
         }
     }
 }

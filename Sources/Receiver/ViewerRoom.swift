@@ -14,6 +14,8 @@ struct ViewerRoom {
         var newScreen = false
         /// The client gave up on the relay (why): the viewer stops.
         var disconnected: String?
+        /// The relay refused to admit us (why): the viewer stops.
+        var refused: String?
     }
 
     private var client: RoomClient
@@ -22,7 +24,7 @@ struct ViewerRoom {
     private(set) var audioSSRC: UInt32?
 
     init(settings: RoomSettings) {
-        client = RoomClient(room: settings.name, name: settings.displayName, role: "viewer", subscribe: settings.target)
+        client = RoomClient(room: settings.name, name: settings.displayName, role: "viewer", token: settings.token, subscribe: settings.target)
         mapper = RoomEventMapper(server: settings.server)
     }
 
@@ -65,6 +67,10 @@ struct ViewerRoom {
         if let reason = mapper.disconnected {
             mapper = RoomEventMapper(server: mapper.server)
             changes.disconnected = reason
+        }
+        if let reason = mapper.refused {
+            mapper = RoomEventMapper(server: mapper.server)
+            changes.refused = reason
         }
         return changes
     }

@@ -12,6 +12,8 @@ final class BrowserSession {
     let room: String
     /// `?from=NAME`; nil: the first presenter sharing a screen.
     let presenter: String?
+    /// The name its token gives it (nil: `browser-ID`).
+    var name: String?
     var ice: ICELiteAgent<PeerAddress>
     let dtls: DTLSTransport
     var srtpOut: SRTPSession?
@@ -203,7 +205,7 @@ final class BrowserGateway {
 
     private func join(_ s: BrowserSession, at address: PeerAddress, now: UInt64, core: RelayCore) {
         do {
-            _ = try core.addExternalViewer(room: s.room, name: "browser-\(s.id.prefix(6))", address: address, presenter: s.presenter,
+            _ = try core.addExternalViewer(room: s.room, name: s.name ?? "browser-\(s.id.prefix(6))", address: address, presenter: s.presenter,
                                            now: now)
             s.joinedAt = address
             byAddress[address] = s

@@ -13,13 +13,18 @@ public struct RelayStarted: BroadcastEvent, Equatable {
     public var protocolVersion: Int
     public var receiveBuffer: Int
     public var sendBuffer: Int
+    /// "tokens" (a room token is needed to join) or "open" (anyone joins any room).
+    public var access: String
 
     public var name: String { "started" }
     public var fields: [String: JSONValue] {
         ["listen": .string(listen), "protocol_version": .int(protocolVersion),
-         "receive_buffer": .int(receiveBuffer), "send_buffer": .int(sendBuffer)]
+         "receive_buffer": .int(receiveBuffer), "send_buffer": .int(sendBuffer), "access": .string(access)]
     }
-    public var humanText: String { "relay listening on \(listen) (protocol v\(protocolVersion))" }
+    public var humanText: String {
+        "relay listening on \(listen) (protocol v\(protocolVersion)); "
+            + (access == "open" ? "OPEN: anyone who reaches it joins any room" : "rooms need a token (`screenshare token`)")
+    }
 }
 
 /// `stats`, every second: the last second's traffic (counts since the last stats), and totals

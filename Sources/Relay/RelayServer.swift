@@ -87,15 +87,17 @@ public final class RelayServer: @unchecked Sendable {
     /// - Throws: `NetworkError` when the address cannot be bound.
     ///   - fanOutBatch: messages per `sendmmsg` call (tests use small ones to cross batches).
     ///   - browsers: also serve browsers: WHEP and the page over HTTP on TCP at the same port.
+    ///   - authorizer: who may enter which room, peers and browsers alike (nil: anyone).
     public convenience init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
-                            limits: RelayLimits = RelayLimits(), browsers: Bool = false, browserLimits: BrowserLimits = BrowserLimits()) throws {
+                            limits: RelayLimits = RelayLimits(), browsers: Bool = false, browserLimits: BrowserLimits = BrowserLimits(),
+                            authorizer: (any RoomAuthorizer)? = nil) throws {
         try self.init(host: host, port: port, events: events, logger: logger, clock: clock, limits: limits, fanOutBatch: 1024,
-                      browsers: browsers, browserLimits: browserLimits)
+                      browsers: browsers, browserLimits: browserLimits, authorizer: authorizer)
     }
 
     init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
          limits: RelayLimits = RelayLimits(), fanOutBatch: Int, browsers enableBrowsers: Bool = false,
-         browserLimits: BrowserLimits = BrowserLimits()) throws {
+         browserLimits: BrowserLimits = BrowserLimits(), authorizer: (any RoomAuthorizer)? = nil) throws {
         socket = try UDPListener(host: host, port: port)
         buffers = socket.setBufferSizes(receive: 8 << 20, send: 8 << 20)
         self.port = socket.port
@@ -107,8 +109,9 @@ public final class RelayServer: @unchecked Sendable {
         if enableBrowsers {
             let gateway = BrowserGateway(limits: browserLimits, logger: logger)
             let certificate = try DTLSCertificate()
-            let factory = WHEPSessionFactory(certificate: certificate, inbox: gateway.inbox, directory: directory, limits: browserLimits,
+            var factory = WHEPSessionFactory(certificate: certificate, inbox: gateway.inbox, directory: directory, limits: browserLimits,
                                              udpPort: socket.port, clock: clock)
+            factory.authorizer = authorizer
             http = try WHEPServer(host: host, port: socket.port, factory: factory, logger: logger)
             browsers = gateway
             transport.browsers = gateway
@@ -116,7 +119,7 @@ public final class RelayServer: @unchecked Sendable {
             browsers = nil
             http = nil
         }
-        core = RelayCore(limits: limits, transport: transport) { [weak self] e in self?.report(e) }
+        core = RelayCore(limits: limits, transport: transport, authorizer: authorizer) { [weak self] e in self?.report(e) }
         transport.core = core
     }
 
@@ -139,7 +142,8 @@ public final class RelayServer: @unchecked Sendable {
     public func run(durationSeconds: Double?) -> [String: JSONValue] {
         let start = clock.nowNanos()
         events?.emit(RelayStarted(listen: "\(host ?? "0.0.0.0"):\(port)", protocolVersion: Int(RoomProtocol.version),
-                                  receiveBuffer: buffers.receive, sendBuffer: buffers.send))
+                                  receiveBuffer: buffers.receive, sendBuffer: buffers.send,
+                                  access: core.authorizer == nil ? "open" : "tokens"))
         let batch = ReceiveBatch(count: 32, bufferSize: 2048)
         var nextPoll = start
         var nextStats = start + 1_000_000_000

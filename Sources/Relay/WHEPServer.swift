@@ -19,6 +19,8 @@ struct WHEPSessionFactory: Sendable {
     let limits: BrowserLimits
     let udpPort: UInt16
     let clock: MediaClock
+    /// Who may watch which room (nil: anyone); tokens come as `Authorization: Bearer`.
+    var authorizer: (any RoomAuthorizer)? = nil
 
     enum Failure: Error {
         /// A malformed offer (400).
@@ -32,9 +34,23 @@ struct WHEPSessionFactory: Sendable {
         case internalError(String)
     }
 
+    /// Checks the request's bearer token for watching `room` (RFC 6750); nil: no authorizer.
+    func authorize(_ headers: HTTPHeaders, room: String) throws(AccessRefusal) -> RoomGrant? {
+        guard let authorizer else { return nil }
+        var token: String?
+        if let value = headers["authorization"].first {
+            let parts = value.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+                throw AccessRefusal(.malformed, "the Authorization header is not 'Bearer TOKEN'")
+            }
+            token = parts[1].trimmingCharacters(in: .whitespaces)
+        }
+        return try authorizer.authorize(token: token, room: room, presenting: false, wallNanos: clock.wallNanos())
+    }
+
     /// Answers an offer: what is wrong with the offer first (400, 406), then the room (404),
     /// then a place among the connecting browsers (503); only then a DTLS context is made.
-    func create(room: String, presenter: String?, offer text: String, localHost: String) throws(Failure) -> (id: String, answer: String) {
+    func create(room: String, presenter: String?, name: String? = nil, offer text: String, localHost: String) throws(Failure) -> (id: String, answer: String) {
         let offer: SDPOffer
         do { offer = try SDPOffer(parsing: text) } catch { throw .badOffer("\(error)") }
         let videoSSRC = UInt32.random(in: 1...UInt32.max), audioSSRC = UInt32.random(in: 1...UInt32.max)
@@ -62,6 +78,7 @@ struct WHEPSessionFactory: Sendable {
             ice: ICELiteAgent(localUfrag: ufrag, localPassword: password, remoteUfrag: offer.iceUfrag), dtls: dtls,
             videoPT: video!.payloadType!, audioPT: audio?.payloadType, videoSSRC: videoSSRC, audioSSRC: audioSSRC,
             now: clock.nowNanos())
+        session.name = name
         let sdp = answer.render(iceUfrag: ufrag, icePassword: password,
                                 fingerprint: SDPOffer.Fingerprint(algorithm: "sha-256", bytes: certificate.fingerprint),
                                 host: localHost, port: udpPort, cname: "screenshare-relay", sessionID: UInt64.random(in: 1...UInt64.max >> 1))
@@ -195,13 +212,15 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
         if parts.first == "whep" {
             switch (head.method, parts.count) {
             case (.POST, 2):
+                let grant: RoomGrant?
+                do { grant = try factory.authorize(head.headers, room: parts[1]) } catch { return Self.unauthorized(error) }
                 let type = head.headers["content-type"].first?.lowercased() ?? ""
                 guard type.hasPrefix("application/sdp") else {
                     return Response(.unsupportedMediaType, "POST an SDP offer with Content-Type: application/sdp (got '\(type.prefix(60))')")
                 }
                 let offer = String(buffer: body)
                 do throws(WHEPSessionFactory.Failure) {
-                    let (id, answer) = try factory.create(room: parts[1], presenter: query["from"], offer: offer, localHost: localHost)
+                    let (id, answer) = try factory.create(room: parts[1], presenter: query["from"], name: grant?.name, offer: offer, localHost: localHost)
                     var r = Response(.created, answer)
                     r.body = answer
                     r.contentType = "application/sdp"
@@ -230,6 +249,7 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
             }
         }
         if head.method == .GET, parts.count == 2, parts[0] == "rooms" {
+            do { _ = try factory.authorize(head.headers, room: parts[1]) } catch { return Self.unauthorized(error) }
             let summary = factory.directory.room(parts[1])
             let json: [String: Any] = ["room": parts[1], "presenters": summary?.presenters ?? [], "peers": summary?.peers ?? 0,
                                        "browsers": summary?.browsers ?? 0]
@@ -246,6 +266,16 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
         return Response(.notFound, "open /ROOM in a browser to watch a room, POST a WHEP offer to /whep/ROOM, or GET /rooms/ROOM")
     }
 
+    /// 401 with the reason, and the challenge RFC 6750 §3 describes.
+    static func unauthorized(_ refusal: AccessRefusal) -> Response {
+        var r = Response(.unauthorized, "unauthorized: \(refusal.description)")
+        let challenge = refusal.reason == .missing
+            ? #"Bearer realm="screenshare""#
+            : #"Bearer realm="screenshare", error="invalid_token", error_description=""# + refusal.description.replacingOccurrences(of: "\"", with: "'") + #"""#
+        r.headers = [("WWW-Authenticate", challenge)]
+        return r
+    }
+
     private func write(_ r: Response, keepAlive: Bool, context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: r.contentType)
@@ -253,7 +283,7 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
         headers.add(name: "Access-Control-Allow-Origin", value: "*")
         headers.add(name: "Access-Control-Allow-Methods", value: "GET, POST, DELETE, OPTIONS")
         headers.add(name: "Access-Control-Allow-Headers", value: "Content-Type, Authorization")
-        headers.add(name: "Access-Control-Expose-Headers", value: "Location")
+        headers.add(name: "Access-Control-Expose-Headers", value: "Location, WWW-Authenticate")
         headers.add(name: "Cache-Control", value: "no-store")
         for (name, value) in r.headers { headers.add(name: name, value: value) }
         if !keepAlive { headers.add(name: "Connection", value: "close") }

@@ -22,6 +22,12 @@ enum WatchPage {
         <script>
         const room = \(javaScriptString(room));
         const from = new URLSearchParams(location.search).get('from');
+        // The room token rides after '#' (never sent to a server, not in its logs) and goes
+        // with every request as a bearer token (RFC 6750).
+        const token = new URLSearchParams(location.hash.slice(1)).get('token');
+        const auth = token ? {'Authorization': 'Bearer ' + token} : {};
+        // Set when the relay refuses the token: nothing is tried again.
+        let refused = null;
         const $ = id => document.getElementById(id);
         const v = $('v'), state = $('state');
         $('unmute').onclick = () => { v.muted = false; v.play(); $('unmute').hidden = true; };
@@ -29,7 +35,7 @@ enum WatchPage {
         // sessions: WHEP sessions answered so far (1 + reconnects).
         let pc = null, resource = null, retrying = false, downSince = 0, sessions = 0;
         // For whoever inspects the page (tests, a curious viewer's console).
-        window.screenshare = {get pc() { return pc; }, get sessions() { return sessions; }};
+        window.screenshare = {get pc() { return pc; }, get sessions() { return sessions; }, get refused() { return refused; }};
         async function connect() {
           pc = new RTCPeerConnection();
           const mine = pc;
@@ -54,7 +60,8 @@ enum WatchPage {
           const offer = await pc.createOffer();
           await pc.setLocalDescription(offer);
           const r = await fetch('/whep/' + encodeURIComponent(room) + (from ? '?from=' + encodeURIComponent(from) : ''),
-                                {method: 'POST', headers: {'Content-Type': 'application/sdp'}, body: offer.sdp});
+                                {method: 'POST', headers: {...auth, 'Content-Type': 'application/sdp'}, body: offer.sdp});
+          if (r.status === 401) return refuse(await r.text());
           if (r.status !== 201) {
             state.textContent = r.status === 404 ? 'waiting for the room to start…' : 'refused: ' + await r.text();
             return retry(2000);
@@ -63,8 +70,13 @@ enum WatchPage {
           sessions += 1;
           await pc.setRemoteDescription({type: 'answer', sdp: await r.text()});
         }
+        function refuse(why) {
+          refused = why.trim();
+          state.textContent = 'not admitted: ' + refused.replace(/^unauthorized: /, '');
+          if (pc) { const old = pc; pc = null; old.close(); }
+        }
         function retry(ms) {
-          if (retrying) return;
+          if (retrying || refused) return;
           retrying = true;
           if (pc) { const old = pc; pc = null; old.close(); }
           if (resource) { fetch(resource, {method: 'DELETE'}).catch(() => {}); resource = null; }
@@ -73,8 +85,10 @@ enum WatchPage {
         // Who presents, and how many watch: asked every 2 s; a relay that does not answer is
         // said so, and the picture reconnects as soon as it answers again.
         async function room_info() {
+          if (refused) return;
           try {
-            const r = await fetch('/rooms/' + encodeURIComponent(room), {cache: 'no-store'});
+            const r = await fetch('/rooms/' + encodeURIComponent(room), {cache: 'no-store', headers: auth});
+            if (r.status === 401) return refuse(await r.text());
             const info = await r.json();
             const shown = from || info.presenters[0];
             $('presenter').textContent = shown ? shown + ' presents' : '';

@@ -18,6 +18,7 @@ extension RelayCore {
         let peer = PeerState(id: nextPeerID, name: String(peerName.prefix(limits.maxNameLength)), role: "viewer", address: address,
                              room: room, now: now)
         peer.external = true
+        peer.canPublish = false
         browserCount += 1
         peer.follows = presenter
         nextPeerID = nextPeerID == UInt32.max ? 1 : nextPeerID + 1

@@ -66,6 +66,8 @@ public struct RelayCounters: Sendable, Equatable {
     /// Datagrams from addresses that are not in any room.
     public var unknownSource = 0
     public var errorsSent = 0
+    /// Joins and publishes refused for want of a valid token (`unauthorized`).
+    public var unauthorized = 0
     /// `retry` answers: joins that came without a valid cookie.
     public var retriesSent = 0
     /// Replies not sent to an address that has not proven it receives (larger than what it sent).
@@ -116,12 +118,19 @@ public final class RelayCore {
     private var rtcpBuffer = [UInt8](repeating: 0, count: 1500)
     /// The size of the datagram being handled: what an unproven address may get back at most.
     private var received = 0
+    /// The datagram being handled is a join with a valid cookie: its address receives what is
+    /// sent to it, so a reply (a refusal that names its reason) may be larger than the join.
+    private var provenNow = false
     private let cookieKey: SymmetricKey
+    /// Who may enter which room (nil: anyone, an open relay).
+    public let authorizer: (any RoomAuthorizer)?
 
     /// - Parameter cookieSecret: the key of the return-routability cookies (random unless a
     ///   test or the fuzzer needs them predictable).
     public init(limits: RelayLimits = RelayLimits(), ssrc: UInt32 = UInt32.random(in: 1...UInt32.max),
-                transport: RelayTransport, cookieSecret: [UInt8]? = nil, onEvent: @escaping (RelayEvent) -> Void = { _ in }) {
+                transport: RelayTransport, cookieSecret: [UInt8]? = nil, authorizer: (any RoomAuthorizer)? = nil,
+                onEvent: @escaping (RelayEvent) -> Void = { _ in }) {
+        self.authorizer = authorizer
         self.limits = limits
         self.ssrc = ssrc
         self.transport = transport
@@ -205,6 +214,7 @@ public final class RelayCore {
     /// the wall clock (for RTCP round-trip times).
     public func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, wallNanos: UInt64) {
         received = bytes.count
+        provenNow = false
         switch DatagramKind.of(bytes) {
         case .rtp:
             counters.rtpIn += 1
@@ -227,7 +237,7 @@ public final class RelayCore {
             } catch {
                 return
             }
-            handleControl(envelope, from: address, now: now)
+            handleControl(envelope, from: address, now: now, wallNanos: wallNanos)
         case .unknown:
             counters.rejected += 1
             onEvent(.rejected(address: address, reason: "not RTP, RTCP or a control message"))
@@ -406,15 +416,17 @@ public final class RelayCore {
         return true
     }
 
-    /// Sends `message` to `address`; to an address that is in no room (it has not proven it
-    /// receives what is sent to it) only when it is no larger than the datagram it answers.
+    /// Sends `message` to `address`; to an address that is in no room and did not echo a valid
+    /// cookie in this datagram (it has not proven it receives what is sent to it) only when it is
+    /// no larger than the datagram it answers.
     /// An error that does not fit goes without its text (the code alone), if that fits.
     private func replyUnproven(_ message: ControlMessage, requestID: UInt32, to address: PeerAddress, sent: () -> Void) {
         var bytes = ControlEnvelope(requestID: requestID, message).encoded()
-        if byAddress[address] == nil, bytes.count > received, case let .error(code, text) = message, !text.isEmpty {
+        let proven = provenNow || byAddress[address] != nil
+        if !proven, bytes.count > received, case let .error(code, text) = message, !text.isEmpty {
             bytes = ControlEnvelope(requestID: requestID, .error(code: code, message: "")).encoded()
         }
-        guard byAddress[address] != nil || bytes.count <= received else {
+        guard proven || bytes.count <= received else {
             counters.repliesWithheld += 1
             return
         }
@@ -422,9 +434,9 @@ public final class RelayCore {
         bytes.withUnsafeBytes { transport.send($0, to: address) }
     }
 
-    private func handleControl(_ envelope: ControlEnvelope, from address: PeerAddress, now: UInt64) {
+    private func handleControl(_ envelope: ControlEnvelope, from address: PeerAddress, now: UInt64, wallNanos: UInt64) {
         let id = envelope.requestID
-        if case let .join(room, name, role, _, cookie) = envelope.message {
+        if case let .join(room, name, role, token, cookie) = envelope.message {
             // A new address proves it receives what is sent to it by echoing a cookie before it
             // gets any state, media or room list: a spoofed join reflects one small retry.
             guard byAddress[address] != nil || isValid(cookie, from: address, now: now) else {
@@ -432,7 +444,8 @@ public final class RelayCore {
                 replyUnproven(.retry(cookie: self.cookie(for: address, now: now)), requestID: id, to: address) { counters.retriesSent += 1 }
                 return
             }
-            join(room: room, name: name, role: role, from: address, requestID: id, now: now)
+            provenNow = true
+            join(room: room, name: name, role: role, token: token, from: address, requestID: id, now: now, wallNanos: wallNanos)
             return
         }
         guard let peer = byAddress[address] else {
@@ -496,7 +509,8 @@ public final class RelayCore {
         }
     }
 
-    private func join(room name: String, name peerName: String, role: String, from address: PeerAddress, requestID: UInt32, now: UInt64) {
+    private func join(room name: String, name peerName: String, role: String, token: String?, from address: PeerAddress, requestID: UInt32,
+                      now: UInt64, wallNanos: UInt64) {
         if let problem = roomNameProblem(name) {
             reject(address, RoomProtocolError(.badRoom, problem, requestID: requestID), now: now)
             return
@@ -504,6 +518,17 @@ public final class RelayCore {
         guard peerName.utf8.count <= limits.maxNameLength, !peerName.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
             reject(address, RoomProtocolError(.badMessage, "join: display name must be at most \(limits.maxNameLength) bytes without control characters", requestID: requestID), now: now)
             return
+        }
+        // The token is checked before anything is made or changed (a refused peer leaves no trace).
+        var grant = RoomGrant(room: name, canPublish: true)
+        if let authorizer {
+            do {
+                grant = try authorizer.authorize(token: token, room: name, presenting: role == "presenter", wallNanos: wallNanos)
+            } catch {
+                counters.unauthorized += 1
+                reject(address, RoomProtocolError(.unauthorized, "join: \(error.description)", requestID: requestID), now: now)
+                return
+            }
         }
         if let existing = byAddress[address] {
             if existing.room.name == name {  // a retransmitted join: same answer
@@ -526,8 +551,10 @@ public final class RelayCore {
             reject(address, RoomProtocolError(.limit, "join: " + error.message, requestID: requestID), now: now)
             return
         }
-        let peer = PeerState(id: nextPeerID, name: peerName.isEmpty ? "peer-\(nextPeerID)" : peerName,
+        let given = grant.name.map { String($0.prefix(limits.maxNameLength)) } ?? peerName
+        let peer = PeerState(id: nextPeerID, name: given.isEmpty ? "peer-\(nextPeerID)" : given,
                              role: role == "presenter" ? "presenter" : "viewer", address: address, room: room, now: now)
+        peer.canPublish = grant.canPublish
         nextPeerID = nextPeerID == UInt32.max ? 1 : nextPeerID + 1
         room.peers[peer.id] = peer
         room.order.append(peer.id)
@@ -566,6 +593,11 @@ public final class RelayCore {
 
     private func publish(_ streams: [StreamInfo], by peer: PeerState, requestID: UInt32, now: UInt64) {
         let room = peer.room
+        guard peer.canPublish || streams.isEmpty else {
+            counters.unauthorized += 1
+            reject(peer.address, RoomProtocolError(.unauthorized, "publish: this peer's token is a viewer's; presenting needs a presenter token", requestID: requestID), now: now)
+            return
+        }
         guard streams.count <= limits.maxStreamsPerPeer else {
             reject(peer.address, RoomProtocolError(.limit, "publish: more than \(limits.maxStreamsPerPeer) streams", requestID: requestID), now: now)
             return
@@ -669,6 +701,8 @@ final class PeerState {
     /// follows a presenter by name (`follows`) or the first one sharing a screen.
     var external = false
     var follows: String?
+    /// Whether its token lets it publish (always on an open relay; never for browsers).
+    var canPublish = true
     /// What this peer asked to receive: publisher id → kinds (kept across the publisher's
     /// stream restarts).
     var subscriptions: [UInt32: Set<StreamKind>] = [:]

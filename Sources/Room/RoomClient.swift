@@ -17,6 +17,9 @@ public enum RoomClientEvent: Sendable, Equatable {
     case disconnected(reason: String)
     /// The relay refused a request.
     case error(code: RoomErrorCode, message: String)
+    /// The relay refused to admit us (`unauthorized`: no token, or one that does not let us in;
+    /// the message says why). The client stops; trying again cannot help.
+    case refused(message: String)
 }
 
 /// Whom a viewer receives.
@@ -54,6 +57,8 @@ public struct RoomClient: Sendable {
     public let room: String
     public let name: String
     public let role: String
+    /// The room token the relay asks for (nil: an open relay).
+    public let token: String?
     public private(set) var state: State = .idle
     public private(set) var peerID: UInt32?
     public private(set) var peers: [UInt32: PeerInfo] = [:]
@@ -81,9 +86,10 @@ public struct RoomClient: Sendable {
     private var outgoing: [[UInt8]] = []
     private var events: [RoomClientEvent] = []
 
-    public init(room: String, name: String, role: String, subscribe target: SubscriptionTarget? = nil,
+    public init(room: String, name: String, role: String, token: String? = nil, subscribe target: SubscriptionTarget? = nil,
                 kinds: [StreamKind] = [.screen, .audio]) {
         self.room = room
+        self.token = token
         self.name = name
         self.role = role
         self.target = target
@@ -220,6 +226,12 @@ public struct RoomClient: Sendable {
                 if let info = peers[publisherID] { events.append(.subscribed(publisher: info, streams: streams ?? [])) }
             }
         case let .error(code, message):
+            if code == .unauthorized, id == joinRequestID, case .joining = state {
+                pending.removeAll()
+                state = .disconnected
+                events.append(.refused(message: message))
+                return
+            }
             let p = pending.removeValue(forKey: id)
             if code == .notJoined, state == .joined {
                 lostRelay(now: now, reason: "the relay no longer knows us (restarted?)")
@@ -286,7 +298,7 @@ public struct RoomClient: Sendable {
         joinRequestID = allocateID()
         state = .joining(attempt: attempt, since: now)
         pending.removeAll()
-        let envelope = ControlEnvelope(requestID: joinRequestID, .join(room: room, name: name, role: role, token: nil, cookie: cookie))
+        let envelope = ControlEnvelope(requestID: joinRequestID, .join(room: room, name: name, role: role, token: token, cookie: cookie))
         pending[joinRequestID] = (envelope, now, 1)
         outgoing.append(envelope.encoded())
     }
@@ -296,7 +308,7 @@ public struct RoomClient: Sendable {
     private mutating func echoCookie(_ cookie: String, now: UInt64) {
         guard case .joining = state else { return }
         self.cookie = cookie
-        let envelope = ControlEnvelope(requestID: joinRequestID, .join(room: room, name: name, role: role, token: nil, cookie: cookie))
+        let envelope = ControlEnvelope(requestID: joinRequestID, .join(room: room, name: name, role: role, token: token, cookie: cookie))
         pending[joinRequestID] = (envelope, now, 1)
         outgoing.append(envelope.encoded())
     }

@@ -21,6 +21,8 @@ public struct RoomSettings: Sendable, Equatable {
     public var watchCommand: String?
     /// For the presenter hosting the room: the page a browser opens to watch.
     public var browserURL: String?
+    /// The room token (nil: an open room).
+    public var token: String?
     public init(name: String, displayName: String, server: String, target: SubscriptionTarget = .auto) {
         self.name = name
         self.displayName = displayName
@@ -36,6 +38,8 @@ public struct RoomEventMapper {
     private var names: [UInt32: String] = [:]
     /// Set when the client gave up: the caller stops.
     public private(set) var disconnected: String?
+    /// Set when the relay refused to admit us (why): the caller stops (exit 77).
+    public private(set) var refused: String?
 
     public init(server: String) { self.server = server }
 
@@ -76,6 +80,9 @@ public struct RoomEventMapper {
             return [Disconnected(reason: reason, server: server)]
         case let .error(code, message):
             return [WarningEvent(.roomError(code: code.rawValue), message)]
+        case .refused(let message):
+            refused = message
+            return [ErrorEvent(.unauthorized, message)]
         }
     }
 }

@@ -15,7 +15,7 @@ extension Broadcaster {
         defer { buffer.deallocate() }
         var nextReport = clock.nowNanos()
         var reported = false
-        var room = config.room.map { RoomClient(room: $0.name, name: $0.displayName, role: "presenter") }
+        var room = config.room.map { RoomClient(room: $0.name, name: $0.displayName, role: "presenter", token: $0.token) }
         var mapper = RoomEventMapper(server: config.room?.server ?? "")
         if room != nil {
             room!.publish(publishedStreams(), now: nextReport)
@@ -55,6 +55,7 @@ extension Broadcaster {
                 room!.poll(now: clock.nowNanos())
                 flushRoom(&room!, &mapper)
                 if let reason = mapper.disconnected { stop(.disconnected, detail: "lost the relay \(config.destination): \(reason)") }
+                if let reason = mapper.refused { stop(.unauthorized, detail: "the relay at \(config.room?.server ?? "") refused to admit us: \(reason)") }
             }
         }
         if room != nil {

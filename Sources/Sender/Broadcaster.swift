@@ -57,6 +57,8 @@ public enum StopReason: String, Sendable {
     case duration, requested, control = "ctl_stop", endOfInput = "end_of_input", sourceGone = "source_gone", failed
     /// Lost the room relay and the retries failed.
     case disconnected
+    /// The relay refused to admit us (the token).
+    case unauthorized
 }
 
 /// Counters the media threads publish once per frame; read by stats and RTCP.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import AudioIO
 import MediaCore
 import ScreenCapture
@@ -41,6 +42,29 @@ enum Parse {
             throw SettingsError("'\(name)': a room name is 1 to 64 characters without spaces")
         }
         return name
+    }
+
+    /// A duration: seconds, or a number with s, m, h or d (90s, 45m, 12h, 7d); more than 0.
+    static func duration(_ text: String) throws -> Double {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        var number = Substring(text), unit = 1.0
+        if let last = text.last, let u = units[last] {
+            number = text.dropLast()
+            unit = u
+        }
+        guard let value = Double(number), value > 0, value.isFinite, value * unit <= 366 * 86_400 else {
+            throw SettingsError("'\(text)': expected a duration up to a year, e.g. 90s, 45m, 12h or 7d")
+        }
+        return value * unit
+    }
+
+    /// A room token as given: one line of printable ASCII (a JWT), not checked here (the relay does).
+    static func token(_ text: String) throws -> String {
+        let t = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !t.isEmpty, t.utf8.count <= 4096, t.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+            throw SettingsError("a token is one line of printable ASCII up to 4096 bytes, as `screenshare token` prints it")
+        }
+        return t
     }
 
     /// A window: an id or part of its title, not blank.

@@ -18,6 +18,7 @@ enum Exit {
                                                 //   or the room relay was lost (3 retries failed)
     static let sourceUnavailable = ExitCode(69) // EX_UNAVAILABLE: display/region/source not available or gone,
                                                 //   or audio asked for explicitly and PulseAudio (or that source) unavailable
+    static let noPermission = ExitCode(77)      // EX_NOPERM: the relay refused to admit us (token missing, expired, wrong room or role)
     static let interrupted = ExitCode(130)     // stopped by SIGINT/SIGTERM (after a clean RTCP BYE)
 }
 
@@ -46,7 +47,7 @@ struct Screenshare: ParsableCommand {
         commandName: "screenshare",
         abstract: "Share an X11 screen, window or region as VP8 over RTP.",
         version: "0.1.0-dev",
-        subcommands: [Start.self, Watch.self, Serve.self, Sources.self, Ctl.self]
+        subcommands: [Start.self, Watch.self, Serve.self, Token.self, Sources.self, Ctl.self]
     )
 
     /// ArgumentParser's `main()`, ending with `_exit` instead of `exit`: when a command is done

@@ -1,3 +1,4 @@
+import Access
 import ArgumentParser
 import AudioIO
 import Control
@@ -23,14 +24,18 @@ struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the room relay on its own, for any number of rooms.",
         discussion: """
-            Presenters publish with `screenshare start --room NAME --server THIS-HOST:PORT`; \
-            viewers join with `screenshare watch --room NAME --server THIS-HOST:PORT`. \
+            Presenters publish with `screenshare start --room NAME --server THIS-HOST:PORT --token T`; \
+            viewers join with `screenshare watch --room NAME --server THIS-HOST:PORT --token T`, \
+            browsers open http://THIS-HOST:PORT/NAME#token=T. Tokens come from \
+            `screenshare token --secret-file FILE` with the same secret file; the relay refuses to \
+            start without --secret-file or --open. \
             The relay forwards RTP without re-encoding, answers viewers' NACKs from its own \
             history and passes keyframe requests to the presenter (at most one per 300 ms).
 
             Examples:
-              screenshare serve
-              screenshare serve --listen :7700 --json
+              screenshare serve --secret-file /etc/screenshare/secret
+              screenshare token --room class --role viewer --secret-file /etc/screenshare/secret
+              screenshare serve --open --listen :7700 --json
             """)
 
     @Option(help: ArgumentHelp("Where to listen: ADDR:PORT or :PORT.", valueName: "addr:port"), transform: ListenAddress.init)
@@ -39,9 +44,19 @@ struct Serve: ParsableCommand {
     @Option(help: ArgumentHelp("Stop after this many seconds.", valueName: "seconds"))
     var duration: Double?
 
+    @Option(help: ArgumentHelp("Require room tokens signed with the secret in FILE (made, mode 0600, when it does not exist).", valueName: "file"))
+    var secretFile: String?
+
+    @Flag(help: "Let anyone who reaches the relay join any room, without a token.")
+    var open = false
+
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
+        if secretFile != nil && open { throw ValidationError("--secret-file and --open contradict each other: require tokens, or not") }
+        if secretFile == nil && !open {
+            throw ValidationError("say who may join: --secret-file FILE (rooms need tokens from `screenshare token`) or --open (anyone may join any room)")
+        }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
     }
 
@@ -49,9 +64,22 @@ struct Serve: ParsableCommand {
         let logger = output.logger()
         let sink = output.sink()
         let at = listen
+        var authority: TokenAuthority?
+        if let secretFile {
+            let secret: [UInt8]
+            do {
+                let (bytes, created) = try SecretFile.readOrCreate(secretFile)
+                if created { printError("screenshare: made a new secret in \(secretFile) (mint tokens with `screenshare token --secret-file \(secretFile)`)") }
+                secret = bytes
+            } catch {
+                printError("screenshare: --secret-file: \(error)")
+                throw Exit.noInput
+            }
+            authority = try Blocking.run { try await TokenAuthority(secret: secret) }
+        }
         let relay: RelayServer
         do {
-            relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger, browsers: true)
+            relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger, browsers: true, authorizer: authority)
         } catch {
             printError("screenshare: --listen \(listen): \(error)")
             throw Exit.network

@@ -1,3 +1,4 @@
+import Access
 import ArgumentParser
 import AudioIO
 import Control
@@ -29,9 +30,9 @@ struct Start: ParsableCommand {
             Examples:
               Host a room here; viewers run the `watch` line it prints:
                 screenshare start --room class
-              Publish to a relay that `screenshare serve` runs:
+              Publish to a relay that `screenshare serve` runs, with a presenter token:
                 screenshare start --room class --server relay.example:7600 \\
-                    --name "Ms Smith"
+                    --token "$(cat presenter.token)"
               Plain RTP with an SDP for ffplay, ffmpeg, GStreamer or VLC:
                 screenshare start --to 127.0.0.1:5004 --sdp stream.sdp
                 ffplay -protocol_whitelist file,udp,rtp stream.sdp
@@ -60,6 +61,20 @@ struct Start: ParsableCommand {
 
     @Flag(help: "Do not draw the browser link as a QR code (drawn on a terminal when this command hosts the room).")
     var noQr = false
+
+    @Option(help: ArgumentHelp("The room token the relay at --server asks for (`screenshare token --role presenter`).", valueName: "token"),
+            transform: Parse.token)
+    var token: String?
+
+    @Option(help: ArgumentHelp("The room this command hosts takes tokens signed with the secret in FILE (made when missing) instead of a secret for this run only.", valueName: "file"))
+    var secretFile: String?
+
+    @Flag(help: "The room this command hosts admits anyone who reaches it, without a token.")
+    var openRoom = false
+
+    @Option(help: ArgumentHelp("How long the viewer token in the printed `watch` line and link admits (default: 12h).", valueName: "duration"),
+            transform: Parse.duration)
+    var tokenTtl: Double = 12 * 3600
 
     @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
     var name: String?
@@ -149,8 +164,15 @@ struct Start: ParsableCommand {
         if room != nil, to != nil { throw ValidationError("--room and --to cannot be used together: share in a room, or send plain RTP to one receiver") }
         if room != nil {
             if sdp != nil { throw ValidationError("--sdp describes a plain RTP stream: use it with --to, not --room") }
+            if server != nil {
+                if secretFile != nil || openRoom { throw ValidationError("--secret-file and --open-room are for the room this command hosts, not with --server") }
+            } else if token != nil {
+                throw ValidationError("--token is for joining a relay (--server HOST:PORT); the room this command hosts makes its own tokens")
+            }
+            if secretFile != nil && openRoom { throw ValidationError("--secret-file and --open-room contradict each other") }
         } else {
             if server != nil { throw ValidationError("--server needs --room NAME") }
+            if token != nil || secretFile != nil || openRoom { throw ValidationError("--token, --secret-file and --open-room need --room NAME") }
             guard to != nil else { throw ValidationError("missing --room NAME (or --to HOST:PORT for plain RTP)") }
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
@@ -199,11 +221,14 @@ struct Start: ParsableCommand {
             if let server {
                 destination = server
                 roomSettings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: server.description)
+                roomSettings?.token = token
             } else {
                 // Host the room here: the relay runs in this process; we publish to it over loopback.
                 let listenAt = listen
+                let access = try hostedAccess(room: room)
                 do {
-                    relay = try RelayServer(host: listenAt.host, port: listenAt.port, events: nil, logger: logger, browsers: true)
+                    relay = try RelayServer(host: listenAt.host, port: listenAt.port, events: nil, logger: logger, browsers: true,
+                                            authorizer: access?.authority)
                 } catch let error as NetworkError {
                     printError("screenshare: --listen \(listen.text): \(error). Is another `screenshare start --room` or `serve` running? Use --listen :PORT, or --server HOST:PORT to join it.")
                     throw Exit.network
@@ -213,10 +238,13 @@ struct Start: ParsableCommand {
                 destination = Endpoint(host: local, port: listenAt.port)
                 let reachable = listenAt.host == "0.0.0.0" ? (localIPv4Addresses().first ?? "127.0.0.1") : listenAt.host
                 var settings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: "\(reachable):\(listenAt.port)")
-                settings.watchCommand = "screenshare watch --room \(room) --server \(reachable):\(listenAt.port)"
+                settings.token = access?.presenter
+                settings.watchCommand = "screenshare watch --room \(Self.shellQuoted(room)) --server \(reachable):\(listenAt.port)"
+                    + (access.map { " --token \($0.viewer)" } ?? "")
                 var pathSafe = CharacterSet.urlPathAllowed
                 pathSafe.remove("/")
                 settings.browserURL = "http://\(reachable):\(listenAt.port)/\(room.addingPercentEncoding(withAllowedCharacters: pathSafe) ?? room)"
+                    + (access.map { "#token=\($0.viewer)" } ?? "")
                 roomSettings = settings
             }
         } else {
@@ -271,7 +299,41 @@ struct Start: ParsableCommand {
         case .disconnected:
             printError("screenshare: \(result.detail)")
             throw Exit.network
+        case .unauthorized:
+            printError("screenshare: \(result.detail)")
+            throw Exit.noPermission
         }
+    }
+
+    /// Tokens for the room this command hosts: a secret (--secret-file, or one for this run),
+    /// the relay's authority, our own presenter token and the viewers' token for the printed
+    /// line and link. Nil with --open-room (after saying so, loudly).
+    func hostedAccess(room: String) throws -> (authority: TokenAuthority, presenter: String, viewer: String)? {
+        if openRoom {
+            printError("screenshare: WARNING: --open-room: anyone who can reach this machine may watch room '\(room)', and present in it")
+            return nil
+        }
+        var secret = SecretFile.random()
+        if let secretFile {
+            do { secret = try SecretFile.readOrCreate(secretFile).secret } catch {
+                printError("screenshare: --secret-file: \(error)")
+                throw Exit.noInput
+            }
+        }
+        let (key, name, ttl) = (secret, name, tokenTtl)
+        return try Blocking.run {
+            let authority = try await TokenAuthority(secret: key)
+            // Ours never leaves this process; it must outlast any run (rejoins check it again).
+            let presenter = try await authority.mint(room: room, role: .presenter, name: name, ttl: 366 * 86_400)
+            let viewer = try await authority.mint(room: room, role: .viewer, ttl: ttl)
+            return (authority, presenter, viewer)
+        }
+    }
+
+    /// `text` as one shell word (single quotes when it needs any).
+    static func shellQuoted(_ text: String) -> String {
+        let plain = text.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "-_.,:@%+=/".unicodeScalars.contains($0) }
+        return plain ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 
     /// Who presents, as a room shows it: USER@HOST.

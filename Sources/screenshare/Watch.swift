@@ -26,8 +26,8 @@ struct Watch: ParsableCommand {
             repaired): to the room relay, or to the sender of a plain stream.
 
             Examples:
-              Watch the room a presenter hosts on 192.168.1.20:
-                screenshare watch --room class --server 192.168.1.20:7600
+              Watch the room a presenter hosts on 192.168.1.20 (the line it printed):
+                screenshare watch --room class --server 192.168.1.20:7600 --token eyJhbGciOi…
               Record one presenter of a room, without a window:
                 screenshare watch --room class --server relay.example:7600 \\
                     --from "Ms Smith" --headless --record class.webm
@@ -46,6 +46,10 @@ struct Watch: ParsableCommand {
     @Option(help: ArgumentHelp("The room relay: the host running `screenshare start --room` or `serve`.", valueName: "host:port"),
             transform: Parse.endpoint)
     var server = Endpoint(host: "127.0.0.1", port: 7600)
+
+    @Option(help: ArgumentHelp("The room token (in the `watch` line the presenter printed, or from `screenshare token`).", valueName: "token"),
+            transform: Parse.token)
+    var token: String?
 
     @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
     var name: String?
@@ -84,6 +88,7 @@ struct Watch: ParsableCommand {
         if room == nil {
             guard sdp != nil else { throw ValidationError("missing --room NAME (or --sdp FILE written by `screenshare start --sdp FILE`)") }
             if from != nil { throw ValidationError("--from needs --room NAME") }
+            if token != nil { throw ValidationError("--token needs --room NAME") }
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
         if let record, !(record.hasSuffix(".webm") || record.hasSuffix(".mkv")) {
@@ -94,8 +99,9 @@ struct Watch: ParsableCommand {
     func viewerConfig() throws -> ViewerConfig {
         if let room {
             let target: SubscriptionTarget = from.map { .peer($0) } ?? .auto
-            return ViewerConfig(room: RoomSettings(name: room, displayName: name ?? Start.userName(), server: server.description, target: target),
-                                server: server, cname: Start.cname())
+            var settings = RoomSettings(name: room, displayName: name ?? Start.userName(), server: server.description, target: target)
+            settings.token = token
+            return ViewerConfig(room: settings, server: server, cname: Start.cname())
         }
         let text: String
         do { text = try String(contentsOfFile: sdp!, encoding: .utf8) } catch {
@@ -140,7 +146,7 @@ struct Watch: ParsableCommand {
         _ = signals
         // The recording could not be finished (the `error` event said why): a failure, unless
         // losing the relay already is one.
-        if result.recordingFailed, result.reason != .disconnected { throw Exit.failure }
+        if result.recordingFailed, result.reason != .disconnected, result.reason != .unauthorized { throw Exit.failure }
         switch result.reason {
         case .duration, .windowClosed: return
         case .requested: throw Exit.interrupted
@@ -148,6 +154,9 @@ struct Watch: ParsableCommand {
         case .disconnected:
             printError("screenshare: lost the room relay at \(server) (3 retries failed)")
             throw Exit.network
+        case .unauthorized:
+            printError("screenshare: the relay at \(server) refused to admit you to room '\(room ?? "")': \(result.refusal ?? "unauthorized")")
+            throw Exit.noPermission
         }
     }
 }

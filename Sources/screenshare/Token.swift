@@ -1,0 +1,74 @@
+import Access
+import ArgumentParser
+import Foundation
+import Synchronization
+
+struct Token: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Mint a room token: who may watch or present in a room of `screenshare serve --secret-file`.",
+        discussion: """
+            Prints a signed token (a JWT, HS256, in LiveKit's claims) on standard output. Give it \
+            to `watch --token`, `start --server … --token`, or in the browser link after #token=. \
+            The relay checks it when the bearer joins; it does not need to stay valid after that.
+
+            Examples:
+              screenshare token --room class --role viewer --secret-file /etc/screenshare/secret
+              screenshare token --room class --role presenter --name "Ms Smith" --ttl 2h \\
+                  --secret-file /etc/screenshare/secret
+            """)
+
+    @Option(help: ArgumentHelp("The room the token admits to.", valueName: "name"), transform: Parse.room)
+    var room: String
+
+    @Option(help: ArgumentHelp("viewer (watch) or presenter (watch and share).", valueName: "role"))
+    var role: Role
+
+    @Option(help: ArgumentHelp("The name the bearer has in the room (it replaces the one they give).", valueName: "name"))
+    var name: String?
+
+    @Option(help: ArgumentHelp("How long the token admits: seconds, or 90s, 45m, 12h, 7d (default: 6h).", valueName: "duration"),
+            transform: Parse.duration)
+    var ttl: Double = 6 * 3600
+
+    @Option(help: ArgumentHelp("The relay's secret (the file `serve --secret-file` uses).", valueName: "file"))
+    var secretFile: String
+
+    func validate() throws {
+        if let name, name.utf8.count > 64 || name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            throw ValidationError("--name: at most 64 bytes without control characters")
+        }
+    }
+
+    func run() throws {
+        let secret: [UInt8]
+        do { secret = try SecretFile.read(secretFile) } catch {
+            printError("screenshare: --secret-file: \(error)")
+            throw Exit.noInput
+        }
+        let (room, role, name, ttl) = (room, role, name, ttl)
+        let token = try Blocking.run {
+            try await TokenAuthority(secret: secret).mint(room: room, role: role, name: name, ttl: ttl)
+        }
+        print(token)
+    }
+}
+
+extension Role: ExpressibleByArgument {}
+
+/// Runs async library code (jwt-kit's key collection is an actor) from a command's `run()` on
+/// the main thread, which is not one of Swift's cooperative threads, so waiting cannot starve
+/// the task it waits for. Never call it from async code.
+enum Blocking {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) throws -> T {
+        let result = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            let r: Result<T, any Error>
+            do { r = .success(try await body()) } catch { r = .failure(error) }
+            result.withLock { $0 = r }
+            done.signal()
+        }
+        done.wait()
+        return try result.withLock { $0! }.get()
+    }
+}
