@@ -220,7 +220,8 @@ enum EventCases {
         let address = PeerAddress(ip: 0xC0A8_0115, port: 51000)
         func mapped(_ e: RelayEvent) -> any BroadcastEvent { RelayServer.event(for: e)! }
         return [
-            ("relay.started", RelayStarted(listen: "0.0.0.0:7600", protocolVersion: 1, receiveBuffer: 8_388_608, sendBuffer: 425_984)),
+            ("relay.started", RelayStarted(listen: "0.0.0.0:7600", protocolVersion: 2, receiveBuffer: 8_388_608, sendBuffer: 425_984, access: "tokens")),
+            ("relay.started.open", RelayStarted(listen: "127.0.0.1:7600", protocolVersion: 2, receiveBuffer: 8_388_608, sendBuffer: 425_984, access: "open")),
             ("relay.peer_joined", mapped(.peerJoined(room: "class", peer: bob, address: address))),
             ("relay.peer_joined.browser", mapped(.peerJoined(room: "class", peer: PeerInfo(id: 3, name: "browser-1a2b3c", role: "viewer",
                                                                                            client: "browser"), address: address))),
@@ -267,6 +268,7 @@ enum EventCases {
             ("error.source_gone", ErrorEvent(.sourceGone, "the X server closed the connection")),
             ("error.encode_failure", ErrorEvent(.encodeFailure, "vpx_codec_encode: Invalid parameter")),
             ("error.record_failure", ErrorEvent(.recordFailure, "cannot write /tmp/out.webm: No space left on device")),
+            ("error.unauthorized", ErrorEvent(.unauthorized, "join: the token expired at 2026-11-18T10:00:00Z")),
         ]
     }
 }

@@ -143,8 +143,11 @@ enum PinnedOutput {
             json: #"{"event":"disconnected","reason":"no answer after 3 retries","server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"gave up on the relay 192.168.1.20:7600: no answer after 3 retries"#),
         "relay.started": (
-            json: #"{"event":"started","listen":"0.0.0.0:7600","protocol_version":1,"receive_buffer":8388608,"send_buffer":425984,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"relay listening on 0.0.0.0:7600 (protocol v1)"#),
+            json: #"{"access":"tokens","event":"started","listen":"0.0.0.0:7600","protocol_version":2,"receive_buffer":8388608,"send_buffer":425984,"time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"relay listening on 0.0.0.0:7600 (protocol v2); rooms need a token (`screenshare token`)"#),
+        "relay.started.open": (
+            json: #"{"access":"open","event":"started","listen":"127.0.0.1:7600","protocol_version":2,"receive_buffer":8388608,"send_buffer":425984,"time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"relay listening on 127.0.0.1:7600 (protocol v2); OPEN: anyone who reaches it joins any room"#),
         "relay.peer_joined": (
             json: #"{"address":"192.168.1.21:51000","client":"screenshare","event":"peer_joined","name":"bob@desk","peer":2,"role":"viewer","room":"class","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"bob@desk joined room class (peer 2)"#),
@@ -217,5 +220,8 @@ enum PinnedOutput {
         "error.record_failure": (
             json: #"{"event":"error","kind":"record_failure","message":"cannot write /tmp/out.webm: No space left on device","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"error: record_failure cannot write /tmp/out.webm: No space left on device"#),
+        "error.unauthorized": (
+            json: #"{"event":"error","kind":"unauthorized","message":"join: the token expired at 2026-11-18T10:00:00Z","time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"error: unauthorized join: the token expired at 2026-11-18T10:00:00Z"#),
     ]
 }

@@ -28,7 +28,7 @@ import Transport
 
     /// One HTTP/1.1 request on a fresh TCP connection (Connection: close): status, headers
     /// (lowercased names), body.
-    static func http(_ method: String, _ path: String, port: UInt16, body: String = "") throws -> (Int, [String: String], String) {
+    static func http(_ method: String, _ path: String, port: UInt16, body: String = "", headers extra: [String] = []) throws -> (Int, [String: String], String) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket: \(errno)") }
         defer { close(fd) }
@@ -40,7 +40,7 @@ import Transport
         }
         guard connected == 0 else { throw TestFailure("connect to TCP \(port): errno \(errno)") }
         let request = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/sdp\r\n"
-            + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            + extra.map { $0 + "\r\n" }.joined() + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
         _ = request.withCString { send(fd, $0, strlen($0), 0) }
         var response = [UInt8]()
         var buffer = [UInt8](repeating: 0, count: 4096)

@@ -16,6 +16,7 @@ func names(_ events: [RoomClientEvent]) -> [String] {
         case .reconnecting(let attempt, _, _): "reconnecting \(attempt)"
         case .disconnected: "disconnected"
         case .error(let code, _): "error \(code.rawValue)"
+        case .refused(let message): "refused \(message)"
         }
     }
 }
