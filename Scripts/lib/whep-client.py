@@ -7,6 +7,9 @@ it with what the presenter sent).
 
     whep-client.py URL SECONDS [--loopback-only] [--drop-video FRACTION]
 
+A room token may follow the URL after '#token=' (as in the link `start --room` prints): it is
+sent as `Authorization: Bearer TOKEN` (RFC 6750), and the fragment is not part of the request.
+
 --loopback-only offers only 127.0.0.1 as a host candidate: tests keep their traffic on
 loopback, never on the machine's LAN address.
 --drop-video drops that fraction of the video packets as they arrive (a fixed random
@@ -17,6 +20,7 @@ import json
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 
@@ -63,8 +67,12 @@ async def main(url, seconds):
         asyncio.ensure_future(drain(track))
 
     await pc.setLocalDescription(await pc.createOffer())
-    request = urllib.request.Request(url, data=pc.localDescription.sdp.encode(), method="POST",
-                                     headers={"Content-Type": "application/sdp"})
+    url, _, fragment = url.partition("#")
+    headers = {"Content-Type": "application/sdp"}
+    token = urllib.parse.parse_qs(fragment).get("token", [None])[0]
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    request = urllib.request.Request(url, data=pc.localDescription.sdp.encode(), method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=5) as r:
             status, location, answer = r.status, r.headers.get("Location"), r.read().decode()

@@ -43,7 +43,19 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         (["watch", "--sdp", "x.sdp", "--from", "ann"], "--from needs --room"),
         (["watch", "--room", "a", "--server", "relay"], "--server"),
         (["serve", "--listen", "nowhere"], "--listen"),
-        (["serve", "--duration", "0"], "--duration"),
+        (["serve", "--duration", "0", "--open"], "--duration"),
+        (["serve", "--listen", ":7600"], "--secret-file FILE"),
+        (["serve", "--open", "--secret-file", "x"], "contradict"),
+        (["watch", "--sdp", "x.sdp", "--token", "abc"], "--token needs --room"),
+        (["watch", "--room", "a", "--token", "two words"], "printable ASCII"),
+        (["start", "--room", "a", "--token", "abc"], "--token is for joining a relay"),
+        (["start", "--room", "a", "--server", "127.0.0.1:7600", "--open-room"], "not with --server"),
+        (["start", "--room", "a", "--open-room", "--secret-file", "s"], "contradict"),
+        (["start", "--to", "127.0.0.1:5004", "--token", "abc"], "need --room"),
+        (["start", "--room", "a", "--token-ttl", "0s"], "--token-ttl"),
+        (["token", "--room", "a", "--role", "boss", "--secret-file", "x"], "--role"),
+        (["token", "--room", "a", "--role", "viewer", "--secret-file", "x", "--ttl", "forever"], "--ttl"),
+        (["token", "--room", "a b", "--role", "viewer", "--secret-file", "x"], "--room"),
         (["start", "--to", "127.0.0.1:5004", "--cpu-used", "20"], "--cpu-used"),
     ])
     func roomFlagsAreCheckedAndNamed(args: [String], message: String) throws {
@@ -58,7 +70,7 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         let r = try runScreenshare(["start", "--room", "a", "--listen", "127.0.0.1:\(port)", "--no-audio", "--duration", "1"])
         #expect(r.status == 68, "\(r.stderr)")
         #expect(r.stderr.contains("--listen") && r.stderr.contains("\(port)"), "\(r.stderr)")
-        let s = try runScreenshare(["serve", "--listen", "127.0.0.1:\(port)", "--duration", "1"])
+        let s = try runScreenshare(["serve", "--listen", "127.0.0.1:\(port)", "--open", "--duration", "1"])
         #expect(s.status == 68, "\(s.stderr)")
         _ = taken
     }
@@ -77,7 +89,7 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         #expect(bound == 0 && listen(fd, 1) == 0)
-        let s = try runScreenshare(["serve", "--listen", "127.0.0.1:\(port)", "--duration", "1"])
+        let s = try runScreenshare(["serve", "--listen", "127.0.0.1:\(port)", "--open", "--duration", "1"])
         #expect(s.status == 68, "\(s.stderr)")
         #expect(s.stderr.contains("TCP") && s.stderr.contains("\(port)"), "\(s.stderr)")
     }

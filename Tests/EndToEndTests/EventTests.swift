@@ -50,7 +50,7 @@ import X11TestSupport
                         "packets_received", "packets_lost", "jitter_ms", "nack_count", "pli_count", "time_to_first_frame_ms", "duration_s"],
         ],
         "serve": [
-            "started": ["listen", "protocol_version"],
+            "started": ["listen", "protocol_version", "access"],
             "peer_joined": ["room", "peer", "name", "role", "address"],
             "peer_left": ["room", "peer", "name", "reason"],
             "substream_started": ["room", "peer", "kind", "ssrc", "codec"], "substream_stopped": ["room", "peer", "kind", "ssrc", "codec"],

@@ -22,13 +22,24 @@ import X11TestSupport
         ], dir: dir, name: name)
     }
 
-    static func viewer(_ dir: String, _ name: String, room: String, port: UInt16, duration: Double, extra: [String] = []) throws -> Child {
+    /// `token`: the room's (a hosted room's is in the `watch` line its presenter printed).
+    static func viewer(_ dir: String, _ name: String, room: String, port: UInt16, duration: Double, token: String? = nil,
+                       extra: [String] = []) throws -> Child {
         try Child(screenshareBinary(), ["watch", "--room", room, "--server", "127.0.0.1:\(port)", "--name", name, "--headless",
-                                        "--duration", String(duration), "--json"] + extra, dir: dir, name: name)
+                                        "--duration", String(duration), "--json"] + (token.map { ["--token", $0] } ?? []) + extra,
+                  dir: dir, name: name)
     }
 
-    static func serve(_ dir: String, port: UInt16, name: String = "serve", duration: Double = 60) throws -> Child {
-        let c = try Child(screenshareBinary(), ["serve", "--listen", ":\(port)", "--duration", String(duration), "--json"], dir: dir, name: name)
+    /// The viewer token in a hosting presenter's `started` event (its `watch` line).
+    static func viewerToken(_ started: [String: Any]) throws -> String {
+        let line = try #require(started["watch_command"] as? String)
+        return String(try #require(line.firstMatch(of: /--token (\S+)/)?.1, "\(line)"))
+    }
+
+    /// `serve --open` (tokens are tested on their own: AccessEndToEndTests) unless `extra` says otherwise.
+    static func serve(_ dir: String, port: UInt16, name: String = "serve", duration: Double = 60, access: [String] = ["--open"]) throws -> Child {
+        let c = try Child(screenshareBinary(), ["serve", "--listen", ":\(port)", "--duration", String(duration), "--json"] + access,
+                          dir: dir, name: name)
         try waitUntilBound(port)
         return c
     }
@@ -41,7 +52,8 @@ import X11TestSupport
         try waitUntilBound(port)
         let started = try EventLog.wait(for: "started", in: presenter)
         #expect((started["watch_command"] as? String)?.hasPrefix("screenshare watch --room class --server ") == true)
-        let viewers = try (1...3).map { try Self.viewer(dir, "pupil\($0)", room: "class", port: port, duration: 13) }
+        let token = try Self.viewerToken(started)
+        let viewers = try (1...3).map { try Self.viewer(dir, "pupil\($0)", room: "class", port: port, duration: 13, token: token) }
         for v in viewers { _ = try EventLog.wait(for: "first_frame", in: v) }
         _ = try EventLog.wait(for: "subscribed", in: presenter, count: 3)
 
@@ -55,7 +67,7 @@ import X11TestSupport
         _ = try EventLog.wait(for: "unsubscribed", in: presenter) { $0["viewers"] as? Int == 2 }
 
         // A late joiner gets a keyframe, so its first picture, within 500 ms.
-        let late = try Self.viewer(dir, "late", room: "class", port: port, duration: 3)
+        let late = try Self.viewer(dir, "late", room: "class", port: port, duration: 3, token: token)
         let first = try EventLog.wait(for: "first_frame", in: late)
         let ttff = try #require(first["time_to_first_frame_ms"] as? Double)
         #expect(ttff <= 500, "late joiner's first frame after \(ttff) ms")
