@@ -1,5 +1,7 @@
+import Access
 import Foundation
 import Relay
+import Synchronization
 import Room
 import RTCP
 import RTP
@@ -29,6 +31,31 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case http
     /// DTLS records arriving at the relay's DTLS server (OpenSSL's record and handshake parsing).
     case dtls
+    /// A room token (a JWT) checked for joining room `class` (jwt-kit's parser, the HMAC, the
+    /// claims). Needs `prepare()` first: it is not accepted before.
+    case token
+
+    /// Makes what the targets need that only async code can make (the token authority: jwt-kit's
+    /// key collection is an actor). Call once before `run` (`prepareBlocking` off Swift's
+    /// cooperative threads).
+    public static func prepare() async {
+        guard tokens.withLock({ $0 }) == nil, let authority = try? await TokenAuthority(secret: tokenSecret) else { return }
+        tokens.withLock { $0 = authority }
+    }
+
+    /// `prepare()` from a plain thread (libFuzzer's driver, the replay command): never from async code.
+    public static func prepareBlocking() {
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            await prepare()
+            done.signal()
+        }
+        done.wait()
+    }
+
+    /// The token target's secret (its seeds are signed with it).
+    static let tokenSecret = Array("the fuzz target's token secret, 32+ bytes".utf8)
+    private static let tokens = Mutex<TokenAuthority?>(nil)
 
     /// Runs one input; whether it was accepted as what the target reads (a seed must be).
     @discardableResult
@@ -71,6 +98,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                   let dtls = try? DTLSTransport(role: .server, certificate: certificate, remoteFingerprint: nil) else { return false }
             dtls.receive(bytes)
             return dtls.takeOutgoing() != nil  // a ServerHello flight answers a ClientHello
+        case .token:
+            guard let authority = Self.tokens.withLock({ $0 }) else { return false }
+            let text = String(decoding: bytes, as: UTF8.self)
+            return (try? authority.authorize(token: text, room: "class", presenting: false, wallNanos: 1_800_000_000_000_000_000)) != nil
         }
     }
 

@@ -30,6 +30,13 @@ extension FuzzTarget {
                   let client = try? DTLSTransport(role: .client, certificate: certificate, remoteFingerprint: nil) else { return [] }
             client.start()
             return client.takeOutgoing().map { [$0] } ?? []
+        case .token:
+            // Signed with `tokenSecret` by Python's hmac (an implementation that is not ours):
+            // a viewer's with every claim, a presenter's with few.
+            return [
+                "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJzY3JlZW5zaGFyZSIsInN1YiI6InZpZXdlci0xIiwibmFtZSI6IkFkYSIsIm5iZiI6MTcwMDAwMDAwMCwiZXhwIjo0MTAyNDQ0ODAwLCJ2aWRlbyI6eyJyb29tIjoiY2xhc3MiLCJyb29tSm9pbiI6dHJ1ZSwiY2FuUHVibGlzaCI6ZmFsc2UsImNhblN1YnNjcmliZSI6dHJ1ZX19.980Bu27fbF9C6Jjtq_R5ZjRmGQ8HOs8eP4zur3sPsiM",
+                "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ0ZWFjaGVyIiwiZXhwIjo0MTAyNDQ0ODAwLCJ2aWRlbyI6eyJyb29tIjoiY2xhc3MiLCJyb29tSm9pbiI6dHJ1ZSwiY2FuUHVibGlzaCI6dHJ1ZX19.RF_3VJQQTIIVe7GsXzXm3jzRFCmneJc__Rb9bcUz9vw",
+            ].map { Array($0.utf8) }
         }
     }
 

@@ -28,6 +28,7 @@ func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CC
         return 2
     }
     target = chosen
+    FuzzTarget.prepareBlocking()
     var c = argc
     var v = argv
     return LLVMFuzzerRunDriver(&c, &v, fuzzOne)
@@ -35,6 +36,7 @@ func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CC
 #else
 @main struct FuzzReplay {
     static func main() {
+        FuzzTarget.prepareBlocking()
         let args = Array(CommandLine.arguments.dropFirst())
         let usage = """
             usage: screenshare-fuzz TARGET FILE...   run each file through TARGET once

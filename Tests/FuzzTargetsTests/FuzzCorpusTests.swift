@@ -9,7 +9,8 @@ import Testing
 @Suite struct FuzzCorpusTests {
     static let root = FileManager.default.currentDirectoryPath + "/Fuzz/corpus"
 
-    @Test(arguments: FuzzTarget.allCases) func theCommittedCorpusRunsThrough(_ target: FuzzTarget) throws {
+    @Test(arguments: FuzzTarget.allCases) func theCommittedCorpusRunsThrough(_ target: FuzzTarget) async throws {
+        await FuzzTarget.prepare()
         let dir = "\(Self.root)/\(target.rawValue)"
         let files = try FileManager.default.contentsOfDirectory(atPath: dir).sorted()
         #expect(files.count >= target.seeds.count, "\(dir) holds \(files.count) inputs")
@@ -19,7 +20,8 @@ import Testing
         }
     }
 
-    @Test(arguments: FuzzTarget.allCases) func seedsAreWhatTheirParsersAccept(_ target: FuzzTarget) throws {
+    @Test(arguments: FuzzTarget.allCases) func seedsAreWhatTheirParsersAccept(_ target: FuzzTarget) async throws {
+        await FuzzTarget.prepare()
         #expect(!target.seeds.isEmpty)
         for (i, seed) in target.seeds.enumerated() {
             #expect(seed.withUnsafeBytes { target.run($0) }, "seed \(i) of \(target.rawValue) is not accepted")
