@@ -41,7 +41,9 @@ let package = Package(
         .target(name: "RTPSession", dependencies: ["RTP", "RTCP"]),
         // WebRTC's pieces for browsers, sans-I/O: STUN and the ICE-lite agent, the WHEP offer and
         // answer, DTLS 1.2 with DTLS-SRTP (OpenSSL), SRTP (libsrtp2).
-        .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "CSRTP", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "SRTP", .product(name: "Crypto", package: "swift-crypto")]),
+        // SRTP and SRTCP (RFC 3711) over libsrtp2: keyed by DTLS-SRTP (browsers) or SDES (`--srtp`).
+        .target(name: "SRTP", dependencies: ["CSRTP"]),
         // The browser link as a QR code (libqrencode), for a terminal or as an image.
         .target(name: "QRCode", dependencies: ["CQREncode"]),
         // Who may enter a room: room tokens (JWT, HS256, LiveKit's claims) made and checked with
@@ -69,20 +71,20 @@ let package = Package(
         .target(name: "Control", dependencies: ["Events", "MediaCore", "Transport"]),
         // The room relay on a UDP socket: `serve`, and the one `start --room` embeds.
         .target(name: "Relay", dependencies: [
-            "Room", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"), "WebRTC",
+            "Room", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"), "WebRTC", "SRTP",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [
             "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room",
-            "AudioIO", "OpusCodec", "Transport", "Events", "Control",
+            "AudioIO", "OpusCodec", "Transport", "Events", "Control", "SRTP",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The viewer: receive → repair → reassemble → decode → show, play, record.
         .target(name: "Receiver", dependencies: [
             "MediaCore", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "Recording", "VideoOutput",
-            "AudioIO", "OpusCodec", "Transport", "Events",
+            "AudioIO", "OpusCodec", "Transport", "Events", "SRTP",
             .product(name: "Logging", package: "swift-log"),
         ]),
 
@@ -128,7 +130,7 @@ let package = Package(
         .testTarget(name: "ReceiverTests", dependencies: [
             "Receiver", "RTP", "RTCP", "RTPSession", "Room", "OpusCodec", .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC"]),
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "SRTP"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "RelayServerTests", dependencies: [

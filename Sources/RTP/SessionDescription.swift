@@ -9,6 +9,9 @@ public struct SessionDescription: Sendable, Equatable {
     /// The Opus stream's RTP port (its RTCP on the next port), or nil for video only.
     public var audioPort: UInt16?
     public var audioPayloadType: UInt8
+    /// SRTP keys (`--srtp`): the media sections become `RTP/SAVP` with these `a=crypto` lines.
+    public var videoCrypto: SDESCrypto?
+    public var audioCrypto: SDESCrypto?
 
     public init(destination: String, videoPort: UInt16, videoPayloadType: UInt8 = 96, framerate: Int? = nil, sessionID: UInt64 = 0,
                 audioPort: UInt16? = nil, audioPayloadType: UInt8 = 111) {
@@ -32,21 +35,23 @@ public struct SessionDescription: Sendable, Equatable {
             "s=screenshare",
             "c=IN \(family) \(destination)",
             "t=0 0",
-            "m=video \(videoPort) RTP/AVP \(videoPayloadType)",
+            "m=video \(videoPort) \(videoCrypto == nil ? "RTP/AVP" : "RTP/SAVP") \(videoPayloadType)",
             "a=rtpmap:\(videoPayloadType) VP8/90000",
             "a=rtcp:\(Int(videoPort) + 1)",
         ]
+        if let videoCrypto { lines.append(videoCrypto.line) }
         if let framerate { lines.append("a=framerate:\(framerate)") }
         lines.append("a=content:slides")
         lines.append("a=recvonly")
         if let audioPort {
             lines += [
-                "m=audio \(audioPort) RTP/AVP \(audioPayloadType)",
+                "m=audio \(audioPort) \(audioCrypto == nil ? "RTP/AVP" : "RTP/SAVP") \(audioPayloadType)",
                 "a=rtpmap:\(audioPayloadType) opus/48000/2",
                 "a=fmtp:\(audioPayloadType) minptime=10;useinbandfec=1",
                 "a=rtcp:\(Int(audioPort) + 1)",
-                "a=recvonly",
             ]
+            if let audioCrypto { lines.append(audioCrypto.line) }
+            lines.append("a=recvonly")
         }
         return lines.joined(separator: "\r\n") + "\r\n"
     }
@@ -63,7 +68,11 @@ public struct ReceiveDescription: Sendable, Equatable {
         public var clockRate: Int
         public var channels: Int?
         public var rtcpPort: UInt16
-        public init(kind: String, port: UInt16, payloadType: UInt8, encoding: String, clockRate: Int, channels: Int?, rtcpPort: UInt16) {
+        /// The SRTP key (`RTP/SAVP` with `a=crypto`); nil: plain RTP.
+        public var crypto: SDESCrypto?
+        public init(kind: String, port: UInt16, payloadType: UInt8, encoding: String, clockRate: Int, channels: Int?, rtcpPort: UInt16,
+                    crypto: SDESCrypto? = nil) {
+            self.crypto = crypto
             self.kind = kind
             self.port = port
             self.payloadType = payloadType
@@ -91,8 +100,12 @@ public struct ReceiveDescription: Sendable, Equatable {
         var current: Media?
         var rtpmaps: [UInt8: (String, Int, Int?)] = [:]
         var explicitRTCP: UInt16?
-        func finish() {
+        var secure = false
+        func finish() throws {
             guard var m = current else { return }
+            if secure, m.crypto == nil {
+                throw RTPParseError("SDP: the \(m.kind) stream is SRTP (RTP/SAVP) but no a=crypto line gives its key")
+            }
             if let map = rtpmaps[m.payloadType] {
                 m.encoding = map.0
                 m.clockRate = map.1
@@ -116,7 +129,7 @@ public struct ReceiveDescription: Sendable, Equatable {
                 guard parts.count >= 3 else { throw RTPParseError("SDP line \(number + 1) '\(line)': expected c=IN IP4 ADDRESS") }
                 result.connectionAddress = String(parts[2].split(separator: "/").first ?? parts[2])
             case "m":
-                finish()
+                try finish()
                 rtpmaps = [:]
                 explicitRTCP = nil
                 let parts = value.split(separator: " ")
@@ -126,6 +139,7 @@ public struct ReceiveDescription: Sendable, Equatable {
                 let (rtcp, overflow) = port.addingReportingOverflow(1)
                 current = Media(kind: String(parts[0]), port: port, payloadType: pt, encoding: "", clockRate: 0, channels: nil,
                                 rtcpPort: overflow ? port : rtcp)
+                secure = parts[2].hasPrefix("RTP/SAVP")
             case "a" where current != nil:
                 if value.hasPrefix("rtpmap:") {
                     // a=rtpmap:PT NAME/CLOCK[/CHANNELS]
@@ -139,12 +153,16 @@ public struct ReceiveDescription: Sendable, Equatable {
                         throw RTPParseError("SDP line \(number + 1) '\(line)': bad rtcp port")
                     }
                     explicitRTCP = port
+                } else if value.hasPrefix("crypto:"), current?.crypto == nil {
+                    do { current?.crypto = try SDESCrypto.parse(value.dropFirst(7)) } catch let error as RTPParseError {
+                        throw RTPParseError("SDP line \(number + 1): \(error.description)")
+                    }
                 }
             default:
                 break
             }
         }
-        finish()
+        try finish()
         return result
     }
 }

@@ -185,6 +185,8 @@ public struct ViewerStopped: BroadcastEvent, Equatable {
     public var idleProbes: Int
     public var rttMillis: Double?
     public var packetsRejected: Int
+    /// SRTP packets refused (forged, replayed; counted in `packetsRejected` too); nil without SRTP.
+    public var srtpRejected: Int? = nil
     public var decodeErrors: Int
     public var packetsForeign: Int
     /// nil: no picture came.
@@ -213,6 +215,7 @@ public struct ViewerStopped: BroadcastEvent, Equatable {
             "duration_s": .double(durationSeconds),
             "recorded_audio_packets": .int(recordedAudioPackets),
         ]
+        if let srtpRejected { f["srtp_rejected"] = .int(srtpRejected) }
         if let audio { f.merge(audio.fields) { a, _ in a } }
         return f
     }

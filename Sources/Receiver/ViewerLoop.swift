@@ -1,3 +1,4 @@
+import SRTP
 import AudioIO
 import Events
 import Logging
@@ -43,6 +44,10 @@ final class ViewerLoop {
     /// Plain mode's audio ports (PORT+2, PORT+3), when the stream has audio.
     private let audioRTP: UDPListener?
     private let audioRTCP: UDPListener?
+    /// Plain mode with an SDP's `a=crypto`: the video flow's SRTP (its RTP and RTCP, and our
+    /// RTCP back) and the audio's.
+    private let videoSRTP: SRTPFlow?
+    private let audioSRTP: SRTPFlow?
     /// In a room: the relay's address.
     private let relay: sockaddr_in?
     /// poll(2)'s set, made once: `rtp`, `rtcp`, `audioRTP`, `audioRTCP` (fd -1 when absent).
@@ -72,6 +77,11 @@ final class ViewerLoop {
     private var stats: ViewerStatsReport
     /// Datagrams refused before the receive path saw them (malformed, unknown, other payload).
     private var packetsRejected = 0
+    /// SRTP packets refused (forged, replayed, not SRTP): nil when the stream is not SRTP.
+    private var srtpRejected: Int? {
+        guard videoSRTP != nil || audioSRTP != nil else { return nil }
+        return (videoSRTP?.refused ?? 0) + (audioSRTP?.refused ?? 0)
+    }
     /// The round trip measured by RTCP XR (RRTR → DLRR), smoothed; nil until answered.
     private var reportRTT: UInt64?
     /// When the next receiver report is due (ns).
@@ -104,6 +114,12 @@ final class ViewerLoop {
         }
         self.audio = audio
         self.audioPlaybackWarning = audioPlaybackWarning
+        do {
+            videoSRTP = try config.room == nil ? video.crypto.map { try SRTPFlow(masterKey: $0.keySalt) } : nil
+            audioSRTP = try config.room == nil && audio != nil ? config.description.audio?.crypto.map { try SRTPFlow(masterKey: $0.keySalt) } : nil
+        } catch {
+            throw FileError("the SDP's SRTP key cannot be used: \(error)")
+        }
         if let (p, r) = audioPorts {
             audioRTP = try UDPListener(port: p)
             audioRTCP = try UDPListener(port: r)
@@ -194,6 +210,7 @@ final class ViewerLoop {
         }
         let recorded = recording?.finish() ?? true
         let stopped = stats.summary(reason: stop.stopReason, path: &path, packetsRejected: packetsRejected,
+                                    srtpRejected: srtpRejected,
                                     size: output.pictureSize, rttMillis: rttMillis, recording: recording,
                                     durationSeconds: Double(clock.nowNanos() - startNanos) / 1e9, audio: audio, sync: sync)
         // PulseAudio's mainloop thread must be gone before the process exits: left running it
@@ -250,8 +267,13 @@ final class ViewerLoop {
     private func drainRTP(_ socket: UDPListener, audioPort: Bool) {
         var source = sockaddr_in()
         while true {
-            let n = datagram.withUnsafeMutableBytes { socket.receive(into: $0, from: &source) }
+            var n = datagram.withUnsafeMutableBytes { socket.receive(into: $0, from: &source) }
             guard n > 0 else { return }
+            if let flow = audioPort ? audioSRTP : videoSRTP {
+                // A forgery, a replay or plain RTP on an SRTP stream: refused, counted, never decoded.
+                guard let plain = datagram.withUnsafeMutableBytes({ flow.unprotect($0, length: n) }) else { continue }
+                n = plain
+            }
             datagram.withUnsafeBytes {
                 let bytes = UnsafeRawBufferPointer(rebasing: $0[0..<n])
                 if room != nil, !audioPort {
@@ -343,8 +365,13 @@ final class ViewerLoop {
                 socket.receive(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<Self.maxRTCPSize]), from: &source)
             }
             guard n > 0 else { return }
+            var length = n
+            if let flow = socket === audioRTCP ? audioSRTP : videoSRTP {
+                guard let plain = datagram.withUnsafeMutableBytes({ flow.unprotect($0, length: n) }) else { continue }
+                length = plain
+            }
             if socket === rtcp { rtcpPeer = source }  // the sender's RTCP address: reports and feedback go there
-            datagram.withUnsafeBytes { handleRTCP(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            datagram.withUnsafeBytes { handleRTCP(UnsafeRawBufferPointer(rebasing: $0[0..<length])) }
         }
     }
 
@@ -392,7 +419,11 @@ final class ViewerLoop {
     /// Sends the first `count` bytes of `outgoing`.
     private func sendRTCP(_ count: Int) {
         guard count > 0, let destination = rtcpDestination else { return }
-        outgoing.withUnsafeBytes { _ = (rtcp ?? rtp).send(UnsafeRawBufferPointer(rebasing: $0[0..<count]), to: destination) }
+        let socket = rtcp ?? rtp
+        outgoing.withUnsafeBytes { b in
+            let packet = UnsafeRawBufferPointer(rebasing: b[0..<count])
+            if let videoSRTP { _ = videoSRTP.protect(packet) { socket.send($0, to: destination) } } else { _ = socket.send(packet, to: destination) }
+        }
     }
 
     /// A keyframe request (PLI, RFC 4585 §6.3.1) to the sender.

@@ -47,7 +47,7 @@ struct ViewerStatsReport {
     /// The `stopped` event.
     /// - Parameters:
     ///   - packetsRejected: the datagrams the viewer refused before the receive path saw them.
-    func summary(reason: ViewerStopReason, path: inout VideoReceivePath, packetsRejected: Int, size: PixelSize,
+    func summary(reason: ViewerStopReason, path: inout VideoReceivePath, packetsRejected: Int, srtpRejected: Int? = nil, size: PixelSize,
                  rttMillis: Double?, recording: ViewerRecording?, durationSeconds: Double, audio: AudioReceiver?,
                  sync: AVSync) -> ViewerStopped {
         path.updateStats()
@@ -61,7 +61,8 @@ struct ViewerStatsReport {
             jitterMillis: path.jitterMillis,
             nackCount: s.nackCount, pliCount: s.pliCount, idleProbes: path.idleProbes,
             rttMillis: rttMillis,
-            packetsRejected: packetsRejected + path.packetsRejected, decodeErrors: path.decodeErrors,
+            packetsRejected: packetsRejected + path.packetsRejected + (srtpRejected ?? 0), srtpRejected: srtpRejected,
+            decodeErrors: path.decodeErrors,
             packetsForeign: path.packetsForeign,
             timeToFirstFrameMillis: s.firstFrameTime.map { Double($0) / 1e6 },
             size: size,

@@ -1,3 +1,4 @@
+import SRTP
 import Logging
 import Room
 import Synchronization

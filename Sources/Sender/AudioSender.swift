@@ -1,3 +1,4 @@
+import SRTP
 import AudioIO
 import Foundation
 import Logging
@@ -84,6 +85,8 @@ final class AudioSender: @unchecked Sendable {
     private var packetizer: OpusPacketizer
     private let rtpSocket: UDPSocket
     private let rtcpSocket: UDPSocket
+    /// `--srtp`: protects what goes out.
+    private let srtp: SRTPFlow?
     let ssrc: UInt32
     private let rtpBase: UInt32
     /// When the first sample of frame 0 was captured (monotonic clock); RTP time counts from it.
@@ -96,8 +99,11 @@ final class AudioSender: @unchecked Sendable {
 
     /// - Parameter shared: in a room, the one socket to the relay that carries everything;
     ///   nil: plain mode, PORT+2 and PORT+3 of `destination`.
-    init(config: AudioSendConfig, destination: Endpoint, shared: UDPSocket? = nil, clock: MediaClock, events: EventSink, logger: Logger) throws {
+    ///   - srtp: plain mode with `--srtp`: the audio flow's key.
+    init(config: AudioSendConfig, destination: Endpoint, shared: UDPSocket? = nil, srtp: SRTPFlow? = nil, clock: MediaClock, events: EventSink,
+         logger: Logger) throws {
         self.config = config
+        self.srtp = srtp
         self.clock = clock
         self.events = events
         self.logger = logger
@@ -180,7 +186,7 @@ final class AudioSender: @unchecked Sendable {
                 if n <= 2 {
                     packetizer.skipped()  // DTX: nothing worth sending (RFC 7587 §3.1.3)
                 } else if let p = packetizer.packetize(opus: UnsafeRawBufferPointer(rebasing: opus[0..<n]), rtpTimestamp: ts, into: packet) {
-                    error = rtpSocket.send(p)
+                    error = srtp.map { flow in flow.protect(p) { rtpSocket.send($0) } ?? EINVAL } ?? rtpSocket.send(p)
                     sent = n
                 }
             } catch {
@@ -227,7 +233,10 @@ final class AudioSender: @unchecked Sendable {
                                          rtpTimestamp: rtpBase &+ UInt32(truncatingIfNeeded: ticks), packetCount: c.packetsSent,
                                          octetCount: c.octetsSent, cname: cname, bye: bye, into: buf)
         }
-        buffer.withUnsafeBytes { _ = rtcpSocket.send(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        buffer.withUnsafeBytes { b in
+            let report = UnsafeRawBufferPointer(rebasing: b[0..<n])
+            if let srtp { _ = srtp.protect(report) { rtcpSocket.send($0) } } else { _ = rtcpSocket.send(report) }
+        }
     }
 
     /// Stops capturing (idempotent; the audio thread also does it when it ends).

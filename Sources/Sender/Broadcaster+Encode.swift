@@ -1,3 +1,4 @@
+import SRTP
 import Events
 import Foundation
 import MediaCore
@@ -152,7 +153,7 @@ extension Broadcaster {
             }
             frameBytes += packet.count
             frame.octets += packet.count
-            let rc = rtpSocket.send(packet)
+            let rc = sendRTP(packet)
             if rc != 0 {
                 frame.errors += 1
                 if rc == ENOBUFS || rc == EAGAIN { frame.busy += 1 }

@@ -1,3 +1,4 @@
+import SRTP
 import Events
 import Foundation
 import MediaCore
@@ -35,7 +36,14 @@ extension Broadcaster {
             let n = rtcpSocket.receive(into: buffer, timeoutMillis: reported ? 100 : 10)
             if n > 0 {
                 let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
-                if room != nil {
+                if let srtp, room == nil {
+                    // Plain mode with --srtp: the receiver's RTCP comes protected with our key.
+                    guard let plain = srtp.unprotect(buffer, length: n) else {
+                        counters.withLock { $0.packetsRejected += 1 }
+                        continue
+                    }
+                    handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<plain]))
+                } else if room != nil {
                     let t = clock.nowNanos()
                     room!.heard(now: t)
                     if DatagramKind.of(bytes) == .control {
@@ -114,7 +122,7 @@ extension Broadcaster {
                     var resent = 0
                     history.withLock { h in
                         nack.forEachSequenceNumber { seq in
-                            if h.retransmit(sequenceNumber: seq, now: now, rtt: rtt, inFlight: inFlight, { rtpSocket.send($0) }) == .sent {
+                            if h.retransmit(sequenceNumber: seq, now: now, rtt: rtt, inFlight: inFlight, { sendRTP($0) }) == .sent {
                                 resent += 1
                             }
                         }
@@ -150,6 +158,19 @@ extension Broadcaster {
                                          rtpTimestamp: rtpTimestamp(at: now), packetCount: c.packetsSent,
                                          octetCount: c.octetsSent, cname: config.cname, bye: bye, dlrr: dlrr, into: buf)
         }
-        buffer.withUnsafeBytes { _ = rtcpSocket.send(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        buffer.withUnsafeBytes { sendRTCP(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+    }
+
+    /// An RTP packet out, SRTP-protected with `--srtp`; the socket's error (0: sent).
+    @discardableResult
+    func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 {
+        guard let srtp else { return rtpSocket.send(packet) }
+        return srtp.protect(packet) { rtpSocket.send($0) } ?? EINVAL
+    }
+
+    /// An RTCP packet out, SRTCP-protected with `--srtp`.
+    func sendRTCP(_ packet: UnsafeRawBufferPointer) {
+        guard let srtp else { _ = rtcpSocket.send(packet); return }
+        _ = srtp.protect(packet) { rtcpSocket.send($0) }
     }
 }

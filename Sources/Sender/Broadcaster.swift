@@ -1,3 +1,4 @@
+import SRTP
 import AudioIO
 import Foundation
 import Logging
@@ -45,6 +46,8 @@ public struct BroadcastConfig: Sendable {
     /// Publish in a room through the relay at `destination` (one UDP flow for everything);
     /// nil: plain RTP to `destination` (video PORT/PORT+1, audio PORT+2/PORT+3).
     public var room: RoomSettings?
+    /// Plain mode: protect every packet with SRTP (`--srtp`), fresh keys in the SDP's `a=crypto`.
+    public var srtp = false
     public init(source: VideoSource, destination: Endpoint, cname: String) {
         self.source = source
         self.destination = destination
@@ -103,6 +106,10 @@ public final class Broadcaster: Sendable {
     let pool: FramePool
     let rtpSocket: UDPSocket
     let rtcpSocket: UDPSocket
+    /// `--srtp`: the video flow's key (its RTP and RTCP both ways) and the audio's, also in the SDP.
+    let videoKey: SDESCrypto?
+    let audioKey: SDESCrypto?
+    let srtp: SRTPFlow?
     let ssrc: UInt32
     let rtpBase: UInt32
     let startNanos: UInt64
@@ -138,6 +145,16 @@ public final class Broadcaster: Sendable {
         } else {
             rtcpSocket = try UDPSocket(connectTo: Endpoint(host: config.destination.host, port: config.destination.port + 1),
                                        localPort: rtpSocket.localPort &+ 1)
+        }
+        if config.srtp {
+            let video = SDESCrypto.random(), audio = SDESCrypto.random()
+            videoKey = video
+            audioKey = audio
+            srtp = try SRTPFlow(masterKey: video.keySalt)
+        } else {
+            videoKey = nil
+            audioKey = nil
+            srtp = nil
         }
         var rng = SystemRandomNumberGenerator()
         ssrc = rng.next()
@@ -270,7 +287,7 @@ public final class Broadcaster: Sendable {
         guard let audioConfig = config.audio, audioConfig.capture.hasSources else { return nil }
         do {
             return try AudioSender(config: audioConfig, destination: config.destination, shared: config.room == nil ? nil : rtpSocket,
-                                   clock: clock, events: events, logger: logger)
+                                   srtp: audioKey.map { try SRTPFlow(masterKey: $0.keySalt) }, clock: clock, events: events, logger: logger)
         } catch let error as AudioError where !audioConfig.required {
             events.emit(.warning(.audioUnavailable, "audio: \(error); sending video only (use --no-audio to silence this)"))
             return nil
@@ -279,14 +296,24 @@ public final class Broadcaster: Sendable {
 
     // MARK: - SDP
 
+    /// With `--srtp` the file holds the keys: it is made readable by its owner only (0600) before
+    /// anything is written into it.
     func writeSDP(to path: String, audioPort: UInt16?) throws {
-        let sdp = SessionDescription(destination: config.destination.host, videoPort: config.destination.port,
-                                     framerate: config.fps, audioPort: audioPort).render()
+        var description = SessionDescription(destination: config.destination.host, videoPort: config.destination.port,
+                                             framerate: config.fps, audioPort: audioPort)
+        description.videoCrypto = videoKey
+        description.audioCrypto = audioPort == nil ? nil : audioKey
+        let sdp = Array(description.render().utf8)
         let tmp = path + ".tmp"
-        do {
-            try sdp.write(toFile: tmp, atomically: false, encoding: .utf8)
-        } catch {
-            throw FileError("--sdp '\(path)': cannot write: \(error.localizedDescription)")
+        unlink(tmp)
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, config.srtp ? 0o600 : 0o644)
+        guard fd >= 0 else { throw FileError("--sdp '\(path)': cannot create \(tmp): \(SystemError.current)") }
+        let written = sdp.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let reason = SystemError.current
+        close(fd)
+        guard written == sdp.count else {
+            unlink(tmp)
+            throw FileError("--sdp '\(path)': cannot write: \(reason)")
         }
         guard rename(tmp, path) == 0 else {
             let reason = SystemError.current

@@ -1,4 +1,5 @@
 import COpenSSL
+import SRTP
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -54,24 +55,14 @@ public final class DTLSCertificate: @unchecked Sendable {
     }
 }
 
-/// The SRTP protection profiles DTLS-SRTP negotiates (RFC 5764 §4.1.2, RFC 7714 §14.2).
-public enum SRTPProfile: Int, Sendable {
-    case aes128CmHmacSha1_80 = 0x0001
-    case aeadAes128Gcm = 0x0007
-
+extension SRTPProfile {
+    /// The profile's name in OpenSSL's `SSL_set_tlsext_use_srtp` list.
     var openSSLName: String {
         switch self {
         case .aes128CmHmacSha1_80: return "SRTP_AES128_CM_SHA1_80"
         case .aeadAes128Gcm: return "SRTP_AEAD_AES_128_GCM"
         }
     }
-    /// The profiles this machine's libsrtp2 can run, preferred first: AES-GCM when it was built
-    /// with OpenSSL (Debian's is not), then AES-CM with HMAC-SHA1-80, which every browser takes.
-    public static let usable: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80].filter(SRTPSession.supports)
-
-    /// Master key and salt lengths.
-    public var keyLength: Int { 16 }
-    public var saltLength: Int { self == .aeadAes128Gcm ? 12 : 14 }
 }
 
 /// The SRTP master keys a DTLS handshake exported (RFC 5764 §4.2): one key and salt per

@@ -36,6 +36,9 @@ struct Start: ParsableCommand {
               Plain RTP with an SDP for ffplay, ffmpeg, GStreamer or VLC:
                 screenshare start --to 127.0.0.1:5004 --sdp stream.sdp
                 ffplay -protocol_whitelist file,udp,rtp stream.sdp
+              The same, encrypted (SRTP; the keys are in the SDP, readable by you only):
+                screenshare start --to 10.0.0.5:5004 --srtp --sdp stream.sdp
+                ffplay -protocol_whitelist file,udp,rtp,srtp,crypto stream.sdp
               A region at 30 fps, for moving pictures:
                 screenshare start --to 10.0.0.5:5004 --region 1280x720+0+0 \\
                     --fps 30 --content motion
@@ -81,6 +84,9 @@ struct Start: ParsableCommand {
 
     @Option(help: ArgumentHelp("Write an SDP file for ffmpeg/ffplay/GStreamer/VLC (with --to).", valueName: "file"))
     var sdp: String?
+
+    @Flag(help: "With --to: encrypt every packet (SRTP, AES_CM_128_HMAC_SHA1_80) with fresh keys written in the --sdp file (mode 0600).")
+    var srtp = false
 
     @Option(help: ArgumentHelp("Stop cleanly (RTCP BYE) after this many seconds.", valueName: "seconds"))
     var duration: Double?
@@ -164,6 +170,7 @@ struct Start: ParsableCommand {
         if room != nil, to != nil { throw ValidationError("--room and --to cannot be used together: share in a room, or send plain RTP to one receiver") }
         if room != nil {
             if sdp != nil { throw ValidationError("--sdp describes a plain RTP stream: use it with --to, not --room") }
+            if srtp { throw ValidationError("--srtp is for plain RTP (--to); rooms are protected by their tokens") }
             if server != nil {
                 if secretFile != nil || openRoom { throw ValidationError("--secret-file and --open-room are for the room this command hosts, not with --server") }
             } else if token != nil {
@@ -173,6 +180,7 @@ struct Start: ParsableCommand {
         } else {
             if server != nil { throw ValidationError("--server needs --room NAME") }
             if token != nil || secretFile != nil || openRoom { throw ValidationError("--token, --secret-file and --open-room need --room NAME") }
+            if srtp && sdp == nil { throw ValidationError("--srtp needs --sdp FILE: the receiver reads the keys from it") }
             guard to != nil else { throw ValidationError("missing --room NAME (or --to HOST:PORT for plain RTP)") }
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
@@ -262,6 +270,7 @@ struct Start: ParsableCommand {
         config.content = live.content
         config.cpuUsed = cpuUsed
         config.sdpPath = sdp
+        config.srtp = srtp
         config.durationSeconds = duration
         config.controlSocketPath = controlSocket ?? ControlSocket.path(label: room ?? "pid-\(getpid())")
         config.audio = audioConfig()

@@ -1,3 +1,4 @@
+import SRTP
 import Testing
 #if canImport(Glibc)
 import Glibc

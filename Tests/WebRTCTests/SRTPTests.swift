@@ -1,3 +1,4 @@
+import SRTP
 import Testing
 @testable import WebRTC
 
@@ -93,5 +94,55 @@ import Testing
     @Test func supportedProfilesAreKnown() {
         #expect(SRTPSession.supports(.aes128CmHmacSha1_80))
         _ = SRTPSession.supports(.aeadAes128Gcm)  // either answer is fine; it must not crash
+    }
+}
+
+/// SDES flows (`--srtp`): one key both ways; what one end protects the other reads, a replay
+/// or a forgery is refused and counted.
+@Suite struct SRTPFlowTests {
+    static func rtp(seq: UInt16, ssrc: UInt32 = 0x1234_5678, payload: [UInt8] = Array(repeating: 0xAB, count: 100)) -> [UInt8] {
+        [0x80, 96, UInt8(seq >> 8), UInt8(seq & 0xFF), 0, 0, 0, 1,
+         UInt8(ssrc >> 24), UInt8(ssrc >> 16 & 0xFF), UInt8(ssrc >> 8 & 0xFF), UInt8(ssrc & 0xFF)] + payload
+    }
+
+    @Test func whatOneEndProtectsTheOtherReadsOnce() throws {
+        let key = (0..<30).map { UInt8($0 * 7 & 0xFF) }
+        let sender = try SRTPFlow(masterKey: key), receiver = try SRTPFlow(masterKey: key)
+        var wire: [[UInt8]] = []
+        for seq in UInt16(1)...5 {
+            let packet = Self.rtp(seq: seq)
+            let sent = packet.withUnsafeBytes { sender.protect($0) { wire.append(Array($0)); return 0 } }
+            #expect(sent == 0)
+        }
+        #expect(wire.allSatisfy { $0.count == 112 + 10 }, "the 10-byte tag")
+        #expect(!wire.contains { $0[12..<112].contains(0xAB) && $0[12..<22].allSatisfy { $0 == 0xAB } }, "the payload is not in clear")
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        func receive(_ bytes: [UInt8]) -> Int? {
+            buffer.replaceSubrange(0..<bytes.count, with: bytes)
+            return buffer.withUnsafeMutableBytes { receiver.unprotect($0, length: bytes.count) }
+        }
+        for (i, d) in wire.enumerated() {
+            #expect(receive(d) == 112)
+            #expect(Array(buffer[0..<112]) == Self.rtp(seq: UInt16(i + 1)))
+        }
+        #expect(receive(wire[2]) == nil, "a replay")
+        var forged = wire[4]
+        forged[40] ^= 1
+        #expect(receive(forged) == nil, "a forgery")
+        #expect(receive(Self.rtp(seq: 9)) == nil, "plain RTP")
+        #expect(receiver.refused == 3)
+
+        // RTCP the receiver sends back (a PLI) reaches the sender through SRTCP.
+        let pli: [UInt8] = [0x81, 206, 0, 2, 0, 0, 0, 9, 0x12, 0x34, 0x56, 0x78]
+        var back: [UInt8] = []
+        _ = pli.withUnsafeBytes { receiver.protect($0) { back = Array($0); return 0 } }
+        #expect(back.count == 12 + 14, "the SRTCP index and tag")
+        var rtcp = back + [UInt8](repeating: 0, count: 100)
+        #expect(rtcp.withUnsafeMutableBytes { sender.unprotect($0, length: back.count) } == 12)
+        #expect(Array(rtcp[0..<12]) == pli)
+    }
+
+    @Test func aKeyOfTheWrongLengthIsRefused() {
+        #expect(throws: SRTPError.self) { try SRTPFlow(masterKey: [1, 2, 3]) }
     }
 }

@@ -1,6 +1,21 @@
 import CSRTP
 import Synchronization
 
+/// The SRTP protection profiles (DTLS-SRTP's names, RFC 5764 §4.1.2, RFC 7714 §14.2; with SDES,
+/// RFC 4568, `AES_CM_128_HMAC_SHA1_80` is the first).
+public enum SRTPProfile: Int, Sendable {
+    case aes128CmHmacSha1_80 = 0x0001
+    case aeadAes128Gcm = 0x0007
+
+    /// The profiles this machine's libsrtp2 can run, preferred first: AES-GCM when it was built
+    /// with OpenSSL (Debian's is not), then AES-CM with HMAC-SHA1-80, which every browser takes.
+    public static let usable: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80].filter(SRTPSession.supports)
+
+    /// Master key and salt lengths.
+    public var keyLength: Int { 16 }
+    public var saltLength: Int { self == .aeadAes128Gcm ? 12 : 14 }
+}
+
 /// One direction of SRTP and SRTCP (RFC 3711) over libsrtp2, keyed from a DTLS-SRTP handshake:
 /// `protect` what we send with our write key, `unprotect` what arrives with the peer's.
 ///
