@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import X11TestSupport
 
 /// Runs the built `screenshare` binary (Scripts/test exports SCREENSHARE_BIN).
 func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
@@ -52,6 +53,8 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         (["start", "--room", "a", "--server", "127.0.0.1:7600", "--open-room"], "not with --server"),
         (["start", "--room", "a", "--open-room", "--secret-file", "s"], "contradict"),
         (["start", "--to", "127.0.0.1:5004", "--token", "abc"], "need --room"),
+        (["start", "--room", "a", "--srtp"], "--srtp is for plain RTP"),
+        (["start", "--to", "127.0.0.1:5004", "--srtp"], "--srtp needs --sdp"),
         (["start", "--room", "a", "--token-ttl", "0s"], "--token-ttl"),
         (["token", "--room", "a", "--role", "boss", "--secret-file", "x"], "--role"),
         (["token", "--room", "a", "--role", "viewer", "--secret-file", "x", "--ttl", "forever"], "--ttl"),
@@ -110,5 +113,12 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         let noFile = try runScreenshare(["watch", "--sdp", "/nonexistent/x.sdp", "--headless"])
         #expect(noFile.status == 66)
         #expect(noFile.stderr.contains("/nonexistent/x.sdp"))
+        // An SRTP stream whose keys this viewer cannot use: the suite is named.
+        let dir = try makeTempDir()
+        let sdp = "\(dir)/gcm.sdp"
+        try "v=0\r\nc=IN IP4 127.0.0.1\r\nm=video 5004 RTP/SAVP 96\r\na=rtpmap:96 VP8/90000\r\na=crypto:1 AEAD_AES_256_GCM inline:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwd\r\n"
+            .write(toFile: sdp, atomically: true, encoding: .utf8)
+        let gcm = try runScreenshare(["watch", "--sdp", sdp, "--headless"])
+        #expect(gcm.status == 66 && gcm.stderr.contains("AEAD_AES_256_GCM"), "\(gcm.stderr)")
     }
 }

@@ -124,11 +124,12 @@ struct FFmpegReceiver {
     let md5Path: String
     let yuvPath: String
 
-    init(sdpPath: String, dir: String) throws {
+    /// - Parameter protocols: what ffmpeg may open (`…,srtp,crypto` for an SRTP stream).
+    init(sdpPath: String, dir: String, protocols: String = "file,udp,rtp") throws {
         md5Path = "\(dir)/frames.md5"
         yuvPath = "\(dir)/frames.yuv"
         child = try Child(which("ffmpeg"), [
-            "-nostdin", "-loglevel", "error", "-protocol_whitelist", "file,udp,rtp", "-i", sdpPath,
+            "-nostdin", "-loglevel", "error", "-protocol_whitelist", protocols, "-i", sdpPath,
             "-map", "0:v", "-fps_mode", "passthrough", "-autoscale", "0", "-f", "framemd5", "-y", md5Path,
             "-map", "0:v", "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", yuvPath,
         ], dir: dir, name: "ffmpeg")
