@@ -1,6 +1,7 @@
 import Access
 import Foundation
 import Relay
+import SRTP
 import Synchronization
 import Room
 import RTCP
@@ -34,6 +35,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// A room token (a JWT) checked for joining room `class` (jwt-kit's parser, the HMAC, the
     /// claims). Needs `prepare()` first: it is not accepted before.
     case token
+    /// SRTP and SRTCP packets arriving on a `--srtp` flow (libsrtp2's checks, our length handling).
+    case srtp
 
     /// Makes what the targets need that only async code can make (the token authority: jwt-kit's
     /// key collection is an actor). Call once before `run` (`prepareBlocking` off Swift's
@@ -52,6 +55,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         }
         done.wait()
     }
+
+    /// The SRTP target's master key and salt (its seeds are protected with it).
+    static let srtpKey = (0..<30).map { UInt8($0) }
 
     /// The token target's secret (its seeds are signed with it).
     static let tokenSecret = Array("the fuzz target's token secret, 32+ bytes".utf8)
@@ -102,6 +108,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             guard let authority = Self.tokens.withLock({ $0 }) else { return false }
             let text = String(decoding: bytes, as: UTF8.self)
             return (try? authority.authorize(token: text, room: "class", presenting: false, wallNanos: 1_800_000_000_000_000_000)) != nil
+        case .srtp:
+            // A fresh flow each time, so a seed is never refused as a replay of an earlier input.
+            guard let flow = try? SRTPFlow(masterKey: Self.srtpKey), bytes.count <= 2048 else { return false }
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            buffer.replaceSubrange(0..<bytes.count, with: bytes)
+            return buffer.withUnsafeMutableBytes { flow.unprotect($0, length: bytes.count) } != nil
         }
     }
 

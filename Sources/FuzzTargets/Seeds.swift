@@ -1,3 +1,4 @@
+import SRTP
 import Foundation
 import Room
 import RTCP
@@ -37,6 +38,17 @@ extension FuzzTarget {
                 "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJzY3JlZW5zaGFyZSIsInN1YiI6InZpZXdlci0xIiwibmFtZSI6IkFkYSIsIm5iZiI6MTcwMDAwMDAwMCwiZXhwIjo0MTAyNDQ0ODAwLCJ2aWRlbyI6eyJyb29tIjoiY2xhc3MiLCJyb29tSm9pbiI6dHJ1ZSwiY2FuUHVibGlzaCI6ZmFsc2UsImNhblN1YnNjcmliZSI6dHJ1ZX19.980Bu27fbF9C6Jjtq_R5ZjRmGQ8HOs8eP4zur3sPsiM",
                 "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ0ZWFjaGVyIiwiZXhwIjo0MTAyNDQ0ODAwLCJ2aWRlbyI6eyJyb29tIjoiY2xhc3MiLCJyb29tSm9pbiI6dHJ1ZSwiY2FuUHVibGlzaCI6dHJ1ZX19.RF_3VJQQTIIVe7GsXzXm3jzRFCmneJc__Rb9bcUz9vw",
             ].map { Array($0.utf8) }
+        case .srtp:
+            // What a sender protects with the key: a VP8 packet, an Opus one, a sender report.
+            guard let flow = try? SRTPFlow(masterKey: Self.srtpKey) else { return [] }
+            var report = [UInt8](repeating: 0, count: 256)
+            let n = report.withUnsafeMutableBytes {
+                RTCPPacket.buildSenderReport(ssrc: 7, ntp: NTPTimestamp(unixNanos: 1_000_000_000), rtpTimestamp: 9, packetCount: 1,
+                                             octetCount: 100, cname: "fuzz", bye: false, into: $0)
+            }
+            return [Self.vp8Packet(seq: 1, keyframe: true), Self.opusPacket(), Array(report[0..<n])].compactMap { packet in
+                packet.withUnsafeBytes { flow.protect($0) { Array($0) } }
+            }
         }
     }
 
