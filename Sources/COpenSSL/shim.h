@@ -25,3 +25,4 @@ static inline int shim_SSL_accept_any_certificate(int preverify, X509_STORE_CTX 
 static inline void shim_SSL_CTX_verify_peer_any(SSL_CTX *ctx) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, shim_SSL_accept_any_certificate);
 }
+static inline uint64_t shim_SSL_OP_COOKIE_EXCHANGE(void) { return SSL_OP_COOKIE_EXCHANGE; }

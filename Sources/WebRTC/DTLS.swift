@@ -1,5 +1,6 @@
 import COpenSSL
 import SRTP
+import Crypto
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -134,6 +135,23 @@ public final class DTLSTransport {
         // The peer's certificate is self-signed: accept it here, check its fingerprint after.
         shim_SSL_CTX_verify_peer_any(ctx)
         _ = shim_SSL_CTX_set_options(ctx, shim_SSL_OP_NO_QUERY_MTU())
+        if role == .server {
+            // A server answers a ClientHello without our cookie with a HelloVerifyRequest (RFC
+            // 6347 §4.2.1), smaller than the hello: a spoofed ClientHello draws no certificate flight.
+            _ = shim_SSL_CTX_set_options(ctx, shim_SSL_OP_COOKIE_EXCHANGE())
+            SSL_CTX_set_cookie_generate_cb(ctx, { ssl, cookie, length in
+                guard let ssl, let cookie, let length else { return 0 }
+                let mac = DTLSTransport.cookie(for: ssl)
+                mac.withUnsafeBufferPointer { cookie.update(from: $0.baseAddress!, count: $0.count) }
+                length.pointee = UInt32(mac.count)
+                return 1
+            })
+            SSL_CTX_set_cookie_verify_cb(ctx, { ssl, cookie, length in
+                guard let ssl, let cookie else { return 0 }
+                return DTLSTransport.constantTimeEqual(Array(UnsafeBufferPointer(start: cookie, count: Int(length))),
+                                                       DTLSTransport.cookie(for: ssl)) ? 1 : 0
+            })
+        }
         guard let ssl = SSL_new(ctx), let rbio = BIO_new(BIO_s_mem()), let wbio = BIO_new(BIO_s_mem()) else {
             SSL_CTX_free(ctx)
             throw DTLSError.openSSL("SSL_new")
@@ -267,6 +285,15 @@ public final class DTLSTransport {
                                serverKey: Array(material[k..<(2 * k)]), serverSalt: Array(material[(2 * k + s)...]))
         state = .connected
     }
+
+    /// The cookie of one handshake: an HMAC of its SSL object's address under a key made once
+    /// per process (valid for that handshake only; nothing is stored per handshake).
+    static func cookie(for ssl: OpaquePointer) -> [UInt8] {
+        let address = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(ssl)))
+        let input = withUnsafeBytes(of: address.bigEndian) { Array($0) }
+        return Array(HMAC<SHA256>.authenticationCode(for: input, using: cookieKey).prefix(20))
+    }
+    private static let cookieKey = SymmetricKey(size: .bits256)
 
     static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }

@@ -9,8 +9,8 @@ import Glibc
 /// exported SRTP keys, application data, and hostile datagrams.
 @Suite struct DTLSTests {
     /// Carries datagrams both ways until neither side has anything to send.
-    func run(_ client: DTLSTransport, _ server: DTLSTransport, drop: (Int) -> Bool = { _ in false }) {
-        client.start()
+    func run(_ client: DTLSTransport, _ server: DTLSTransport, start: Bool = true, drop: (Int) -> Bool = { _ in false }) {
+        if start { client.start() }
         var n = 0
         for _ in 0..<20 {
             var moved = false
@@ -40,6 +40,41 @@ import Glibc
         #expect(ck == sk)
         #expect(ck.profile == SRTPProfile.usable.first)
         #expect(ck.clientKey.count == 16 && ck.clientSalt.count == ck.profile.saltLength && ck.clientKey != ck.serverKey)
+    }
+
+    /// The server answers a ClientHello that has no cookie with a HelloVerifyRequest (RFC 6347
+    /// §4.2.1) smaller than the hello, not with its certificate flight: a spoofed hello reflects
+    /// less than it cost. A cookie from another handshake is refused the same way.
+    @Test func aHelloWithoutTheCookieGetsOnlyASmallHelloVerifyRequest() throws {
+        let a = try DTLSCertificate(), b = try DTLSCertificate()
+        let client = try DTLSTransport(role: .client, certificate: a, remoteFingerprint: nil)
+        let server = try DTLSTransport(role: .server, certificate: b, remoteFingerprint: nil)
+        client.start()
+        let hello = try #require(client.takeOutgoing())
+        #expect(hello[0] == 22 && hello[13] == 1, "a handshake record with a ClientHello")
+        hello.withUnsafeBytes { _ = server.receive($0) }
+        let answer = try #require(server.takeOutgoing())
+        // Content type 22 (handshake), DTLS 1.0 record version for the HVR, message type 3.
+        #expect(answer[0] == 22 && answer[13] == 3, "a HelloVerifyRequest: \(answer.prefix(16).map { String($0) })")
+        #expect(answer.count < hello.count, "\(answer.count) bytes answer a \(hello.count)-byte hello")
+        #expect(server.state == .handshaking)
+
+        // Another server (another handshake) does not take this server's cookie: the client's
+        // second hello, with the cookie, draws nothing there (the handshake is refused).
+        answer.withUnsafeBytes { _ = client.receive($0) }
+        let second = try #require(client.takeOutgoing())
+        #expect(second.count > hello.count, "the hello again, with the cookie")
+        let stranger = try DTLSTransport(role: .server, certificate: b, remoteFingerprint: nil)
+        second.withUnsafeBytes { _ = stranger.receive($0) }
+        #expect(stranger.takeOutgoing() == nil && stranger.state != .connected)
+
+        // The server that gave the cookie goes on to its certificate flight, and the handshake ends.
+        second.withUnsafeBytes { _ = server.receive($0) }
+        let flight = try #require(server.takeOutgoing())
+        #expect(flight[13] == 2, "ServerHello")
+        flight.withUnsafeBytes { _ = client.receive($0) }
+        run(client, server, start: false)
+        #expect(client.state == .connected && server.state == .connected)
     }
 
     @Test func theProfileIsTheOneBothOffer() throws {
