@@ -97,7 +97,7 @@ let package = Package(
         // `--seed DIR` writes the seed corpus.
         .executableTarget(name: "screenshare-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(name: "screenshare", dependencies: [
-            "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode", "Access",
+            "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode", "Access", "WebRTC",
             "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
@@ -134,7 +134,7 @@ let package = Package(
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "RelayServerTests", dependencies: [
-            "Relay", "Room", "Access", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"),
+            "Relay", "Room", "Access", "RTP", "Transport", "Events", "MediaCore", "WebRTC", .product(name: "Logging", package: "swift-log"),
         ]),
         // What users see of every event (JSON and human text), pinned.
         .testTarget(name: "EventsTests", dependencies: [

@@ -15,11 +15,15 @@ public struct RelayStarted: BroadcastEvent, Equatable {
     public var sendBuffer: Int
     /// "tokens" (a room token is needed to join) or "open" (anyone joins any room).
     public var access: String
+    /// The DTLS certificate's SHA-256 (`sha256:…`; stable across restarts with `--cert-file`).
+    public var fingerprint: String? = nil
 
     public var name: String { "started" }
     public var fields: [String: JSONValue] {
-        ["listen": .string(listen), "protocol_version": .int(protocolVersion),
-         "receive_buffer": .int(receiveBuffer), "send_buffer": .int(sendBuffer), "access": .string(access)]
+        var f: [String: JSONValue] = ["listen": .string(listen), "protocol_version": .int(protocolVersion),
+                                      "receive_buffer": .int(receiveBuffer), "send_buffer": .int(sendBuffer), "access": .string(access)]
+        if let fingerprint { f["fingerprint"] = .string(fingerprint) }
+        return f
     }
     public var humanText: String {
         "relay listening on \(listen) (protocol v\(protocolVersion)); "

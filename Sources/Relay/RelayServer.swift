@@ -79,6 +79,8 @@ public final class RelayServer: @unchecked Sendable {
     private let summary = Mutex<[String: JSONValue]>([:])
     /// The rooms, for the HTTP side (published when they change).
     let directory = RoomDirectory()
+    /// The DTLS certificate's fingerprint (`sha256:…`), when it serves browsers.
+    public let fingerprint: String?
     /// The socket buffers the kernel granted (bytes).
     let buffers: (receive: Int, send: Int)
 
@@ -88,16 +90,17 @@ public final class RelayServer: @unchecked Sendable {
     ///   - fanOutBatch: messages per `sendmmsg` call (tests use small ones to cross batches).
     ///   - browsers: also serve browsers: WHEP and the page over HTTP on TCP at the same port.
     ///   - authorizer: who may enter which room, peers and browsers alike (nil: anyone).
+    ///   - certificate: the relay's DTLS certificate (nil: a new one for this run).
     public convenience init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
                             limits: RelayLimits = RelayLimits(), browsers: Bool = false, browserLimits: BrowserLimits = BrowserLimits(),
-                            authorizer: (any RoomAuthorizer)? = nil) throws {
+                            authorizer: (any RoomAuthorizer)? = nil, certificate: DTLSCertificate? = nil) throws {
         try self.init(host: host, port: port, events: events, logger: logger, clock: clock, limits: limits, fanOutBatch: 1024,
-                      browsers: browsers, browserLimits: browserLimits, authorizer: authorizer)
+                      browsers: browsers, browserLimits: browserLimits, authorizer: authorizer, certificate: certificate)
     }
 
     init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
          limits: RelayLimits = RelayLimits(), fanOutBatch: Int, browsers enableBrowsers: Bool = false,
-         browserLimits: BrowserLimits = BrowserLimits(), authorizer: (any RoomAuthorizer)? = nil) throws {
+         browserLimits: BrowserLimits = BrowserLimits(), authorizer: (any RoomAuthorizer)? = nil, certificate given: DTLSCertificate? = nil) throws {
         socket = try UDPListener(host: host, port: port)
         buffers = socket.setBufferSizes(receive: 8 << 20, send: 8 << 20)
         self.port = socket.port
@@ -108,7 +111,8 @@ public final class RelayServer: @unchecked Sendable {
         self.clock = clock
         if enableBrowsers {
             let gateway = BrowserGateway(limits: browserLimits, logger: logger)
-            let certificate = try DTLSCertificate()
+            let certificate = try given ?? DTLSCertificate()
+            fingerprint = certificate.fingerprintText
             var factory = WHEPSessionFactory(certificate: certificate, inbox: gateway.inbox, directory: directory, limits: browserLimits,
                                              udpPort: socket.port, clock: clock)
             factory.authorizer = authorizer
@@ -118,6 +122,7 @@ public final class RelayServer: @unchecked Sendable {
         } else {
             browsers = nil
             http = nil
+            fingerprint = nil
         }
         core = RelayCore(limits: limits, transport: transport, authorizer: authorizer) { [weak self] e in self?.report(e) }
         transport.core = core
@@ -143,7 +148,7 @@ public final class RelayServer: @unchecked Sendable {
         let start = clock.nowNanos()
         events?.emit(RelayStarted(listen: "\(host ?? "0.0.0.0"):\(port)", protocolVersion: Int(RoomProtocol.version),
                                   receiveBuffer: buffers.receive, sendBuffer: buffers.send,
-                                  access: core.authorizer == nil ? "open" : "tokens"))
+                                  access: core.authorizer == nil ? "open" : "tokens", fingerprint: fingerprint))
         let batch = ReceiveBatch(count: 32, bufferSize: 2048)
         var nextPoll = start
         var nextStats = start + 1_000_000_000

@@ -1,6 +1,7 @@
 import COpenSSL
 import SRTP
 import Crypto
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,6 +48,76 @@ public final class DTLSCertificate: @unchecked Sendable {
         X509_free(x509)
         EVP_PKEY_free(key)
     }
+
+    /// Reads a key and its certificate from PEM text (what `pem` writes).
+    /// - Throws: `DTLSError` when either is missing or they do not belong together.
+    public init(pem: String) throws {
+        let bytes = Array(pem.utf8)
+        func read<T>(_ body: (OpaquePointer) -> T?) -> T? {
+            guard let bio = bytes.withUnsafeBytes({ BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }) else { return nil }
+            defer { BIO_free(bio) }
+            return body(bio)
+        }
+        guard let key = read({ PEM_read_bio_PrivateKey($0, nil, nil, nil) }) else {
+            throw DTLSError.openSSL("no private key in the PEM text: \(DTLSError.lastOpenSSLError())")
+        }
+        guard let x509 = read({ PEM_read_bio_X509($0, nil, nil, nil) }) else {
+            EVP_PKEY_free(key)
+            throw DTLSError.openSSL("no certificate in the PEM text: \(DTLSError.lastOpenSSLError())")
+        }
+        guard X509_check_private_key(x509, key) == 1, let fingerprint = Self.fingerprint(of: x509) else {
+            X509_free(x509)
+            EVP_PKEY_free(key)
+            throw DTLSError.openSSL("the key is not the certificate's")
+        }
+        self.key = key
+        self.x509 = x509
+        self.fingerprint = fingerprint
+    }
+
+    /// The key (PKCS#8) and the certificate as PEM text.
+    public func pem() -> String {
+        guard let bio = BIO_new(BIO_s_mem()) else { return "" }
+        defer { BIO_free(bio) }
+        guard PEM_write_bio_PrivateKey(bio, key, nil, nil, 0, nil, nil) == 1, PEM_write_bio_X509(bio, x509) == 1 else { return "" }
+        var pointer: UnsafeMutablePointer<CChar>?
+        let n = shim_BIO_get_mem_data(bio, &pointer)
+        guard n > 0, let pointer else { return "" }
+        return String(decoding: UnsafeRawBufferPointer(start: pointer, count: n), as: UTF8.self)
+    }
+
+    /// The certificate kept in `path`, or a new one written there (mode 0600) when no file is
+    /// there, so a relay keeps its fingerprint across restarts.
+    /// - Throws: `DTLSError` naming the file: unreadable, readable by anyone (o+r: it holds a
+    ///   private key), not a key and certificate, or not writable.
+    public static func loadOrCreate(file path: String) throws -> (certificate: DTLSCertificate, created: Bool) {
+        var info = stat()
+        if stat(path, &info) == 0 {
+            guard info.st_mode & S_IROTH == 0 else {
+                throw DTLSError.openSSL("certificate file '\(path)': anyone on this machine can read its private key; chmod o-r it")
+            }
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw DTLSError.openSSL("certificate file '\(path)': cannot read it")
+            }
+            do { return (try DTLSCertificate(pem: String(decoding: data, as: UTF8.self)), false) } catch {
+                throw DTLSError.openSSL("certificate file '\(path)': \(error)")
+            }
+        }
+        // Ten years: peers know it by its fingerprint, and WebRTC does not check its dates.
+        let certificate = try DTLSCertificate(validDays: 3650)
+        let text = Array(certificate.pem().utf8)
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw DTLSError.openSSL("certificate file '\(path)': cannot create it: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        guard text.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == text.count else {
+            unlink(path)
+            throw DTLSError.openSSL("certificate file '\(path)': cannot write it: \(String(cString: strerror(errno)))")
+        }
+        return (certificate, true)
+    }
+
+    /// The fingerprint as the relay prints it: `sha256:` and 64 hex digits.
+    public var fingerprintText: String { "sha256:" + fingerprint.map { String(format: "%02x", $0) }.joined() }
 
     static func fingerprint(of x509: OpaquePointer) -> [UInt8]? {
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))

@@ -15,6 +15,7 @@ import ScreenCapture
 import Sender
 import Transport
 import VP8Codec
+import WebRTC
 import VideoProcessing
 #if canImport(Glibc)
 import Glibc
@@ -50,6 +51,9 @@ struct Serve: ParsableCommand {
     @Flag(help: "Let anyone who reaches the relay join any room, without a token.")
     var open = false
 
+    @Option(help: ArgumentHelp("Keep the relay's DTLS certificate (and so its fingerprint) in FILE across restarts (made, mode 0600, when missing).", valueName: "file"))
+    var certFile: String?
+
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
@@ -77,9 +81,17 @@ struct Serve: ParsableCommand {
             }
             authority = try Blocking.run { try await TokenAuthority(secret: secret) }
         }
+        var certificate: DTLSCertificate?
+        if let certFile {
+            do { certificate = try DTLSCertificate.loadOrCreate(file: certFile).certificate } catch {
+                printError("screenshare: --cert-file: \(error)")
+                throw Exit.noInput
+            }
+        }
         let relay: RelayServer
         do {
-            relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger, browsers: true, authorizer: authority)
+            relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger, browsers: true, authorizer: authority,
+                                    certificate: certificate)
         } catch {
             printError("screenshare: --listen \(listen): \(error)")
             throw Exit.network

@@ -97,6 +97,27 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         #expect(s.stderr.contains("TCP") && s.stderr.contains("\(port)"), "\(s.stderr)")
     }
 
+    /// `serve --cert-file` makes the certificate once (private) and keeps its fingerprint across
+    /// restarts; `started` prints it.
+    @Test func serveKeepsItsCertificateInAFile() throws {
+        let dir = try makeTempDir()
+        let file = "\(dir)/relay.pem"
+        func fingerprint() throws -> String {
+            let r = try runScreenshare(["serve", "--listen", "127.0.0.1:\(freeEvenPort())", "--open", "--cert-file", file, "--duration", "0.3", "--json"])
+            #expect(r.status == 0, "\(r.stderr)")
+            let started = try #require(EventLog(r.stdout).last(named: "started"))
+            return try #require(started["fingerprint"] as? String)
+        }
+        let first = try fingerprint()
+        #expect(first.hasPrefix("sha256:") && first.count == 7 + 64, "\(first)")
+        var info = stat()
+        #expect(stat(file, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(try fingerprint() == first)
+        chmod(file, 0o644)
+        let refused = try runScreenshare(["serve", "--listen", "127.0.0.1:\(freeEvenPort())", "--open", "--cert-file", file, "--duration", "0.3"])
+        #expect(refused.status == 66 && refused.stderr.contains("chmod o-r"), "\(refused.stderr)")
+    }
+
     @Test func helpListsSubcommands() throws {
         let r = try runScreenshare(["--help"])
         #expect(r.status == 0)

@@ -220,7 +220,8 @@ enum EventCases {
         let address = PeerAddress(ip: 0xC0A8_0115, port: 51000)
         func mapped(_ e: RelayEvent) -> any BroadcastEvent { RelayServer.event(for: e)! }
         return [
-            ("relay.started", RelayStarted(listen: "0.0.0.0:7600", protocolVersion: 2, receiveBuffer: 8_388_608, sendBuffer: 425_984, access: "tokens")),
+            ("relay.started", RelayStarted(listen: "0.0.0.0:7600", protocolVersion: 2, receiveBuffer: 8_388_608, sendBuffer: 425_984, access: "tokens",
+                                           fingerprint: "sha256:3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f")),
             ("relay.started.open", RelayStarted(listen: "127.0.0.1:7600", protocolVersion: 2, receiveBuffer: 8_388_608, sendBuffer: 425_984, access: "open")),
             ("relay.peer_joined", mapped(.peerJoined(room: "class", peer: bob, address: address))),
             ("relay.peer_joined.browser", mapped(.peerJoined(room: "class", peer: PeerInfo(id: 3, name: "browser-1a2b3c", role: "viewer",

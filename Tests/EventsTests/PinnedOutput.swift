@@ -143,7 +143,7 @@ enum PinnedOutput {
             json: #"{"event":"disconnected","reason":"no answer after 3 retries","server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"gave up on the relay 192.168.1.20:7600: no answer after 3 retries"#),
         "relay.started": (
-            json: #"{"access":"tokens","event":"started","listen":"0.0.0.0:7600","protocol_version":2,"receive_buffer":8388608,"send_buffer":425984,"time":"2026-11-18T11:06:40.125Z"}"#,
+            json: #"{"access":"tokens","event":"started","fingerprint":"sha256:3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f","listen":"0.0.0.0:7600","protocol_version":2,"receive_buffer":8388608,"send_buffer":425984,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"relay listening on 0.0.0.0:7600 (protocol v2); rooms need a token (`screenshare token`)"#),
         "relay.started.open": (
             json: #"{"access":"open","event":"started","listen":"127.0.0.1:7600","protocol_version":2,"receive_buffer":8388608,"send_buffer":425984,"time":"2026-11-18T11:06:40.125Z"}"#,

@@ -7,6 +7,7 @@ import Synchronization
 import Testing
 import Transport
 @testable import Relay
+import WebRTC
 
 /// A relay that requires tokens, over its real sockets: peers (UDP, the room protocol) and
 /// browsers (HTTP, WHEP with `Authorization: Bearer`) are refused with the reason named, and
@@ -43,8 +44,10 @@ import Transport
         let viewerToken = try await authority.mint(room: "class", role: .viewer, name: "Ada", ttl: 600)
         let otherRoom = try await authority.mint(room: "lab", role: .viewer, ttl: 600)
         let expired = try await authority.mint(room: "class", role: .viewer, ttl: 60, now: Date().addingTimeInterval(-3600))
+        let certificate = try DTLSCertificate()
         let relay = try RelayServer(host: "127.0.0.1", port: 0, events: nil, logger: Logger(label: "test"), browsers: true,
-                                    authorizer: authority)
+                                    authorizer: authority, certificate: certificate)
+        #expect(relay.fingerprint == certificate.fingerprintText)
         let thread = Thread { _ = relay.run(durationSeconds: nil) }
         thread.start()
         defer { relay.stop() }
@@ -94,9 +97,12 @@ import Transport
             info = (try? BrowserAdmissionTests.http("GET", "/rooms/class", port: port, headers: ["Authorization: Bearer \(viewerToken)"]).2) ?? ""
             return info.contains(#""presenters":["Ms Smith"]"#)
         }
-        let (created, headers, _) = try BrowserAdmissionTests.http("POST", "/whep/class", port: port, body: BrowserAdmissionTests.offer,
-                                                                   headers: ["Authorization: Bearer \(viewerToken)"])
+        let (created, headers, answer) = try BrowserAdmissionTests.http("POST", "/whep/class", port: port, body: BrowserAdmissionTests.offer,
+                                                                        headers: ["Authorization: Bearer \(viewerToken)"])
         #expect(created == 201 && headers["location"]?.hasPrefix("/whep/class/") == true)
+        // The answer names the certificate the relay was given.
+        let named = certificate.fingerprint.map { String(format: "%02X", $0) }.joined(separator: ":")
+        #expect(answer.contains("a=fingerprint:sha-256 \(named)"), "\(answer)")
         #expect(relay.connectingBrowsers == 1)
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import SRTP
 import Testing
 #if canImport(Glibc)
@@ -75,6 +76,36 @@ import Glibc
         flight.withUnsafeBytes { _ = client.receive($0) }
         run(client, server, start: false)
         #expect(client.state == .connected && server.state == .connected)
+    }
+
+    /// A certificate written as PEM and read back is the same one (its fingerprint), and its
+    /// key still signs a handshake; `loadOrCreate` makes the file once, private, then keeps it.
+    @Test func aCertificateKeptInAFileKeepsItsFingerprint() throws {
+        let original = try DTLSCertificate()
+        let back = try DTLSCertificate(pem: original.pem())
+        #expect(back.fingerprint == original.fingerprint)
+        #expect(back.fingerprintText == "sha256:" + original.fingerprint.map { String(format: "%02x", $0) }.joined())
+        let client = try DTLSTransport(role: .client, certificate: try DTLSCertificate(), remoteFingerprint: original.fingerprint)
+        let server = try DTLSTransport(role: .server, certificate: back, remoteFingerprint: nil)
+        run(client, server)
+        #expect(client.state == .connected, "the loaded key signs the handshake the fingerprint names")
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cert-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/relay.pem"
+        let made = try DTLSCertificate.loadOrCreate(file: path)
+        var info = stat()
+        #expect(made.created && stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        let again = try DTLSCertificate.loadOrCreate(file: path)
+        #expect(!again.created && again.certificate.fingerprint == made.certificate.fingerprint)
+        chmod(path, 0o644)
+        #expect(throws: DTLSError.self) { try DTLSCertificate.loadOrCreate(file: path) }
+        #expect(throws: DTLSError.self) { try DTLSCertificate(pem: "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n") }
+        let other = try DTLSCertificate()
+        let mixed = String(original.pem().split(separator: "-----BEGIN CERTIFICATE-----")[0]) + "-----BEGIN CERTIFICATE-----"
+            + other.pem().components(separatedBy: "-----BEGIN CERTIFICATE-----")[1]
+        #expect(throws: DTLSError.self) { try DTLSCertificate(pem: mixed) }
     }
 
     @Test func theProfileIsTheOneBothOffer() throws {
