@@ -154,6 +154,29 @@ import X11TestSupport
         _ = try EventLog.wait(for: "subscribed", in: presenter)
     }
 
+    /// The page opened without the link's token (or with an altered one) is not admitted: it
+    /// says why, shows nothing, and does not keep asking.
+    @Test func chromiumWithoutTheTokenIsNotAdmitted() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let presenter = try Self.presenter(dir, at: ["--listen", "127.0.0.1:\(port)"])
+        defer { _ = presenter.finish(within: 0) }
+        let url = try #require(try EventLog.wait(for: "started", in: presenter)["browser_url"] as? String)
+        let page = String(try #require(url.split(separator: "#").first))
+        let altered = url.dropLast(3) + (url.hasSuffix("AAA") ? "BBB" : "AAA")
+        for (link, says) in [(page, "no token"), (String(altered), "signature does not match")] {
+            let chromium = try Child(Self.python, [Self.script("browser-watch.py"), link, "4"], dir: dir, name: "chromium-\(UUID().uuidString.prefix(4))")
+            _ = chromium.finish(within: 60)
+            let log = EventLog(chromium.stdout)
+            let last = try #require(log.last(named: "page"), "\(chromium.stdout.suffix(1500)) \(chromium.stderr.suffix(1500))")
+            let text = last["text"] as? String ?? ""
+            #expect(text.hasPrefix("not admitted:") && text.contains(says), "\(link.suffix(12)): the page says '\(text)'")
+            #expect(last["frames"] as? Int == 0 && last["sessions"] as? Int == 0, "\(last)")
+            #expect(log.first(named: "first_picture") == nil)
+        }
+        #expect(presenter.isRunning)
+    }
+
     /// A browser on a lossy link: the video packets it misses (10 %, dropped on arrival) it
     /// asks for again (NACK, naming the answer's SSRC and sequence numbers), and the relay
     /// answers from its history, mapped back to the presenter's stream.
