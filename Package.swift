@@ -41,14 +41,14 @@ let package = Package(
         .target(name: "RTPSession", dependencies: ["RTP", "RTCP"]),
         // WebRTC's pieces for browsers, sans-I/O: STUN and the ICE-lite agent, the WHEP offer and
         // answer, DTLS 1.2 with DTLS-SRTP (OpenSSL), SRTP (libsrtp2).
-        .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "SRTP", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "SRTP", "MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
         // SRTP and SRTCP (RFC 3711) over libsrtp2: keyed by DTLS-SRTP (browsers) or SDES (`--srtp`).
         .target(name: "SRTP", dependencies: ["CSRTP"]),
         // The browser link as a QR code (libqrencode), for a terminal or as an image.
         .target(name: "QRCode", dependencies: ["CQREncode"]),
         // Who may enter a room: room tokens (JWT, HS256, LiveKit's claims) made and checked with
         // jwt-kit, the secret file.
-        .target(name: "Access", dependencies: ["Room", .product(name: "JWTKit", package: "jwt-kit")]),
+        .target(name: "Access", dependencies: ["Room", "MediaCore", .product(name: "JWTKit", package: "jwt-kit")]),
         // Typed events: JSON lines for machines, one line of text for people.
         .target(name: "Events"),
         // UDP sockets, batched datagram I/O, endpoints and addresses; one errno → error path.

@@ -306,15 +306,8 @@ public final class Broadcaster: Sendable {
         let sdp = Array(description.render().utf8)
         let tmp = path + ".tmp"
         unlink(tmp)
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, config.srtp ? 0o600 : 0o644)
-        guard fd >= 0 else { throw FileError("--sdp '\(path)': cannot create \(tmp): \(SystemError.current)") }
-        let written = sdp.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        let reason = SystemError.current
-        close(fd)
-        guard written == sdp.count else {
-            unlink(tmp)
-            throw FileError("--sdp '\(path)': cannot write: \(reason)")
-        }
+        // With --srtp it holds the keys: nobody else may read it.
+        try PrivateFile.create(tmp, contents: sdp, mode: config.srtp ? 0o600 : 0o644, what: "--sdp")
         guard rename(tmp, path) == 0 else {
             let reason = SystemError.current
             unlink(tmp)

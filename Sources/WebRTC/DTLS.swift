@@ -2,6 +2,7 @@ import COpenSSL
 import SRTP
 import Crypto
 import Foundation
+import MediaCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -91,27 +92,17 @@ public final class DTLSCertificate: @unchecked Sendable {
     /// - Throws: `DTLSError` naming the file: unreadable, readable by anyone (o+r: it holds a
     ///   private key), not a key and certificate, or not writable.
     public static func loadOrCreate(file path: String) throws -> (certificate: DTLSCertificate, created: Bool) {
-        var info = stat()
-        if stat(path, &info) == 0 {
-            guard info.st_mode & S_IROTH == 0 else {
-                throw DTLSError.openSSL("certificate file '\(path)': anyone on this machine can read its private key; chmod o-r it")
-            }
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw DTLSError.openSSL("certificate file '\(path)': cannot read it")
-            }
-            do { return (try DTLSCertificate(pem: String(decoding: data, as: UTF8.self)), false) } catch {
+        if PrivateFile.exists(path) {
+            let pem: [UInt8]
+            do { pem = try PrivateFile.read(path, what: "certificate file") } catch { throw DTLSError.openSSL(error.description) }
+            do { return (try DTLSCertificate(pem: String(decoding: pem, as: UTF8.self)), false) } catch {
                 throw DTLSError.openSSL("certificate file '\(path)': \(error)")
             }
         }
         // Ten years: peers know it by its fingerprint, and WebRTC does not check its dates.
         let certificate = try DTLSCertificate(validDays: 3650)
-        let text = Array(certificate.pem().utf8)
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw DTLSError.openSSL("certificate file '\(path)': cannot create it: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        guard text.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == text.count else {
-            unlink(path)
-            throw DTLSError.openSSL("certificate file '\(path)': cannot write it: \(String(cString: strerror(errno)))")
+        do { try PrivateFile.create(path, contents: Array(certificate.pem().utf8), what: "certificate file") } catch {
+            throw DTLSError.openSSL(error.description)
         }
         return (certificate, true)
     }
