@@ -48,12 +48,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
 
     /// `prepare()` from a plain thread (libFuzzer's driver, the replay command): never from async code.
     public static func prepareBlocking() {
-        let done = DispatchSemaphore(value: 0)
-        Task.detached {
-            await prepare()
-            done.signal()
-        }
-        done.wait()
+        _ = try? Blocking.run { await prepare() }
     }
 
     /// The SRTP target's master key and salt (its seeds are protected with it).
