@@ -128,4 +128,46 @@ import X11TestSupport
         let anyone = try Self.watch(dir, port: openPort, token: nil)
         #expect(anyone.status == 0 && (anyone.stopped["frames_decoded"] as? Int ?? 0) >= 20, "\(anyone.stderr)")
     }
+
+    /// The claims of a JWT (its middle part, base64url), unverified.
+    static func claims(_ token: String) throws -> [String: Any] {
+        let parts = token.split(separator: ".")
+        try #require(parts.count == 3, "\(token)")
+        var b64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while b64.count % 4 != 0 { b64 += "=" }
+        let data = try #require(Data(base64Encoded: b64))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    /// `start --room --secret-file F --token-ttl`: the printed viewer token lives as long as
+    /// asked, and a token `screenshare token --secret-file F --ttl` mints (its own lifetime)
+    /// is admitted by the hosted room, since both use F's secret.
+    @Test func aHostedRoomWithASecretFileAdmitsTokensMintedWithIt() throws {
+        let dir = try makeTempDir()
+        let secret = "\(dir)/secret"
+        let input = try RoomEndToEndTests.motion(dir, 320, 240)
+        let port = freeEvenPort()
+        let presenter = try RoomEndToEndTests.presenter(dir, "teacher", room: "class",
+                                                        ["--listen", "127.0.0.1:\(port)", "--secret-file", secret, "--token-ttl", "45m"],
+                                                        input: input, size: "320x240", duration: 30)
+        defer { _ = presenter.finish(within: 0) }
+        try waitUntilBound(port)
+        let started = try EventLog.wait(for: "started", in: presenter)
+        let printed = try Self.claims(try RoomEndToEndTests.viewerToken(started))
+        let printedLife = (printed["exp"] as? Int ?? 0) - (printed["nbf"] as? Int ?? 0)
+        #expect(printedLife == 45 * 60, "--token-ttl 45m: \(printed)")
+        #expect((printed["video"] as? [String: Any])?["canPublish"] as? Bool != true, "a viewer token: \(printed)")
+
+        let minted = try Self.token(secret, room: "class", role: "viewer", extra: ["--ttl", "90m"])
+        let claims = try Self.claims(minted)
+        #expect((claims["exp"] as? Int ?? 0) - (claims["nbf"] as? Int ?? 0) == 90 * 60, "--ttl 90m: \(claims)")
+        let admitted = try Self.watch(dir, port: port, token: minted)
+        #expect(admitted.status == 0 && (admitted.stopped["frames_decoded"] as? Int ?? 0) >= 20, "\(admitted.stderr)")
+        // One minted with another secret is not.
+        let other = "\(dir)/other"
+        _ = FileManager.default.createFile(atPath: other, contents: Data(String(repeating: "y", count: 40).utf8), attributes: [.posixPermissions: 0o600])
+        let stranger = try Self.token(other, room: "class", role: "viewer")
+        let refused = try Self.watch(dir, port: port, token: stranger)
+        #expect(refused.status == 77 && refused.stderr.contains("does not match this relay's secret"), "\(refused.stderr)")
+    }
 }
