@@ -108,7 +108,28 @@ public final class DTLSCertificate: @unchecked Sendable {
     }
 
     /// The fingerprint as the relay prints it: `sha256:` and 64 hex digits.
-    public var fingerprintText: String { "sha256:" + fingerprint.map { String(format: "%02x", $0) }.joined() }
+    public var fingerprintText: String { Self.text(fingerprint) }
+
+    /// A SHA-256 fingerprint as `serve` prints it and `--fingerprint` takes it: `sha256:` and hex.
+    public static func text(_ fingerprint: [UInt8]) -> String {
+        "sha256:" + fingerprint.map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Reads what `text` writes (any case; colons between pairs allowed, as SDP writes them).
+    /// Nil when it is not `sha256:` and 32 bytes of hex.
+    public static func parseFingerprint(_ text: String) -> [UInt8]? {
+        let lower = text.lowercased()
+        guard lower.hasPrefix("sha256:") else { return nil }
+        let hex = Array(lower.dropFirst(7).filter { $0 != ":" }.utf8)
+        guard hex.count == 64 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        for i in stride(from: 0, to: 64, by: 2) {
+            guard let b = UInt8(String(decoding: hex[i..<(i + 2)], as: UTF8.self), radix: 16) else { return nil }
+            out.append(b)
+        }
+        return out
+    }
 
     static func fingerprint(of x509: OpaquePointer) -> [UInt8]? {
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
@@ -156,6 +177,9 @@ public final class DTLSTransport {
 
     /// Flights are cut to fit this (a 1280-byte IPv6 minimum MTU less UDP/IP headers and room).
     public static let mtu = 1200
+    /// The largest application message: one record's plaintext (RFC 6347 §4.1, 2^14), which
+    /// goes as one datagram however large (IP fragments it past the MTU).
+    public static let maxMessage = 16_384
 
     public let role: Role
     public private(set) var state: State = .handshaking

@@ -187,3 +187,22 @@ func usleepMillis(_ ms: UInt32) {
     var ts = timespec(tv_sec: 0, tv_nsec: Int(ms) * 1_000_000)
     nanosleep(&ts, nil)
 }
+
+extension DTLSTests {
+    /// A room message larger than the path MTU (a `welcome` listing a big room) is one record,
+    /// so it arrives as one message, whole, as a datagram of its own did before.
+    @Test func aMessageLargerThanTheMTUArrivesWhole() throws {
+        let a = try DTLSCertificate(), b = try DTLSCertificate()
+        let client = try DTLSTransport(role: .client, certificate: a, remoteFingerprint: nil)
+        let server = try DTLSTransport(role: .server, certificate: b, remoteFingerprint: nil)
+        run(client, server)
+        try #require(client.state == .connected && server.state == .connected)
+        for size in [1, 1100, 5000, DTLSTransport.maxMessage] {
+            let message = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            try message.withUnsafeBytes { try server.send($0) }
+            let datagram = try #require(server.takeOutgoing())
+            let got = datagram.withUnsafeBytes { client.receive($0) }
+            #expect(got == [message], "\(size) bytes came as \(got.map(\.count))")
+        }
+    }
+}
