@@ -48,6 +48,7 @@ let package = Package(
         .target(name: "QRCode", dependencies: ["CQREncode"]),
         // Who may enter a room: room tokens (JWT, HS256, LiveKit's claims) made and checked with
         // jwt-kit, the secret file.
+        .target(name: "RoomLink", dependencies: ["Room", "WebRTC", "SRTP"]),
         .target(name: "Access", dependencies: ["Room", "MediaCore", .product(name: "JWTKit", package: "jwt-kit")]),
         // Typed events: JSON lines for machines, one line of text for people.
         .target(name: "Events"),
@@ -78,13 +79,13 @@ let package = Package(
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [
             "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room",
-            "AudioIO", "OpusCodec", "Transport", "Events", "Control", "SRTP",
+            "AudioIO", "OpusCodec", "Transport", "Events", "Control", "SRTP", "RoomLink",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The viewer: receive → repair → reassemble → decode → show, play, record.
         .target(name: "Receiver", dependencies: [
             "MediaCore", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "Recording", "VideoOutput",
-            "AudioIO", "OpusCodec", "Transport", "Events", "SRTP",
+            "AudioIO", "OpusCodec", "Transport", "Events", "SRTP", "RoomLink",
             .product(name: "Logging", package: "swift-log"),
         ]),
 
@@ -113,6 +114,8 @@ let package = Package(
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "VideoProcessing", "MediaCore"]),
         // Shared by the pure tests: a seeded random number generator.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // A room peer that speaks the relay's encrypted hop by hand (DTLS, SRTP), for tests.
+        .target(name: "HopTestSupport", dependencies: ["Room", "SRTP", "Transport", "WebRTC"], path: "Tests/HopTestSupport"),
         // Shared by the capture and end-to-end tests: real X windows to capture, and the audio/video
         // sync probe (a window that flashes with a beep; a measurer of what is seen and heard).
         .target(name: "X11TestSupport", dependencies: ["CX11", "CPulse"], path: "Tests/X11TestSupport"),
@@ -131,16 +134,18 @@ let package = Package(
             "Receiver", "RTP", "RTCP", "RTPSession", "Room", "OpusCodec", .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "SRTP"]),
+        .testTarget(name: "RoomLinkTests", dependencies: ["RoomLink", "Room", "WebRTC", "SRTP"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "RelayServerTests", dependencies: [
-            "Relay", "Room", "Access", "RTP", "Transport", "Events", "MediaCore", "WebRTC", .product(name: "Logging", package: "swift-log"),
+            "Relay", "Room", "Access", "RTP", "Transport", "Events", "MediaCore", "WebRTC", "HopTestSupport",
+            .product(name: "Logging", package: "swift-log"),
         ]),
         // What users see of every event (JSON and human text), pinned.
         .testTarget(name: "EventsTests", dependencies: [
             "Events", "Room", "Relay", "Sender", "Receiver", "AudioIO", "Transport", "MediaCore", "VP8Codec",
         ]),
-        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec", "QRCode"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec", "QRCode", "HopTestSupport", "WebRTC"]),
     ],
     swiftLanguageModes: [.v6]
 )

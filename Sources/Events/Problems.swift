@@ -89,6 +89,9 @@ public struct ErrorEvent: BroadcastEvent, Equatable {
         /// The relay refused to admit us to the room (the message says why: no token, expired,
         /// another room's, a viewer's used to present…); the command exits with 77.
         case unauthorized
+        /// The relay's DTLS certificate is not the one pinned (`--fingerprint`, the printed
+        /// line and link): not the relay named, or someone in between; the command exits with 76.
+        case untrustedRelay
 
         /// The `kind` field.
         public var name: String {
@@ -99,6 +102,7 @@ public struct ErrorEvent: BroadcastEvent, Equatable {
             case .encodeFailure: "encode_failure"
             case .recordFailure: "record_failure"
             case .unauthorized: "unauthorized"
+            case .untrustedRelay: "untrusted_relay"
             }
         }
 

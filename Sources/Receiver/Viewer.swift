@@ -56,6 +56,8 @@ public enum ViewerStopReason: String, Sendable {
     case disconnected
     /// The relay refused to admit us (the token).
     case unauthorized
+    /// The relay is not the one pinned (`--fingerprint`).
+    case untrusted = "untrusted_relay"
 }
 
 /// What ``Viewer/run()`` ended with.

@@ -46,7 +46,8 @@ final class ViewerLoop {
     private let audioRTCP: UDPListener?
     /// Plain mode with an SDP's `a=crypto`: the video flow's SRTP (its RTP and RTCP, and our
     /// RTCP back) and the audio's.
-    private let videoSRTP: SRTPFlow?
+    /// `--sdp` with `a=crypto`: the flow's key; in a room the hop's SRTP (keyed by its DTLS).
+    private let videoSRTP: (any PacketProtection)?
     private let audioSRTP: SRTPFlow?
     /// In a room: the relay's address.
     private let relay: sockaddr_in?
@@ -114,12 +115,6 @@ final class ViewerLoop {
         }
         self.audio = audio
         self.audioPlaybackWarning = audioPlaybackWarning
-        do {
-            videoSRTP = try config.room == nil ? video.crypto.map { try SRTPFlow(masterKey: $0.keySalt) } : nil
-            audioSRTP = try config.room == nil && audio != nil ? config.description.audio?.crypto.map { try SRTPFlow(masterKey: $0.keySalt) } : nil
-        } catch {
-            throw FileError("the SDP's SRTP key cannot be used: \(error)")
-        }
         if let (p, r) = audioPorts {
             audioRTP = try UDPListener(port: p)
             audioRTCP = try UDPListener(port: r)
@@ -131,11 +126,17 @@ final class ViewerLoop {
             rtp = try UDPListener(port: 0)
             rtcp = nil
             relay = try UDPListener.resolve(server.host, port: server.port)
-            room = ViewerRoom(settings: roomSettings)
+            room = try ViewerRoom(settings: roomSettings)
         } else {
             rtp = try UDPListener(port: video.port)
             rtcp = try UDPListener(port: video.rtcpPort)
             relay = nil
+        }
+        do {
+            videoSRTP = try room?.link.media ?? video.crypto.map { try SRTPFlow(masterKey: $0.keySalt) }
+            audioSRTP = try config.room == nil && audio != nil ? config.description.audio?.crypto.map { try SRTPFlow(masterKey: $0.keySalt) } : nil
+        } catch {
+            throw FileError("the SDP's SRTP key cannot be used: \(error)")
         }
         let decoder = try VP8Decoder()
         let checksums = try config.framesMD5Path.map { try FrameChecksums(path: $0) }
@@ -181,7 +182,7 @@ final class ViewerLoop {
             var wake = min(nextStats, nextReport, now + 50_000_000)
             if let d = deadline { wake = min(wake, d) }
             if let p = path.nextWakeup { wake = min(wake, p) }
-            if let r = room?.nextWakeup { wake = min(wake, max(r, now)) }
+            if let r = room?.nextWakeup(now: now) { wake = min(wake, max(r, now)) }
             if let a = audio?.nextWakeup { wake = min(wake, max(a, now)) }
             let ms = wake > now ? Int32(min((wake - now + 999_999) / 1_000_000, 50)) : 0
             // On an error (EINTR) poll leaves the last round's revents as they were.
@@ -269,40 +270,40 @@ final class ViewerLoop {
         while true {
             var n = datagram.withUnsafeMutableBytes { socket.receive(into: $0, from: &source) }
             guard n > 0 else { return }
+            if room != nil, !audioPort, let relay {
+                // Only the relay speaks on this flow.
+                guard source.sin_addr.s_addr == relay.sin_addr.s_addr, source.sin_port == relay.sin_port else {
+                    packetsRejected += 1
+                    continue
+                }
+                // The relay's one flow: DTLS (the handshake, room messages) stays in the link;
+                // SRTP and SRTCP come out opened (forged or replayed ones are refused, counted).
+                let length = n
+                guard let plain = datagram.withUnsafeMutableBytes({ room!.receive($0, length: length, now: clock.nowNanos()) }) else {
+                    flushRoom()
+                    continue
+                }
+                datagram.withUnsafeBytes { demultiplex(UnsafeRawBufferPointer(rebasing: $0[0..<plain]), source: source) }
+                continue
+            }
             if let flow = audioPort ? audioSRTP : videoSRTP {
                 // A forgery, a replay or plain RTP on an SRTP stream: refused, counted, never decoded.
                 guard let plain = datagram.withUnsafeMutableBytes({ flow.unprotect($0, length: n) }) else { continue }
                 n = plain
             }
-            datagram.withUnsafeBytes {
-                let bytes = UnsafeRawBufferPointer(rebasing: $0[0..<n])
-                if room != nil, !audioPort {
-                    demultiplex(bytes, source: source)
-                } else {
-                    handleRTP(bytes, source: source, audioPort: audioPort)
-                }
-            }
+            datagram.withUnsafeBytes { handleRTP(UnsafeRawBufferPointer(rebasing: $0[0..<n]), source: source, audioPort: audioPort) }
         }
     }
 
-    /// A datagram of the one flow from the relay: control messages, RTCP and RTP (RFC 7983,
-    /// RFC 5761).
+    /// A media packet of the one flow from the relay, opened: RTCP or RTP (RFC 5761).
     private func demultiplex(_ bytes: UnsafeRawBufferPointer, source: sockaddr_in) {
-        room!.heard(now: clock.nowNanos())
         switch DatagramKind.of(bytes) {
-        case .control:
-            if let envelope = try? ControlEnvelope.parse(bytes, maxSize: RoomProtocol.maxRelayMessageSize) {
-                room!.receive(envelope, now: clock.nowNanos())
-            } else {
-                packetsRejected += 1
-            }
-            flushRoom()
         case .rtcp:
             handleRTCP(bytes)
-        case .unknown:
-            packetsRejected += 1
         case .rtp:
             handleRTP(bytes, source: source, audioPort: false)
+        case .control, .unknown:
+            packetsRejected += 1
         }
     }
 
@@ -461,6 +462,10 @@ final class ViewerLoop {
         if let reason = changes.refused {
             refusal = reason
             stop.stop(.unauthorized)
+        }
+        if let reason = changes.untrusted {
+            refusal = reason
+            stop.stop(.untrusted)
         }
     }
 }

@@ -1,7 +1,8 @@
 import Events
 import Room
+import RoomLink
 
-/// The viewer's side of a room: the `RoomClient` (join, subscribe, follow the publisher,
+/// The viewer's side of a room: the `RoomClient` in its encrypted hop (`RoomLink`) (join, subscribe, follow the publisher,
 /// reconnect) and the events it makes (`RoomEventMapper`), and what a subscription means for
 /// the receive path (which SSRCs to take, the screen's payload type and clock).
 ///
@@ -16,43 +17,49 @@ struct ViewerRoom {
         var disconnected: String?
         /// The relay refused to admit us (why): the viewer stops.
         var refused: String?
+        /// The relay is not the one pinned (why): the viewer stops.
+        var untrusted: String?
     }
 
-    private var client: RoomClient
+    /// The encrypted hop to the relay, with the room client in it.
+    let link: RoomLink
     private var mapper: RoomEventMapper
     /// The audio stream of the publisher we watch (its packets go to the audio receiver).
     private(set) var audioSSRC: UInt32?
 
-    init(settings: RoomSettings) {
-        client = RoomClient(room: settings.name, name: settings.displayName, role: "viewer", token: settings.token, subscribe: settings.target)
+    /// - Throws: `DTLSError` when no DTLS key can be made.
+    init(settings: RoomSettings) throws {
+        link = try RoomLink(client: RoomClient(room: settings.name, name: settings.displayName, role: "viewer", token: settings.token,
+                                               subscribe: settings.target),
+                            pinnedFingerprint: settings.fingerprint)
         mapper = RoomEventMapper(server: settings.server)
     }
 
-    /// Starts joining (send with ``flush(path:send:emit:)``).
-    mutating func start(now: UInt64) { client.start(now: now) }
+    /// Starts the handshake and the join (send with ``flush(path:send:emit:)``).
+    func start(now: UInt64) { link.start(now: now) }
 
-    /// A datagram (of any kind) came from the relay: it is alive.
-    mutating func heard(now: UInt64) { client.heard(now: now) }
+    /// A datagram from the relay in `buffer[0..<length]`: the plain length of the media packet
+    /// it held (opened in place), or nil (DTLS, taken here; a refused packet).
+    func receive(_ buffer: UnsafeMutableRawBufferPointer, length: Int, now: UInt64) -> Int? {
+        link.receive(buffer, length: length, now: now)
+    }
 
-    /// A control message from the relay.
-    mutating func receive(_ envelope: ControlEnvelope, now: UInt64) { client.receive(envelope, now: now) }
-
-    /// Retries, keep-alives and timeouts due at `now`.
-    mutating func poll(now: UInt64) { client.poll(now: now) }
+    /// Retries, keep-alives, handshake retransmissions and timeouts due at `now`.
+    func poll(now: UInt64) { link.poll(now: now) }
 
     /// Says goodbye to the relay (send with ``flush(path:send:emit:)``).
-    mutating func leave() { client.leave() }
+    func leave() { link.leave() }
 
     /// When ``poll(now:)`` next has something to do.
-    var nextWakeup: UInt64? { client.nextWakeup }
+    func nextWakeup(now: UInt64) -> UInt64? { link.nextWakeup(now: now) }
 
     /// Sends what the room client has to send, tells `path` about subscriptions, and emits the
     /// room's events.
     mutating func flush(path: inout VideoReceivePath, send: (UnsafeRawBufferPointer) -> Void,
                         emit: (any BroadcastEvent) -> Void) -> Changes {
         var changes = Changes()
-        for message in client.takeOutgoing() { message.withUnsafeBytes { send($0) } }
-        for e in client.takeEvents() {
+        for datagram in link.takeDatagrams() { datagram.withUnsafeBytes { send($0) } }
+        for e in link.takeEvents() {
             switch e {
             case let .subscribed(_, streams):
                 audioSSRC = streams.first { $0.kind == .audio }?.ssrc
@@ -62,7 +69,7 @@ struct ViewerRoom {
             default:
                 break
             }
-            for event in mapper.map(e, client: client) { emit(event) }
+            for event in mapper.map(e, client: link.client) { emit(event) }
         }
         if let reason = mapper.disconnected {
             mapper = RoomEventMapper(server: mapper.server)
@@ -71,6 +78,10 @@ struct ViewerRoom {
         if let reason = mapper.refused {
             mapper = RoomEventMapper(server: mapper.server)
             changes.refused = reason
+        }
+        if let reason = mapper.untrusted {
+            mapper = RoomEventMapper(server: mapper.server)
+            changes.untrusted = reason
         }
         return changes
     }

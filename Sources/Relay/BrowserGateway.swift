@@ -138,7 +138,7 @@ final class BrowserGateway {
             handleSTUN(bytes, from: address, now: now, core: core, send: send)
             return true
         case 20...63:
-            guard let s = byAddress[address] else { rejected += 1; return true }
+            guard let s = byAddress[address] else { return false }  // a room peer's hop
             _ = s.dtls.receive(bytes)
             if let out = s.dtls.takeOutgoing() { out.withUnsafeBytes { send($0, address) } }
             if s.srtpOut == nil, s.dtls.state == .connected { connected(s, at: address, now: now, core: core) }

@@ -11,47 +11,53 @@ import Transport
 #endif
 
 
-/// Sends the relay's datagrams from its socket: a fan-out (one packet to every subscriber of
-/// its stream) with one `sendmmsg`, anything else with `sendto`.
+/// Sends the relay's datagrams from its socket. Every peer has its own keys, so a fan-out (one
+/// packet to every subscriber of its stream) is protected once per subscriber into a slot of
+/// its own and sent with one `sendmmsg` per 64; control messages go through the peer's DTLS;
+/// browsers' packets are rewritten and protected by their gateway. Nothing is sent in clear.
 private final class ListenerTransport: RelayTransport {
     let socket: UDPListener
-    let fanOut: FanOutSender
+    let batch: SendBatch
     private var singleErrors = 0
     /// Browsers (WHEP): what the room sends them is rewritten and protected on the way out.
     var browsers: BrowserGateway?
+    /// Peers' encrypted hops: what the room sends them is protected on the way out.
+    var hops: PeerHops?
     weak var core: RelayCore?
-    /// The fan-out list without the browsers (reused: no array per packet).
-    private var plain: [PeerAddress] = []
     init(_ socket: UDPListener, maxBatch: Int) {
         self.socket = socket
-        fanOut = FanOutSender(fd: socket.fd, maxBatch: maxBatch)
+        batch = SendBatch(fd: socket.fd, count: min(maxBatch, 64), slotSize: 1600)
     }
     /// Datagrams the kernel refused (each one a packet some peer lost).
-    var errors: Int { singleErrors + fanOut.errors }
+    var errors: Int { singleErrors + batch.errors }
     func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) {
+        if let hops, hops.isSecured(address) {
+            hops.egress(bytes, to: address) { sendPlain($0, to: $1) }
+            return
+        }
         if let browsers, let core, browsers.isBrowser(address) {
             browsers.egress(bytes, to: address, core: core) { sendPlain($0, to: $1) }
             return
         }
-        sendPlain(bytes, to: address)
+        // An address with neither a hop nor a browser session gets nothing: nothing leaves in clear.
     }
     func sendPlain(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) {
         if !socket.send(bytes, to: address.sockaddr) { singleErrors += 1 }
     }
     func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress]) {
-        guard let browsers, let core, !browsers.isEmpty else {
-            fanOut.send(bytes, toEach: addresses)
-            return
-        }
-        plain.removeAll(keepingCapacity: true)
+        let isControl = bytes.first == RoomProtocol.magic
         for address in addresses {
-            if browsers.isBrowser(address) {
+            if let hops, hops.isSecured(address) {
+                if isControl {
+                    hops.egress(bytes, to: address) { sendPlain($0, to: $1) }
+                } else {
+                    batch.add(to: address) { hops.protect(bytes, for: address, into: $0) }
+                }
+            } else if let browsers, let core, browsers.isBrowser(address) {
                 browsers.egress(bytes, to: address, core: core) { sendPlain($0, to: $1) }
-            } else {
-                plain.append(address)
             }
         }
-        if !plain.isEmpty { fanOut.send(bytes, toEach: plain) }
+        batch.flush()
     }
 }
 
@@ -79,8 +85,10 @@ public final class RelayServer: @unchecked Sendable {
     private let summary = Mutex<[String: JSONValue]>([:])
     /// The rooms, for the HTTP side (published when they change).
     let directory = RoomDirectory()
-    /// The DTLS certificate's fingerprint (`sha256:…`), when it serves browsers.
-    public let fingerprint: String?
+    /// The DTLS certificate's fingerprint (`sha256:…`): peers pin it (`--fingerprint`).
+    public let fingerprint: String
+    /// Peers' encrypted hops.
+    private let hops: PeerHops
     /// The socket buffers the kernel granted (bytes).
     let buffers: (receive: Int, send: Int)
 
@@ -109,10 +117,12 @@ public final class RelayServer: @unchecked Sendable {
         self.events = events
         self.logger = logger
         self.clock = clock
+        let certificate = try given ?? DTLSCertificate()
+        fingerprint = certificate.fingerprintText
+        hops = PeerHops(certificate: certificate, logger: logger)
+        transport.hops = hops
         if enableBrowsers {
             let gateway = BrowserGateway(limits: browserLimits, logger: logger)
-            let certificate = try given ?? DTLSCertificate()
-            fingerprint = certificate.fingerprintText
             var factory = WHEPSessionFactory(certificate: certificate, inbox: gateway.inbox, directory: directory, limits: browserLimits,
                                              udpPort: socket.port, clock: clock)
             factory.authorizer = authorizer
@@ -122,7 +132,6 @@ public final class RelayServer: @unchecked Sendable {
         } else {
             browsers = nil
             http = nil
-            fingerprint = nil
         }
         core = RelayCore(limits: limits, transport: transport, authorizer: authorizer) { [weak self] e in self?.report(e) }
         transport.core = core
@@ -171,7 +180,7 @@ public final class RelayServer: @unchecked Sendable {
                         if let browsers, browsers.receive(bytes, from: source, now: now, core: core, send: { transport.sendPlain($0, to: $1) }) {
                             continue
                         }
-                        core.receive(bytes, from: source, now: now, wallNanos: wall)
+                        hops.receive(bytes, from: source, now: now, wallNanos: wall, core: core) { transport.sendPlain($0, to: $1) }
                     }
                     if n < batch.count { break }
                 }
@@ -179,6 +188,7 @@ public final class RelayServer: @unchecked Sendable {
             if now >= nextPoll {
                 core.poll(now: now, wallNanos: clock.wallNanos())
                 browsers?.poll(now: now, core: core) { transport.sendPlain($0, to: $1) }
+                hops.poll(now: now, core: core) { transport.sendPlain($0, to: $1) }
                 nextPoll = now + 50_000_000
             }
             if browsers != nil, published != core.changes {
@@ -193,7 +203,7 @@ public final class RelayServer: @unchecked Sendable {
                     packetsIn: c.rtpIn - last.rtpIn, packetsOut: c.rtpForwarded - last.rtpForwarded,
                     kbpsOut: (c.bytesForwarded - last.bytesForwarded) * 8 / 1000,
                     retransmitted: c.retransmitted - last.retransmitted, keyframeRequests: c.keyframeRequests - last.keyframeRequests,
-                    rejected: c.rejected + (browsers?.rejected ?? 0), unknownSource: c.unknownSource,
+                    rejected: c.rejected + (browsers?.rejected ?? 0) + hops.rejected, unknownSource: c.unknownSource,
                     sendErrors: transport.errors - lastErrors, lostIn: core.rtpLostIn))
                 last = c
                 lastErrors = transport.errors
@@ -204,7 +214,7 @@ public final class RelayServer: @unchecked Sendable {
         let stopped = RelayStopped(
             rtpIn: c.rtpIn, rtpForwarded: c.rtpForwarded, bytesForwarded: c.bytesForwarded,
             rtcpIn: c.rtcpIn, controlIn: c.controlIn, retransmitted: c.retransmitted,
-            keyframeRequests: c.keyframeRequests, rejected: c.rejected + (browsers?.rejected ?? 0), unknownSource: c.unknownSource,
+            keyframeRequests: c.keyframeRequests, rejected: c.rejected + (browsers?.rejected ?? 0) + hops.rejected, unknownSource: c.unknownSource,
             timeouts: c.timeouts, sendErrors: transport.errors, lostIn: core.rtpLostIn,
             durationSeconds: Double(clock.nowNanos() - start) / 1e9)
         let s = stopped.fields

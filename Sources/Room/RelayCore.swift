@@ -212,9 +212,11 @@ public final class RelayCore {
 
     /// Takes one datagram that arrived from `address` at `now` (monotonic ns); `wallNanos` is
     /// the wall clock (for RTCP round-trip times).
-    public func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, wallNanos: UInt64) {
+    /// - Parameter proven: it came through an encrypted hop, whose handshake proved the address
+    ///   (no cookie is asked for, and replies need not be smaller than the request).
+    public func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, wallNanos: UInt64, proven: Bool = false) {
         received = bytes.count
-        provenNow = false
+        provenNow = proven
         switch DatagramKind.of(bytes) {
         case .rtp:
             counters.rtpIn += 1
@@ -242,6 +244,15 @@ public final class RelayCore {
             counters.rejected += 1
             onEvent(.rejected(address: address, reason: "not RTP, RTCP or a control message"))
         }
+    }
+
+    /// A datagram dropped before it reached the room: media from an address with no hop.
+    public func noteUnknownSource() { counters.unknownSource += 1 }
+
+    /// A datagram dropped before it reached the room, for a reason (counted as rejected).
+    public func noteRejected(_ address: PeerAddress, reason: String) {
+        counters.rejected += 1
+        onEvent(.rejected(address: address, reason: reason))
     }
 
     /// Timers: removes silent peers, sends due keyframe requests and receiver reports.
@@ -379,8 +390,36 @@ public final class RelayCore {
     // MARK: - Control
 
     private func send(_ message: ControlMessage, requestID: UInt32 = 0, to address: PeerAddress) {
-        let bytes = ControlEnvelope(requestID: requestID, message).encoded()
+        var bytes = ControlEnvelope(requestID: requestID, message).encoded()
+        if bytes.count > RoomProtocol.maxRelayMessageSize {
+            bytes = Self.fitted(message, requestID: requestID, recipient: byAddress[address]?.id) ?? bytes
+        }
         bytes.withUnsafeBytes { transport.send($0, to: address) }
+    }
+
+    /// A room list (`welcome`, `state`) too long for one message, cut to fit: every peer that
+    /// publishes and the one it goes to stay; other viewers go from the end until it fits.
+    static func fitted(_ message: ControlMessage, requestID: UInt32, recipient: UInt32?) -> [UInt8]? {
+        let peers: [PeerInfo]
+        let rebuild: ([PeerInfo]) -> ControlMessage
+        switch message {
+        case let .welcome(peer, room, version, list):
+            peers = list
+            rebuild = { .welcome(peer: peer, room: room, version: version, peers: $0) }
+        case let .state(version, list):
+            peers = list
+            rebuild = { .state(version: version, peers: $0) }
+        default:
+            return nil
+        }
+        let kept = { (p: PeerInfo) in !p.streams.isEmpty || p.id == recipient }
+        var others = peers.filter { !kept($0) }.map(\.id)
+        while true {
+            let allowed = Set(others)
+            let bytes = ControlEnvelope(requestID: requestID, rebuild(peers.filter { kept($0) || allowed.contains($0.id) })).encoded()
+            if bytes.count <= RoomProtocol.maxRelayMessageSize || others.isEmpty { return bytes }
+            others.removeLast(max(1, others.count / 8))
+        }
     }
 
     func broadcast(_ message: ControlMessage, in room: RoomState, except: PeerState?) {
@@ -439,7 +478,7 @@ public final class RelayCore {
         if case let .join(room, name, role, token, cookie) = envelope.message {
             // A new address proves it receives what is sent to it by echoing a cookie before it
             // gets any state, media or room list: a spoofed join reflects one small retry.
-            guard byAddress[address] != nil || isValid(cookie, from: address, now: now) else {
+            guard provenNow || byAddress[address] != nil || isValid(cookie, from: address, now: now) else {
                 guard takeReplyBudget(for: address, now: now) else { return }
                 replyUnproven(.retry(cookie: self.cookie(for: address, now: now)), requestID: id, to: address) { counters.retriesSent += 1 }
                 return

@@ -20,6 +20,9 @@ public enum RoomClientEvent: Sendable, Equatable {
     /// The relay refused to admit us (`unauthorized`: no token, or one that does not let us in;
     /// the message says why). The client stops; trying again cannot help.
     case refused(message: String)
+    /// The relay is not the one pinned (its certificate's fingerprint differs), or the hop
+    /// could not be encrypted: the caller stops; trying again cannot help.
+    case untrusted(message: String)
 }
 
 /// Whom a viewer receives.

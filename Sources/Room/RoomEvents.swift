@@ -23,6 +23,8 @@ public struct RoomSettings: Sendable, Equatable {
     public var browserURL: String?
     /// The room token (nil: an open room).
     public var token: String?
+    /// The relay's DTLS certificate SHA-256 the hop must find (nil: any relay is taken).
+    public var fingerprint: [UInt8]?
     public init(name: String, displayName: String, server: String, target: SubscriptionTarget = .auto) {
         self.name = name
         self.displayName = displayName
@@ -40,6 +42,8 @@ public struct RoomEventMapper {
     public private(set) var disconnected: String?
     /// Set when the relay refused to admit us (why): the caller stops (exit 77).
     public private(set) var refused: String?
+    /// Set when the relay is not the one pinned (why): the caller stops (exit 76).
+    public private(set) var untrusted: String?
 
     public init(server: String) { self.server = server }
 
@@ -83,6 +87,9 @@ public struct RoomEventMapper {
         case .refused(let message):
             refused = message
             return [ErrorEvent(.unauthorized, message)]
+        case .untrusted(let message):
+            untrusted = message
+            return [ErrorEvent(.untrustedRelay, message)]
         }
     }
 }

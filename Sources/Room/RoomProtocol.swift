@@ -1,12 +1,13 @@
 import Foundation
 import Transport
 
-/// The room protocol, version 2 (docs/PROTOCOL.md is the reference).
+/// The room protocol, version 3 (docs/PROTOCOL.md is the reference).
 ///
-/// Everything between a peer and the relay shares one UDP flow: RTP, RTCP (RFC 5761
-/// multiplexing) and these control messages. A datagram is told apart by its first octet
-/// (RFC 7983): RTP and RTCP start with 128–191, a control message with 'S' (0x53), which no
-/// RTP, RTCP, STUN, DTLS or TURN packet uses.
+/// Everything between a peer and the relay shares one UDP flow, encrypted: a DTLS 1.2
+/// handshake (the peer is the client), then these control messages as DTLS application data
+/// and RTP and RTCP (RFC 5761 multiplexing) as SRTP and SRTCP with the keys it exported (RFC
+/// 5764). A datagram is told apart by its first octet (RFC 7983): DTLS starts with 20–63, SRTP
+/// and SRTCP with 128–191. Inside DTLS a control message starts with 'S' (0x53).
 ///
 /// ```
 ///  0                   1                   2                   3
@@ -19,9 +20,11 @@ import Transport
 /// |          body: one UTF-8 JSON object (at most 1192 octets)    |
 /// ```
 public enum RoomProtocol {
-    /// 2: `join` carries the relay's return-routability cookie, which `retry` hands out, and
-    /// requests are padded to `minimumRequestSize`.
-    public static let version: UInt8 = 2
+    /// 3: every hop is DTLS-SRTP (`RoomLink`, the relay's `PeerHops`); nothing is sent in clear.
+    /// (2: `join` carries the relay's return-routability cookie, which `retry` hands out, and
+    /// requests are padded to `minimumRequestSize`; the relay core still does both for a peer
+    /// whose address no handshake proved.)
+    public static let version: UInt8 = 3
     /// What a peer sends the relay is padded (JSON whitespace after the body) to at least this
     /// many octets: the relay answers an address that has not proven it receives (it is in no
     /// room yet) with no more bytes than it got, and a `retry` or an error code must fit in that
@@ -31,10 +34,11 @@ public enum RoomProtocol {
     public static let headerSize = 8
     /// The longest message a peer may send (the relay rejects longer ones).
     public static let maxMessageSize = 1200
-    /// The longest message a peer accepts from the relay: `welcome` and `state` list the whole
-    /// room (about 60 octets per peer), so they outgrow `maxMessageSize` past about 20 peers.
-    /// The largest UDP payload over IPv4, room for about 1000 peers.
-    public static let maxRelayMessageSize = 65507
+    /// The longest message a peer accepts from the relay: `welcome` and `state` list the room
+    /// (about 60 octets per peer), so they outgrow `maxMessageSize` past about 20 peers. One
+    /// DTLS record's plaintext (RFC 6347 §4.1, 2^14), room for about 250 peers; the relay lists
+    /// every publisher and as many viewers as fit.
+    public static let maxRelayMessageSize = 16_384
     /// How often a peer sends `ping` (any datagram also counts as a sign of life).
     public static let keepaliveNanos: UInt64 = 1_000_000_000
     /// The relay removes a peer it has not heard from for this long.

@@ -86,7 +86,7 @@ final class AudioSender: @unchecked Sendable {
     private let rtpSocket: UDPSocket
     private let rtcpSocket: UDPSocket
     /// `--srtp`: protects what goes out.
-    private let srtp: SRTPFlow?
+    private let srtp: (any PacketProtection)?
     let ssrc: UInt32
     private let rtpBase: UInt32
     /// When the first sample of frame 0 was captured (monotonic clock); RTP time counts from it.
@@ -99,8 +99,8 @@ final class AudioSender: @unchecked Sendable {
 
     /// - Parameter shared: in a room, the one socket to the relay that carries everything;
     ///   nil: plain mode, PORT+2 and PORT+3 of `destination`.
-    ///   - srtp: plain mode with `--srtp`: the audio flow's key.
-    init(config: AudioSendConfig, destination: Endpoint, shared: UDPSocket? = nil, srtp: SRTPFlow? = nil, clock: MediaClock, events: EventSink,
+    ///   - srtp: plain mode with `--srtp`: the audio flow's key; in a room, the hop's SRTP.
+    init(config: AudioSendConfig, destination: Endpoint, shared: UDPSocket? = nil, srtp: (any PacketProtection)? = nil, clock: MediaClock, events: EventSink,
          logger: Logger) throws {
         self.config = config
         self.srtp = srtp
@@ -186,7 +186,7 @@ final class AudioSender: @unchecked Sendable {
                 if n <= 2 {
                     packetizer.skipped()  // DTX: nothing worth sending (RFC 7587 §3.1.3)
                 } else if let p = packetizer.packetize(opus: UnsafeRawBufferPointer(rebasing: opus[0..<n]), rtpTimestamp: ts, into: packet) {
-                    error = srtp.map { flow in flow.protect(p) { rtpSocket.send($0) } ?? EINVAL } ?? rtpSocket.send(p)
+                    error = srtp.map { flow in flow.protect(p) { rtpSocket.send($0) } ?? (flow.isKeyed ? EINVAL : 0) } ?? rtpSocket.send(p)
                     sent = n
                 }
             } catch {

@@ -4,6 +4,7 @@ import Foundation
 import MediaCore
 import RTCP
 import Room
+import RoomLink
 
 /// The RTCP thread: sender reports (with CNAME, and DLRRs answering receivers' RRTRs) every
 /// second and with the first frame, BYE at the end; receivers' feedback in (PLI/FIR, NACK,
@@ -16,12 +17,21 @@ extension Broadcaster {
         defer { buffer.deallocate() }
         var nextReport = clock.nowNanos()
         var reported = false
-        var room = config.room.map { RoomClient(room: $0.name, name: $0.displayName, role: "presenter", token: $0.token) }
+        var link: RoomLink?
+        if let settings = config.room, let hopMedia {
+            do {
+                link = try RoomLink(client: RoomClient(room: settings.name, name: settings.displayName, role: "presenter", token: settings.token),
+                                    pinnedFingerprint: settings.fingerprint, media: hopMedia)
+            } catch {
+                stop(.failed, detail: "cannot reach the relay: \(error)")
+                return
+            }
+        }
         var mapper = RoomEventMapper(server: config.room?.server ?? "")
-        if room != nil {
-            room!.publish(publishedStreams(), now: nextReport)
-            room!.start(now: nextReport)
-            flushRoom(&room!, &mapper)
+        if let link {
+            link.publish(publishedStreams(), now: nextReport)
+            link.start(now: nextReport)
+            flushRoom(link, &mapper)
         }
         while isRunning {
             let now = clock.nowNanos()
@@ -33,42 +43,41 @@ extension Broadcaster {
                 reported = reported || first
                 nextReport = now + 1_000_000_000
             }
-            let n = rtcpSocket.receive(into: buffer, timeoutMillis: reported ? 100 : 10)
+            var timeout: Int32 = reported ? 100 : 10
+            if let link, let wake = link.nextWakeup(now: now) { timeout = Int32(max(1, min(Int(timeout), Int((wake &- min(wake, now)) / 1_000_000)))) }
+            let n = rtcpSocket.receive(into: buffer, timeoutMillis: timeout)
             if n > 0 {
-                let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
-                if let srtp, room == nil {
+                if let link {
+                    // The relay's one flow: DTLS (the handshake, room messages) stays in the
+                    // link; SRTCP comes out opened.
+                    let refusedBefore = link.rejected + link.media.refused
+                    if let plain = link.receive(buffer, length: n, now: clock.nowNanos()) {
+                        handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<plain]))
+                    }
+                    let refused = link.rejected + link.media.refused - refusedBefore
+                    if refused > 0 { counters.withLock { $0.packetsRejected += refused } }
+                } else if let srtp {
                     // Plain mode with --srtp: the receiver's RTCP comes protected with our key.
                     guard let plain = srtp.unprotect(buffer, length: n) else {
                         counters.withLock { $0.packetsRejected += 1 }
                         continue
                     }
                     handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<plain]))
-                } else if room != nil {
-                    let t = clock.nowNanos()
-                    room!.heard(now: t)
-                    if DatagramKind.of(bytes) == .control {
-                        if let envelope = try? ControlEnvelope.parse(bytes, maxSize: RoomProtocol.maxRelayMessageSize) {
-                            room!.receive(envelope, now: t)
-                        } else {
-                            counters.withLock { $0.packetsRejected += 1 }
-                        }
-                    } else {
-                        handleRTCP(bytes)
-                    }
                 } else {
-                    handleRTCP(bytes)
+                    handleRTCP(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
                 }
             }
-            if room != nil {
-                room!.poll(now: clock.nowNanos())
-                flushRoom(&room!, &mapper)
+            if let link {
+                link.poll(now: clock.nowNanos())
+                flushRoom(link, &mapper)
                 if let reason = mapper.disconnected { stop(.disconnected, detail: "lost the relay \(config.destination): \(reason)") }
                 if let reason = mapper.refused { stop(.unauthorized, detail: "the relay at \(config.room?.server ?? "") refused to admit us: \(reason)") }
+                if let reason = mapper.untrusted { stop(.untrusted, detail: "will not present through the relay at \(config.room?.server ?? ""): \(reason)") }
             }
         }
-        if room != nil {
-            room!.leave()
-            flushRoom(&room!, &mapper)
+        if let link {
+            link.leave()
+            flushRoom(link, &mapper)
         }
     }
 
@@ -92,11 +101,11 @@ extension Broadcaster {
         return streams
     }
 
-    /// Sends what the room client has to send and reports its events.
-    func flushRoom(_ room: inout RoomClient, _ mapper: inout RoomEventMapper) {
-        for message in room.takeOutgoing() { message.withUnsafeBytes { _ = rtcpSocket.send($0) } }
-        for e in room.takeEvents() {
-            for event in mapper.map(e, client: room) { events.emit(event) }
+    /// Sends what the room link has to send and reports its events.
+    func flushRoom(_ link: RoomLink, _ mapper: inout RoomEventMapper) {
+        for datagram in link.takeDatagrams() { datagram.withUnsafeBytes { _ = rtcpSocket.send($0) } }
+        for e in link.takeEvents() {
+            for event in mapper.map(e, client: link.client) { events.emit(event) }
         }
         let viewers = mapper.viewers.count
         counters.withLock { $0.viewers = viewers }
@@ -161,14 +170,15 @@ extension Broadcaster {
         buffer.withUnsafeBytes { sendRTCP(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
     }
 
-    /// An RTP packet out, SRTP-protected with `--srtp`; the socket's error (0: sent).
+    /// An RTP packet out, SRTP-protected with `--srtp` and in a room; the socket's error (0:
+    /// sent, or dropped because the room hop's handshake is not done yet).
     @discardableResult
     func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 {
         guard let srtp else { return rtpSocket.send(packet) }
-        return srtp.protect(packet) { rtpSocket.send($0) } ?? EINVAL
+        return srtp.protect(packet) { rtpSocket.send($0) } ?? (srtp.isKeyed ? EINVAL : 0)
     }
 
-    /// An RTCP packet out, SRTCP-protected with `--srtp`.
+    /// An RTCP packet out, SRTCP-protected with `--srtp` and in a room.
     func sendRTCP(_ packet: UnsafeRawBufferPointer) {
         guard let srtp else { _ = rtcpSocket.send(packet); return }
         _ = srtp.protect(packet) { rtcpSocket.send($0) }

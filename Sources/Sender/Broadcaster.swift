@@ -62,6 +62,8 @@ public enum StopReason: String, Sendable {
     case disconnected
     /// The relay refused to admit us (the token).
     case unauthorized
+    /// The relay is not the one pinned (`--fingerprint`).
+    case untrusted = "untrusted_relay"
 }
 
 /// Counters the media threads publish once per frame; read by stats and RTCP.
@@ -109,7 +111,11 @@ public final class Broadcaster: Sendable {
     /// `--srtp`: the video flow's key (its RTP and RTCP both ways) and the audio's, also in the SDP.
     let videoKey: SDESCrypto?
     let audioKey: SDESCrypto?
-    let srtp: SRTPFlow?
+    /// What protects the packets sent: `--srtp`'s flow, or in a room the hop's SRTP (keyed by
+    /// its DTLS handshake, on the RTCP thread); nil: plain RTP.
+    let srtp: (any PacketProtection)?
+    /// In a room: the hop's SRTP, which the room link on the RTCP thread keys.
+    let hopMedia: KeyedLater?
     let ssrc: UInt32
     let rtpBase: UInt32
     let startNanos: UInt64
@@ -146,11 +152,16 @@ public final class Broadcaster: Sendable {
             rtcpSocket = try UDPSocket(connectTo: Endpoint(host: config.destination.host, port: config.destination.port + 1),
                                        localPort: rtpSocket.localPort &+ 1)
         }
+        hopMedia = config.room == nil ? nil : KeyedLater()
         if config.srtp {
             let video = SDESCrypto.random(), audio = SDESCrypto.random()
             videoKey = video
             audioKey = audio
             srtp = try SRTPFlow(masterKey: video.keySalt)
+        } else if let hop = hopMedia {
+            videoKey = nil
+            audioKey = nil
+            srtp = hop
         } else {
             videoKey = nil
             audioKey = nil
@@ -287,7 +298,7 @@ public final class Broadcaster: Sendable {
         guard let audioConfig = config.audio, audioConfig.capture.hasSources else { return nil }
         do {
             return try AudioSender(config: audioConfig, destination: config.destination, shared: config.room == nil ? nil : rtpSocket,
-                                   srtp: audioKey.map { try SRTPFlow(masterKey: $0.keySalt) }, clock: clock, events: events, logger: logger)
+                                   srtp: config.room != nil ? srtp : audioKey.map { try SRTPFlow(masterKey: $0.keySalt) }, clock: clock, events: events, logger: logger)
         } catch let error as AudioError where !audioConfig.required {
             events.emit(.warning(.audioUnavailable, "audio: \(error); sending video only (use --no-audio to silence this)"))
             return nil

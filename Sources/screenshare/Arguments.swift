@@ -7,6 +7,7 @@ import Sender
 import Transport
 import VP8Codec
 import VideoProcessing
+import WebRTC
 
 // Flag values, parsed once, by the parser of their own type.
 //
@@ -65,6 +66,14 @@ enum Parse {
             throw SettingsError("a token is one line of printable ASCII up to 4096 bytes, as `screenshare token` prints it")
         }
         return t
+    }
+
+    /// The relay's certificate fingerprint as `serve` prints it: `sha256:` and 64 hex digits.
+    static func fingerprint(_ text: String) throws -> [UInt8] {
+        guard let f = DTLSCertificate.parseFingerprint(text.trimmingCharacters(in: .whitespaces)) else {
+            throw SettingsError("'\(text)': expected sha256: and 64 hex digits, as `serve` prints it in its started event")
+        }
+        return f
     }
 
     /// A window: an id or part of its title, not blank.

@@ -18,6 +18,7 @@ enum Exit {
                                                 //   or the room relay was lost (3 retries failed)
     static let sourceUnavailable = ExitCode(69) // EX_UNAVAILABLE: display/region/source not available or gone,
                                                 //   or audio asked for explicitly and PulseAudio (or that source) unavailable
+    static let untrustedRelay = ExitCode(76)    // EX_PROTOCOL: the relay's certificate is not the one --fingerprint pinned
     static let noPermission = ExitCode(77)      // EX_NOPERM: the relay refused to admit us (token missing, expired, wrong room or role)
     static let interrupted = ExitCode(130)     // stopped by SIGINT/SIGTERM (after a clean RTCP BYE)
 }

@@ -15,6 +15,7 @@ import Sender
 import Transport
 import VP8Codec
 import VideoProcessing
+import WebRTC
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -68,6 +69,10 @@ struct Start: ParsableCommand {
     @Option(help: ArgumentHelp("The room token the relay at --server asks for (`screenshare token --role presenter`).", valueName: "token"),
             transform: Parse.token)
     var token: String?
+
+    @Option(help: ArgumentHelp("The relay at --server must show this certificate (its `started` event's fingerprint); any other is refused (exit 76).", valueName: "sha256:hex"),
+            transform: Parse.fingerprint)
+    var fingerprint: [UInt8]?
 
     @Option(help: ArgumentHelp("The room this command hosts takes tokens signed with the secret in FILE (made when missing) instead of a secret for this run only.", valueName: "file"))
     var secretFile: String?
@@ -170,15 +175,18 @@ struct Start: ParsableCommand {
         if room != nil, to != nil { throw ValidationError("--room and --to cannot be used together: share in a room, or send plain RTP to one receiver") }
         if room != nil {
             if sdp != nil { throw ValidationError("--sdp describes a plain RTP stream: use it with --to, not --room") }
-            if srtp { throw ValidationError("--srtp is for plain RTP (--to); rooms are protected by their tokens") }
+            if srtp { throw ValidationError("--srtp is for plain RTP (--to); in a room every hop is encrypted (DTLS-SRTP) already") }
             if server != nil {
                 if secretFile != nil || openRoom { throw ValidationError("--secret-file and --open-room are for the room this command hosts, not with --server") }
             } else if token != nil {
                 throw ValidationError("--token is for joining a relay (--server HOST:PORT); the room this command hosts makes its own tokens")
+            } else if fingerprint != nil {
+                throw ValidationError("--fingerprint pins the relay at --server HOST:PORT; the room this command hosts is its own relay")
             }
             if secretFile != nil && openRoom { throw ValidationError("--secret-file and --open-room contradict each other") }
         } else {
             if server != nil { throw ValidationError("--server needs --room NAME") }
+            if fingerprint != nil { throw ValidationError("--fingerprint needs --room NAME and --server HOST:PORT") }
             if token != nil || secretFile != nil || openRoom { throw ValidationError("--token, --secret-file and --open-room need --room NAME") }
             if srtp && sdp == nil { throw ValidationError("--srtp needs --sdp FILE: the receiver reads the keys from it") }
             guard to != nil else { throw ValidationError("missing --room NAME (or --to HOST:PORT for plain RTP)") }
@@ -230,6 +238,7 @@ struct Start: ParsableCommand {
                 destination = server
                 roomSettings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: server.description)
                 roomSettings?.token = token
+                roomSettings?.fingerprint = fingerprint
             } else {
                 // Host the room here: the relay runs in this process; we publish to it over loopback.
                 let listenAt = listen
@@ -247,8 +256,9 @@ struct Start: ParsableCommand {
                 let reachable = listenAt.host == "0.0.0.0" ? (localIPv4Addresses().first ?? "127.0.0.1") : listenAt.host
                 var settings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: "\(reachable):\(listenAt.port)")
                 settings.token = access?.presenter
+                settings.fingerprint = DTLSCertificate.parseFingerprint(relay!.fingerprint)
                 settings.watchCommand = "screenshare watch --room \(Self.shellQuoted(room)) --server \(reachable):\(listenAt.port)"
-                    + (access.map { " --token \($0.viewer)" } ?? "")
+                    + " --fingerprint \(relay!.fingerprint)" + (access.map { " --token \($0.viewer)" } ?? "")
                 var pathSafe = CharacterSet.urlPathAllowed
                 pathSafe.remove("/")
                 settings.browserURL = "http://\(reachable):\(listenAt.port)/\(room.addingPercentEncoding(withAllowedCharacters: pathSafe) ?? room)"
@@ -311,6 +321,9 @@ struct Start: ParsableCommand {
         case .unauthorized:
             printError("screenshare: \(result.detail)")
             throw Exit.noPermission
+        case .untrusted:
+            printError("screenshare: \(result.detail)")
+            throw Exit.untrustedRelay
         }
     }
 

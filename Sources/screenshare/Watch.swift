@@ -51,6 +51,10 @@ struct Watch: ParsableCommand {
             transform: Parse.token)
     var token: String?
 
+    @Option(help: ArgumentHelp("The relay must show this certificate (in the `watch` line the presenter printed, or `serve`'s started event); any other is refused (exit 76).", valueName: "sha256:hex"),
+            transform: Parse.fingerprint)
+    var fingerprint: [UInt8]?
+
     @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
     var name: String?
 
@@ -89,6 +93,7 @@ struct Watch: ParsableCommand {
             guard sdp != nil else { throw ValidationError("missing --room NAME (or --sdp FILE written by `screenshare start --sdp FILE`)") }
             if from != nil { throw ValidationError("--from needs --room NAME") }
             if token != nil { throw ValidationError("--token needs --room NAME") }
+            if fingerprint != nil { throw ValidationError("--fingerprint needs --room NAME") }
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
         if let record, !(record.hasSuffix(".webm") || record.hasSuffix(".mkv")) {
@@ -101,6 +106,7 @@ struct Watch: ParsableCommand {
             let target: SubscriptionTarget = from.map { .peer($0) } ?? .auto
             var settings = RoomSettings(name: room, displayName: name ?? Start.userName(), server: server.description, target: target)
             settings.token = token
+            settings.fingerprint = fingerprint
             return ViewerConfig(room: settings, server: server, cname: Start.cname())
         }
         let text: String
@@ -146,7 +152,7 @@ struct Watch: ParsableCommand {
         _ = signals
         // The recording could not be finished (the `error` event said why): a failure, unless
         // losing the relay already is one.
-        if result.recordingFailed, result.reason != .disconnected, result.reason != .unauthorized { throw Exit.failure }
+        if result.recordingFailed, result.reason != .disconnected, result.reason != .unauthorized, result.reason != .untrusted { throw Exit.failure }
         switch result.reason {
         case .duration, .windowClosed: return
         case .requested: throw Exit.interrupted
@@ -157,6 +163,9 @@ struct Watch: ParsableCommand {
         case .unauthorized:
             printError("screenshare: the relay at \(server) refused to admit you to room '\(room ?? "")': \(result.refusal ?? "unauthorized")")
             throw Exit.noPermission
+        case .untrusted:
+            printError("screenshare: will not watch through the relay at \(server): \(result.refusal ?? "untrusted")")
+            throw Exit.untrustedRelay
         }
     }
 }

@@ -270,6 +270,7 @@ enum EventCases {
             ("error.encode_failure", ErrorEvent(.encodeFailure, "vpx_codec_encode: Invalid parameter")),
             ("error.record_failure", ErrorEvent(.recordFailure, "cannot write /tmp/out.webm: No space left on device")),
             ("error.unauthorized", ErrorEvent(.unauthorized, "join: the token expired at 2026-11-18T10:00:00Z")),
+            ("error.untrusted_relay", ErrorEvent(.untrustedRelay, "the relay's certificate is sha256:0f0f…, not the sha256:abab… pinned with --fingerprint")),
         ]
     }
 }

@@ -223,5 +223,8 @@ enum PinnedOutput {
         "error.unauthorized": (
             json: #"{"event":"error","kind":"unauthorized","message":"join: the token expired at 2026-11-18T10:00:00Z","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"error: unauthorized join: the token expired at 2026-11-18T10:00:00Z"#),
+        "error.untrusted_relay": (
+            json: #"{"event":"error","kind":"untrusted_relay","message":"the relay's certificate is sha256:0f0f…, not the sha256:abab… pinned with --fingerprint","time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"error: untrusted_relay the relay's certificate is sha256:0f0f…, not the sha256:abab… pinned with --fingerprint"#),
     ]
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HopTestSupport
 import Glibc
 import Logging
 import MediaCore
@@ -80,25 +81,12 @@ import Transport
         #expect(noInfo == 404 && noInfoText.contains(#""presenters":[]"#), "\(noInfoText)")
 
         // A presenter joins and shares a screen: the directory names it.
-        let presenter = try UDPListener(host: "127.0.0.1", port: 0)
-        let server = sockaddr_in(PeerAddress(ip: Self.loopback, port: relay.port))
-        // It joins (answering the relay's retry with its cookie) and publishes.
-        ControlEnvelope(requestID: 1, .join(room: "class", name: "teacher", role: "presenter", token: nil)).encoded()
-            .withUnsafeBytes { _ = presenter.send($0, to: server) }
-        var reply = [UInt8](repeating: 0, count: 2048)
-        var from = sockaddr_in()
-        var cookie: String?
-        try waitFor("the relay's retry") {
-            let n = reply.withUnsafeMutableBytes { presenter.receive(into: $0, from: &from) }
-            if n > 0, case let .retry(c)? = (try? ControlEnvelope.parse(Array(reply[0..<n]), maxSize: RoomProtocol.maxRelayMessageSize))?.message {
-                cookie = c
-            }
-            return cookie != nil
+        let presenter = try HopPeer(relayPort: relay.port)
+        try presenter.connect()
+        guard case .welcome = try presenter.ask(.join(room: "class", name: "teacher", role: "presenter", token: nil)) else {
+            throw TestFailure("the presenter is not welcome")
         }
-        for (id, message) in [(UInt32(1), ControlMessage.join(room: "class", name: "teacher", role: "presenter", token: nil, cookie: cookie)),
-                              (2, .publish(streams: [StreamInfo(kind: .screen, ssrc: 0x5EED_0001, pt: 96, codec: "VP8", clock: 90000)]))] {
-            ControlEnvelope(requestID: id, message).encoded().withUnsafeBytes { _ = presenter.send($0, to: server) }
-        }
+        presenter.send(.publish(streams: [StreamInfo(kind: .screen, ssrc: 0x5EED_0001, pt: 96, codec: "VP8", clock: 90000)]), requestID: 2)
         var info = ""
         try waitFor("the directory names the presenter") {
             info = (try? Self.http("GET", "/rooms/class", port: relay.port).2) ?? ""
@@ -117,7 +105,7 @@ import Transport
 
         // The clock passes their setup time: they expire, and a new offer is answered.
         clock.advance(nanos: 2_100_000_000)
-        ControlEnvelope(requestID: 3, .ping(version: 0)).encoded().withUnsafeBytes { _ = presenter.send($0, to: server) }
+        presenter.send(.ping(version: 0), requestID: 3)
         try waitFor("the unconnected sessions expire") { relay.connectingBrowsers == 0 }
         let (again, _, _) = try Self.http("POST", "/whep/class", port: relay.port, body: Self.offer)
         #expect(again == 201)

@@ -1,4 +1,5 @@
 import Foundation
+import HopTestSupport
 import Glibc
 import Logging
 import Room
@@ -45,13 +46,13 @@ import Transport
     }
 
     /// Received RTP sequence numbers → how often each came, checking every packet's bytes.
-    static func collectRTP(_ socket: UDPListener, expecting count: Int, seconds: Double = 5) -> [Int: Int] {
+    static func collectRTP(_ socket: UDPListener, expecting count: Int, ssrc: UInt32 = 0x5EED_0001, seconds: Double = 5) -> [Int: Int] {
         var seen: [Int: Int] = [:]
         var total = 0
         drain(socket, seconds: seconds) { bytes, _ in
             guard DatagramKind.of(bytesOf: bytes) == .rtp else { return true }
             let seq = Int(bytes[2]) << 8 | Int(bytes[3])
-            if bytes == packet(seq) { seen[seq, default: 0] += 1 } else { seen[-1, default: 0] += 1 }
+            if bytes == packet(seq, ssrc: ssrc) { seen[seq, default: 0] += 1 } else { seen[-1, default: 0] += 1 }
             total += 1
             return total < count
         }
@@ -63,18 +64,30 @@ import Transport
         return seen
     }
 
-    @Test func fanOutReachesEveryAddressOnceAcrossBatchesAndSkipsARefusedOne() throws {
+    /// A fan-out's datagrams differ per receiver (each its own SRTP key): each is written in a
+    /// slot of its own, and one `sendmmsg` sends 64 of them.
+    @Test func aSendBatchDeliversEachReceiverItsOwnDatagramAcrossBatchesAndSkipsARefusedOne() throws {
         let receivers = try (0..<200).map { _ in try UDPListener(host: "127.0.0.1", port: 0) }
         var addresses = receivers.map { PeerAddress(ip: Self.loopback, port: $0.port) }
         addresses.insert(PeerAddress(ip: Self.loopback, port: 0), at: 130)  // port 0: EINVAL
         let sender = try UDPListener(host: "127.0.0.1", port: 0)
-        let fanOut = FanOutSender(fd: sender.fd, maxBatch: 64, capacity: 16)
+        let batch = SendBatch(fd: sender.fd, count: 64, slotSize: 1600)
         let packets = 40
-        for i in 0..<packets { Self.packet(i).withUnsafeBytes { fanOut.send($0, toEach: addresses) } }
-        #expect(fanOut.capacity >= 201)
-        #expect(fanOut.errors == packets)  // the port-0 address, once per packet
+        for i in 0..<packets {
+            for (k, address) in addresses.enumerated() {
+                let r = k > 130 ? k - 1 : k  // the receiver's index (130 is the refused address)
+                let datagram = Self.packet(i, ssrc: UInt32(r + 1))
+                batch.add(to: address) { slot in
+                    datagram.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: slot[0..<$0.count]).copyMemory(from: $0) }
+                    return datagram.count
+                }
+            }
+            batch.flush()
+        }
+        #expect(batch.errors == packets)  // the port-0 address, once per packet
+        #expect(batch.calls >= packets * 4, "201 datagrams a packet, 64 a call: \(batch.calls)")
         for (r, receiver) in receivers.enumerated() {
-            let seen = Self.collectRTP(receiver, expecting: packets)
+            let seen = Self.collectRTP(receiver, expecting: packets, ssrc: UInt32(r + 1))
             #expect(seen == Dictionary(uniqueKeysWithValues: (0..<packets).map { ($0, 1) }), "receiver \(r)")
         }
     }
@@ -85,65 +98,54 @@ import Transport
         let thread = Thread { let s = relay.run(durationSeconds: 60); done.withLock { $0 = s } }
         thread.start()
         defer { relay.stop() }
-        let server = sockaddr_in(PeerAddress(ip: Self.loopback, port: relay.port))
 
-        var requestID: UInt32 = 100
-        func ask(_ socket: UDPListener, _ message: ControlMessage) throws -> ControlMessage {
-            requestID += 1
-            let id = requestID
-            var message = message
-            for _ in 0..<4 {
-                ControlEnvelope(requestID: id, message).encoded().withUnsafeBytes { _ = socket.send($0, to: server) }
-                var answer: ControlMessage?
-                Self.drain(socket, seconds: 2) { bytes, _ in
-                    if DatagramKind.of(bytesOf: bytes) == .control,
-                       let e = try? ControlEnvelope.parse(bytes, maxSize: RoomProtocol.maxRelayMessageSize), e.requestID == id {
-                        answer = e.message
-                        return false
-                    }
-                    return true
-                }
-                // A join is first answered with the relay's cookie, to be echoed.
-                if case let .retry(cookie)? = answer, case let .join(room, name, role, token, _) = message {
-                    message = .join(room: room, name: name, role: role, token: token, cookie: cookie)
-                    continue
-                }
-                if let answer { return answer }
-            }
-            throw TestFailure("no answer to \(message.type.name)")
-        }
-
-        let publisher = try UDPListener(host: "127.0.0.1", port: 0)
-        guard case let .welcome(publisherID, _, _, _) = try ask(publisher, .join(room: "fan", name: "teacher", role: "presenter", token: nil)) else {
+        // Every peer speaks the encrypted hop: its own DTLS handshake, control messages inside
+        // it, media as SRTP, protected by the relay once per viewer.
+        let publisher = try HopPeer(relayPort: relay.port)
+        try publisher.connect()
+        guard case let .welcome(publisherID, _, _, _) = try publisher.ask(.join(room: "fan", name: "teacher", role: "presenter", token: nil)) else {
             throw TestFailure("publisher not welcome")
         }
         let screen = StreamInfo(kind: .screen, ssrc: 0x5EED_0001, pt: 96, codec: "VP8", clock: 90000)
-        _ = try ask(publisher, .publish(streams: [screen]))
-        let viewers = try (0..<200).map { _ in try UDPListener(host: "127.0.0.1", port: 0) }
+        _ = try publisher.ask(.publish(streams: [screen]))
+        let viewers = try (0..<200).map { _ in try HopPeer(relayPort: relay.port) }
         // Everyone pings while the room fills up (a debug build takes a few seconds for 200
-        // joins; the relay drops peers silent for 4 s).
+        // handshakes and joins; the relay drops peers silent for 4 s).
         var lastPing = Date()
         func pingAll(upTo count: Int) {
-            for socket in [publisher] + viewers.prefix(count) {
-                ControlEnvelope(requestID: 1, .ping(version: 0)).encoded().withUnsafeBytes { _ = socket.send($0, to: server) }
-            }
+            for peer in [publisher] + viewers.prefix(count) { peer.send(.ping(version: 0), requestID: 1) }
             lastPing = Date()
         }
         for (i, v) in viewers.enumerated() {
             if Date().timeIntervalSince(lastPing) > 1 { pingAll(upTo: i) }
-            guard case .welcome = try ask(v, .join(room: "fan", name: "v\(i)", role: "viewer", token: nil)) else { throw TestFailure("viewer \(i) not welcome") }
-            let answer = try ask(v, .subscribe(publisher: publisherID, kinds: [.screen]))
+            try v.connect()
+            guard case .welcome = try v.ask(.join(room: "fan", name: "v\(i)", role: "viewer", token: nil)) else { throw TestFailure("viewer \(i) not welcome") }
+            let answer = try v.ask(.subscribe(publisher: publisherID, kinds: [.screen]))
             guard case let .ok(streams) = answer, streams == [screen] else { throw TestFailure("viewer \(i) not subscribed: \(answer)") }
         }
+        pingAll(upTo: viewers.count)
 
         // Bursts of 100 back to back: the relay drains them 32 at a time.
         let packets = 300
         for i in 0..<packets {
-            Self.packet(i).withUnsafeBytes { _ = publisher.send($0, to: server) }
+            publisher.send(media: Self.packet(i))
             if i % 100 == 99 { usleep(20_000) }
         }
         for (r, v) in viewers.enumerated() {
-            let seen = Self.collectRTP(v, expecting: packets)
+            var seen: [Int: Int] = [:]
+            var total = 0
+            v.drain(seconds: 5) { incoming in
+                guard case .media(let bytes) = incoming, DatagramKind.of(bytesOf: bytes) == .rtp else { return true }
+                let seq = Int(bytes[2]) << 8 | Int(bytes[3])
+                if bytes == Self.packet(seq) { seen[seq, default: 0] += 1 } else { seen[-1, default: 0] += 1 }
+                total += 1
+                return total < packets
+            }
+            // Anything more (a duplicate) is queued already.
+            v.drain(seconds: 0.05) { incoming in
+                if case .media(let bytes) = incoming, DatagramKind.of(bytesOf: bytes) == .rtp { seen[Int(bytes[2]) << 8 | Int(bytes[3]), default: 0] += 1 }
+                return true
+            }
             #expect(seen == Dictionary(uniqueKeysWithValues: (0..<packets).map { ($0, 1) }), "viewer \(r): \(seen.count) distinct")
         }
 

@@ -1,5 +1,6 @@
 import Access
 import Foundation
+import HopTestSupport
 import Logging
 import MediaCore
 import Room
@@ -9,34 +10,11 @@ import Transport
 @testable import Relay
 import WebRTC
 
-/// A relay that requires tokens, over its real sockets: peers (UDP, the room protocol) and
+/// A relay that requires tokens, over its real sockets: peers (their encrypted hop) and
 /// browsers (HTTP, WHEP with `Authorization: Bearer`) are refused with the reason named, and
 /// nothing is made for them; the right token admits.
 @Suite(.serialized) struct TokenAdmissionTests {
     static let secret = Array("a relay secret of at least thirty-two bytes".utf8)
-
-    /// Sends `message` from `socket` to the relay, answering its retry with the cookie; returns
-    /// the relay's answer to the join.
-    static func join(_ socket: UDPListener, relay: UInt16, _ message: (String?) -> ControlMessage) throws -> ControlMessage {
-        let server = sockaddr_in(PeerAddress(ip: BrowserAdmissionTests.loopback, port: relay))
-        var cookie: String?
-        var answer: ControlMessage?
-        ControlEnvelope(requestID: 1, message(nil)).encoded().withUnsafeBytes { _ = socket.send($0, to: server) }
-        var reply = [UInt8](repeating: 0, count: 65536)
-        var from = sockaddr_in()
-        try waitFor("the relay's answer to the join") {
-            let n = reply.withUnsafeMutableBytes { socket.receive(into: $0, from: &from) }
-            guard n > 0, let m = (try? ControlEnvelope.parse(Array(reply[0..<n]), maxSize: RoomProtocol.maxRelayMessageSize))?.message else { return false }
-            if case let .retry(c) = m, cookie == nil {
-                cookie = c
-                ControlEnvelope(requestID: 1, message(c)).encoded().withUnsafeBytes { _ = socket.send($0, to: server) }
-                return false
-            }
-            answer = m
-            return true
-        }
-        return answer!
-    }
 
     @Test func peersAndBrowsersNeedTheRightToken() async throws {
         let authority = try await TokenAuthority(secret: Self.secret)
@@ -54,11 +32,12 @@ import WebRTC
         let port = relay.port
 
         // A presenter without a token, and with a viewer's: refused, the reason in the error.
-        let peer = try UDPListener(host: "127.0.0.1", port: 0)
-        let bare = try Self.join(peer, relay: port) { .join(room: "class", name: "x", role: "presenter", token: nil, cookie: $0) }
+        let peer = try HopPeer(relayPort: port, pinned: certificate.fingerprint)
+        try peer.connect()
+        let bare = try peer.ask(.join(room: "class", name: "x", role: "presenter", token: nil))
         guard case let .error(code, message) = bare else { Issue.record("\(bare)"); return }
         #expect(code == .unauthorized && message.contains("no token"), "\(message)")
-        let asViewer = try Self.join(peer, relay: port) { .join(room: "class", name: "x", role: "presenter", token: viewerToken, cookie: $0) }
+        let asViewer = try peer.ask(.join(room: "class", name: "x", role: "presenter", token: viewerToken))
         guard case let .error(_, viewerMessage) = asViewer else { Issue.record("\(asViewer)"); return }
         #expect(viewerMessage.contains("a viewer token cannot present"), "\(viewerMessage)")
         // Nothing was made: the room does not exist (asked with a valid token).
@@ -66,12 +45,10 @@ import WebRTC
         #expect(none == 404)
 
         // The presenter's token admits, with the token's name.
-        let welcome = try Self.join(peer, relay: port) { .join(room: "class", name: "x", role: "presenter", token: presenterToken, cookie: $0) }
+        let welcome = try peer.ask(.join(room: "class", name: "x", role: "presenter", token: presenterToken))
         guard case let .welcome(_, room, _, peers) = welcome else { Issue.record("\(welcome)"); return }
         #expect(room == "class" && peers.map(\.name) == ["Ms Smith"])
-        let server = sockaddr_in(PeerAddress(ip: BrowserAdmissionTests.loopback, port: port))
-        ControlEnvelope(requestID: 2, .publish(streams: [StreamInfo(kind: .screen, ssrc: 0x5EED_0001, pt: 96, codec: "VP8", clock: 90000)]))
-            .encoded().withUnsafeBytes { _ = peer.send($0, to: server) }
+        peer.send(.publish(streams: [StreamInfo(kind: .screen, ssrc: 0x5EED_0001, pt: 96, codec: "VP8", clock: 90000)]), requestID: 2)
 
         // Browsers: the directory and WHEP want a bearer token for this room.
         let (noToken, noTokenHeaders, noTokenText) = try BrowserAdmissionTests.http("GET", "/rooms/class", port: port)

@@ -17,6 +17,7 @@ func names(_ events: [RoomClientEvent]) -> [String] {
         case .disconnected: "disconnected"
         case .error(let code, _): "error \(code.rawValue)"
         case .refused(let message): "refused \(message)"
+        case .untrusted(let message): "untrusted \(message)"
         }
     }
 }

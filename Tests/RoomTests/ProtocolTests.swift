@@ -6,7 +6,7 @@ import TestSupport
 @Suite struct ProtocolTests {
     @Test func headerBytesAreTheDocumentedOnes() throws {
         let bytes = ControlEnvelope(requestID: 0x0102_0304, .ping(version: 7)).encoded()
-        #expect(Array(bytes[0..<8]) == [0x53, 0x53, 0x02, 0x04, 0x01, 0x02, 0x03, 0x04])
+        #expect(Array(bytes[0..<8]) == [0x53, 0x53, 0x03, 0x04, 0x01, 0x02, 0x03, 0x04])
         // Requests are padded with spaces to 80 octets.
         #expect(bytes.count == 80)
         #expect(String(decoding: bytes[8...], as: UTF8.self) == #"{"version":7}"# + String(repeating: " ", count: 80 - 8 - 13))
@@ -36,8 +36,8 @@ import TestSupport
     }
 
     @Test func aWelcomeListingABigRoomIsLongerThanAPeerMessageAndPeersStillTakeIt() throws {
-        let peers = (1...500).map { PeerInfo(id: UInt32($0), name: "viewer \($0)", role: "viewer") }
-        let welcome = ControlEnvelope(requestID: 7, .welcome(peer: 500, room: "class", version: 500, peers: peers))
+        let peers = (1...200).map { PeerInfo(id: UInt32($0), name: "viewer \($0)", role: "viewer") }
+        let welcome = ControlEnvelope(requestID: 7, .welcome(peer: 200, room: "class", version: 200, peers: peers))
         let bytes = welcome.encoded()
         #expect(bytes.count > RoomProtocol.maxMessageSize)
         #expect(bytes.count <= RoomProtocol.maxRelayMessageSize)
@@ -45,6 +45,26 @@ import TestSupport
         #expect(throws: RoomProtocolError.self) { try ControlEnvelope.parse(bytes) }
         // …is not the limit for what the relay sends them.
         #expect(try ControlEnvelope.parse(bytes, maxSize: RoomProtocol.maxRelayMessageSize) == welcome)
+    }
+
+    /// A room too big to list in one DTLS record: the welcome keeps every publisher and the
+    /// peer it goes to, drops other viewers from the end, and fits.
+    @Test func aWelcomeTooLongForOneRecordKeepsThePublishersAndTheRecipient() throws {
+        let screen = StreamInfo(kind: .screen, ssrc: 9, pt: 96, codec: "VP8", clock: 90000)
+        var peers = (1...500).map { PeerInfo(id: UInt32($0), name: "viewer with a long name \($0)", role: "viewer") }
+        peers[3].streams = [screen]
+        peers[480].streams = [screen]
+        let message = ControlMessage.welcome(peer: 499, room: "class", version: 9, peers: peers)
+        #expect(ControlEnvelope(requestID: 7, message).encoded().count > RoomProtocol.maxRelayMessageSize)
+        let bytes = try #require(RelayCore.fitted(message, requestID: 7, recipient: 499))
+        #expect(bytes.count <= RoomProtocol.maxRelayMessageSize)
+        guard case let .welcome(_, _, _, listed) = try ControlEnvelope.parse(bytes, maxSize: RoomProtocol.maxRelayMessageSize).message else {
+            Issue.record("not a welcome")
+            return
+        }
+        let ids = listed.map(\.id)
+        #expect(ids.contains(4) && ids.contains(481) && ids.contains(499), "publishers and the recipient stay")
+        #expect(ids == ids.sorted() && ids.count > 150, "viewers kept in join order, as many as fit: \(ids.count)")
     }
 
     @Test func errorsNameWhatIsWrong() {
@@ -55,13 +75,13 @@ import TestSupport
         let v1 = error([0x53, 0x53, 1, 4, 0, 0, 0, 9] + Array("{}".utf8))
         #expect(v1?.code == .unsupportedVersion)
         #expect(v1?.requestID == 9)
-        #expect(error([0x53, 0x53, 2, 99, 0, 0, 0, 1])?.code == .unknownType)
-        #expect(error([0x53, 0x53, 2, 1, 0, 0, 0, 1] + Array("{nope".utf8))?.code == .badMessage)
-        let missing = error([0x53, 0x53, 2, 1, 0, 0, 0, 1] + Array(#"{"name":"x"}"#.utf8))
+        #expect(error([0x53, 0x53, 3, 99, 0, 0, 0, 1])?.code == .unknownType)
+        #expect(error([0x53, 0x53, 3, 1, 0, 0, 0, 1] + Array("{nope".utf8))?.code == .badMessage)
+        let missing = error([0x53, 0x53, 3, 1, 0, 0, 0, 1] + Array(#"{"name":"x"}"#.utf8))
         #expect(missing?.message.contains("'room'") == true)
-        #expect(error([0x53, 0x53, 2, 4, 0, 0, 0, 1] + Array(repeating: 0x20, count: 1300))?.code == .badMessage)
+        #expect(error([0x53, 0x53, 3, 4, 0, 0, 0, 1] + Array(repeating: 0x20, count: 1300))?.code == .badMessage)
         // An empty body is an empty object: ping needs no field.
-        #expect((try? ControlEnvelope.parse([0x53, 0x53, 2, 4, 0, 0, 0, 1]))?.message == .ping(version: 0))
+        #expect((try? ControlEnvelope.parse([0x53, 0x53, 3, 4, 0, 0, 0, 1]))?.message == .ping(version: 0))
     }
 
     @Test func datagramsAreToldApartByTheirFirstOctets() {

@@ -2,11 +2,14 @@
  * fanout-load: plays N room viewers cheaply, for Scripts/bench-fanout.
  *
  * Each viewer is one UDP socket connected to the relay that speaks the room protocol
- * (docs/PROTOCOL.md) like `screenshare watch --room` does on the wire — join, subscribe to the
+ * (docs/PROTOCOL.md, version 3) like `screenshare watch --room` does on the wire — a DTLS 1.2
+ * handshake (OpenSSL, memory BIOs), then inside it: join, subscribe to the
  * screen stream of the first peer that publishes one, ping every second, an RTCP receiver
  * report (RR + SDES CNAME, with LSR/DLSR from the forwarded sender reports) every second,
- * leave at the end — but decodes nothing: it only counts the RTP it receives. All sockets are
- * served by one thread (epoll + recvmmsg), so 200 viewers cost a few percent of a core.
+ * leave at the end — but decodes nothing: it only counts the RTP it receives, from the SRTP
+ * headers (in clear), without decrypting the payloads (the relay's cost is what is measured;
+ * its RTCP, SRTCP here, is opened and ours protected with libsrtp2). All sockets are served
+ * by one thread (epoll + recvmmsg), so 200 viewers cost a few percent of a core.
  *
  *   fanout-load -s HOST:PORT -r ROOM -n N [-d SECONDS] [-p PEER] [-j JOINS_PER_S]
  *               [-k SECONDS] [-b RCVBUF_BYTES]
@@ -42,6 +45,11 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <srtp2/srtp.h>
 
 #define VLEN 32
 #define BUFSZ 65536
@@ -49,10 +57,10 @@
 
 enum { T_JOIN = 1, T_WELCOME = 2, T_LEAVE = 3, T_PING = 4, T_PONG = 5, T_SUBSCRIBE = 7, T_OK = 9, T_ERROR = 10,
        T_PEER_JOINED = 11, T_PEER_LEFT = 12, T_STREAMS = 13, T_RETRY = 17 };
-/* Room protocol version 2: requests padded to 80 octets; joins echo the relay's cookie. */
-#define PROTOCOL_VERSION 2
-#define MIN_REQUEST 80
-enum { S_JOINING, S_WAITING, S_SUBSCRIBING, S_SUBSCRIBED };
+/* Room protocol version 3: every message is DTLS application data (the handshake's
+ * HelloVerifyRequest proved the address, so there is no cookie and no padding). */
+#define PROTOCOL_VERSION 3
+enum { S_HANDSHAKE, S_JOINING, S_WAITING, S_SUBSCRIBING, S_SUBSCRIBED };
 
 struct counts {
     uint64_t received, bytes, dups, drops;
@@ -61,6 +69,9 @@ struct counts {
 
 struct viewer {
     int fd, state;
+    SSL *ssl;
+    BIO *rbio, *wbio;
+    srtp_t srtp_out, srtp_in;
     uint32_t id, publisher, ssrc, req, pending_req, media_ssrc;
     uint64_t version, start_ns, next_send_ns, next_ping_ns, next_rr_ns, next_pli_ns;
     /* RTP sequence state (RFC 3550 A.1, without probation) */
@@ -71,8 +82,6 @@ struct viewer {
     uint8_t seen[WINDOW_BITS / 8];
     /* last forwarded sender report: NTP middle 32 bits and when it arrived */
     uint32_t lsr;
-    /* the relay's return-routability cookie (from its retry), echoed in joins */
-    char cookie[64];
     uint64_t lsr_arrival_ns;
     /* at SIGUSR1 */
     int w_started;
@@ -92,10 +101,25 @@ static uint64_t now_ns(void) {
 
 static void die(const char *msg) { fprintf(stderr, "fanout-load: %s\n", msg); exit(1); }
 
-static uint64_t control_sent, control_in, rtcp_in, rtcp_sent, plis_sent, errors_in, send_errors, truncated;
+static uint64_t control_sent, control_in, rtcp_in, rtcp_sent, plis_sent, errors_in, send_errors, truncated, handshakes, dtls_failed,
+    srtcp_refused;
 
 static void send_bytes(struct viewer *v, const void *b, size_t n) {
     if (send(v->fd, b, n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) send_errors++;
+}
+
+/* Sends what DTLS has to send (a flight, a record). */
+static void flush_dtls(struct viewer *v) {
+    char *data;
+    long n = BIO_get_mem_data(v->wbio, &data);
+    if (n > 0) send_bytes(v, data, (size_t)n);
+    (void)BIO_reset(v->wbio);
+}
+
+/* An RTCP packet, SRTCP-protected (room for the tag and index after it in the buffer). */
+static void send_rtcp(struct viewer *v, uint8_t *b, int n) {
+    if (!v->srtp_out || srtp_protect_rtcp(v->srtp_out, b, &n) != srtp_err_status_ok) return;
+    send_bytes(v, b, (size_t)n);
 }
 
 static void send_control(struct viewer *v, uint8_t type, uint32_t req, const char *json) {
@@ -106,9 +130,85 @@ static void send_control(struct viewer *v, uint8_t type, uint32_t req, const cha
     b[4] = req >> 24; b[5] = req >> 16; b[6] = req >> 8; b[7] = req;
     memcpy(b + 8, json, n);
     n += 8;
-    while (n < MIN_REQUEST) b[n++] = ' ';
-    send_bytes(v, b, n);
+    if (!v->ssl || SSL_write(v->ssl, b, (int)n) != (int)n) { send_errors++; ERR_clear_error(); return; }
+    flush_dtls(v);
     control_sent++;
+}
+
+static SSL_CTX *dtls_ctx;
+
+static int accept_any(X509_STORE_CTX *store, void *arg) { (void)store; (void)arg; return 1; }
+
+/* One client context for all viewers: DTLS 1.2, an ECDSA P-256 key with a self-signed
+ * certificate (the relay wants one; it knows peers by their token, not their certificate),
+ * the SRTP profiles screenshare offers. */
+static void make_dtls_ctx(void) {
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    X509 *x = X509_new();
+    if (!key || !x) die("cannot make a DTLS key");
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), -86400);
+    X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+    X509_set_pubkey(x, key);
+    X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC, (const unsigned char *)"fanout-load", -1, -1, 0);
+    X509_set_issuer_name(x, X509_get_subject_name(x));
+    if (X509_sign(x, key, EVP_sha256()) <= 0) die("cannot sign the DTLS certificate");
+    dtls_ctx = SSL_CTX_new(DTLS_client_method());
+    if (!dtls_ctx || SSL_CTX_set_min_proto_version(dtls_ctx, DTLS1_2_VERSION) != 1 ||
+        SSL_CTX_use_certificate(dtls_ctx, x) != 1 || SSL_CTX_use_PrivateKey(dtls_ctx, key) != 1 ||
+        SSL_CTX_set_tlsext_use_srtp(dtls_ctx, "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80") != 0)
+        die("cannot set up DTLS");
+    SSL_CTX_set_verify(dtls_ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_cert_verify_callback(dtls_ctx, accept_any, NULL);  /* self-signed: trusted as the room's relay */
+    SSL_CTX_set_options(dtls_ctx, SSL_OP_NO_QUERY_MTU);
+}
+
+static void start_handshake(struct viewer *v) {
+    v->ssl = SSL_new(dtls_ctx);
+    v->rbio = BIO_new(BIO_s_mem());
+    v->wbio = BIO_new(BIO_s_mem());
+    if (!v->ssl || !v->rbio || !v->wbio) die("SSL_new");
+    BIO_set_mem_eof_return(v->rbio, -1);
+    BIO_set_mem_eof_return(v->wbio, -1);
+    SSL_set_bio(v->ssl, v->rbio, v->wbio);
+    SSL_set_mtu(v->ssl, 1200);
+    SSL_set_connect_state(v->ssl);
+    SSL_do_handshake(v->ssl);
+    flush_dtls(v);
+}
+
+/* The handshake ended: SRTP keys from it (RFC 5764 §4.2; we are the client), then the join. */
+static void hop_ready(struct viewer *v, uint64_t now) {
+    SRTP_PROTECTION_PROFILE *p = SSL_get_selected_srtp_profile(v->ssl);
+    if (!p) { dtls_failed++; return; }
+    int gcm = p->id == SRTP_AEAD_AES_128_GCM;
+    int k = 16, salt = gcm ? 12 : 14;
+    uint8_t m[2 * (16 + 14)], out_key[30], in_key[30];
+    if (SSL_export_keying_material(v->ssl, m, (size_t)(2 * (k + salt)), "EXTRACTOR-dtls_srtp", 19, NULL, 0, 0) != 1) {
+        dtls_failed++;
+        return;
+    }
+    memcpy(out_key, m, (size_t)k); memcpy(out_key + k, m + 2 * k, (size_t)salt);
+    memcpy(in_key, m + k, (size_t)k); memcpy(in_key + k, m + 2 * k + salt, (size_t)salt);
+    for (int dir = 0; dir < 2; dir++) {
+        srtp_policy_t policy;
+        memset(&policy, 0, sizeof policy);
+        if (gcm) {
+            srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp);
+            srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp);
+        } else {
+            srtp_crypto_policy_set_rtp_default(&policy.rtp);
+            srtp_crypto_policy_set_rtcp_default(&policy.rtcp);
+        }
+        policy.ssrc.type = dir == 0 ? ssrc_any_outbound : ssrc_any_inbound;
+        policy.key = dir == 0 ? out_key : in_key;
+        policy.window_size = 1024;
+        policy.allow_repeat_tx = 1;
+        if (srtp_create(dir == 0 ? &v->srtp_out : &v->srtp_in, &policy) != srtp_err_status_ok) die("srtp_create");
+    }
+    handshakes++;
+    v->state = S_JOINING;
+    v->next_send_ns = now;
 }
 
 static const char *room_name;
@@ -116,11 +216,7 @@ static uint32_t fixed_publisher;
 
 static void send_join(struct viewer *v, int index) {
     char json[256];
-    if (v->cookie[0])
-        snprintf(json, sizeof json, "{\"cookie\":\"%s\",\"name\":\"load-%d\",\"role\":\"viewer\",\"room\":\"%s\"}", v->cookie,
-                 index, room_name);
-    else
-        snprintf(json, sizeof json, "{\"name\":\"load-%d\",\"role\":\"viewer\",\"room\":\"%s\"}", index, room_name);
+    snprintf(json, sizeof json, "{\"name\":\"load-%d\",\"role\":\"viewer\",\"room\":\"%s\"}", index, room_name);
     send_control(v, T_JOIN, v->pending_req, json);
 }
 
@@ -213,17 +309,6 @@ static void on_control(struct viewer *v, const uint8_t *b, size_t n, uint64_t no
         v->pending_req = ++v->req;
         v->next_send_ns = now;
         return;
-    case T_RETRY: {
-        /* {"cookie":"HEX"}: join again at once with it */
-        const char *c = find(body, end, "\"cookie\":\"");
-        if (v->state != S_JOINING || req != v->pending_req || !c) return;
-        c += 10;
-        size_t k = 0;
-        while (c + k < end && c[k] != '"' && k < sizeof v->cookie - 1) { v->cookie[k] = c[k]; k++; }
-        v->cookie[k] = 0;
-        v->next_send_ns = now;
-        return;
-    }
     case T_OK:
         if (v->state == S_SUBSCRIBING && req == v->pending_req) v->state = S_SUBSCRIBED;
         return;
@@ -281,8 +366,11 @@ static void on_rtp(struct viewer *v, const uint8_t *b, size_t n) {
     v->bytes += n;
 }
 
-static void on_rtcp(struct viewer *v, const uint8_t *b, size_t n, uint64_t now) {
+static void on_rtcp(struct viewer *v, uint8_t *b, size_t len, uint64_t now) {
     rtcp_in++;
+    int plain = (int)len;
+    if (!v->srtp_in || srtp_unprotect_rtcp(v->srtp_in, b, &plain) != srtp_err_status_ok) { srtcp_refused++; return; }
+    size_t n = (size_t)plain;
     /* a forwarded sender report (first packet of the compound): keep its NTP middle 32 bits */
     if (n >= 28 && b[1] == 200) {
         v->lsr = (uint32_t)b[10] << 24 | (uint32_t)b[11] << 16 | (uint32_t)b[12] << 8 | b[13];
@@ -293,7 +381,7 @@ static void on_rtcp(struct viewer *v, const uint8_t *b, size_t n, uint64_t now) 
 static void put32(uint8_t *p, uint32_t x) { p[0] = x >> 24; p[1] = x >> 16; p[2] = x >> 8; p[3] = x; }
 
 static void send_rr(struct viewer *v, int index, uint64_t now) {
-    uint8_t b[128];
+    uint8_t b[160];
     int64_t expected = v->max_ext - v->base_ext + 1;
     int64_t lost = expected - (int64_t)v->received;
     int64_t exp_int = expected - (int64_t)v->rr_expected_prior, rec_int = (int64_t)v->received - (int64_t)v->rr_received_prior;
@@ -324,16 +412,16 @@ static void send_rr(struct viewer *v, int index, uint64_t now) {
     s[8] = 1; s[9] = (uint8_t)len;
     memcpy(s + 10, cname, (size_t)len);
     memset(s + 10 + len, 0, (size_t)(padded - chunk + 1));
-    send_bytes(v, b, (size_t)(32 + 4 + padded));
+    send_rtcp(v, b, 32 + 4 + padded);
     rtcp_sent++;
 }
 
 static void send_pli(struct viewer *v) {
-    uint8_t b[12];
+    uint8_t b[64];
     b[0] = 0x81; b[1] = 206; b[2] = 0; b[3] = 2;
     put32(b + 4, v->ssrc);
     put32(b + 8, v->media_ssrc);
-    send_bytes(v, b, sizeof b);
+    send_rtcp(v, b, 12);
     plis_sent++;
 }
 
@@ -411,6 +499,8 @@ int main(int argc, char **argv) {
     host[colon - server] = 0;
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai;
     if (getaddrinfo(host[0] ? host : "127.0.0.1", colon + 1, &hints, &ai) != 0) die("cannot resolve the relay address");
+    if (srtp_init() != srtp_err_status_ok) die("srtp_init");
+    make_dtls_ctx();
 
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0) die("epoll_create1");
@@ -437,7 +527,7 @@ int main(int argc, char **argv) {
         v->ssrc = (uint32_t)random() | 1;
         v->req = (uint32_t)(random() & 0xFFFF) + 1;
         v->pending_req = v->req;
-        v->state = S_JOINING;
+        v->state = S_HANDSHAKE;
         v->start_ns = start + (uint64_t)(i * 1e9 / joins_per_s);
         v->next_send_ns = v->start_ns;
         v->next_ping_ns = v->start_ns + 1000000000ull;
@@ -481,7 +571,7 @@ int main(int argc, char **argv) {
                 int got = recvmmsg(v->fd, msgs, VLEN, MSG_DONTWAIT, NULL);
                 if (got <= 0) break;
                 for (int k = 0; k < got; k++) {
-                    const uint8_t *b = bufs[k];
+                    uint8_t *b = bufs[k];
                     size_t len = msgs[k].msg_len;
                     if (msgs[k].msg_hdr.msg_flags & MSG_TRUNC) truncated++;
                     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[k].msg_hdr); c; c = CMSG_NXTHDR(&msgs[k].msg_hdr, c)) {
@@ -492,7 +582,25 @@ int main(int argc, char **argv) {
                         }
                     }
                     if (len < 2) continue;
-                    if (b[0] == 'S') on_control(v, b, len, now);
+                    if (b[0] >= 20 && b[0] <= 63) {
+                        /* DTLS: the handshake, or room messages as application data */
+                        if (!v->ssl) continue;
+                        BIO_write(v->rbio, b, (int)len);
+                        if (v->state == S_HANDSHAKE) {
+                            int rc = SSL_do_handshake(v->ssl);
+                            flush_dtls(v);
+                            if (rc == 1) hop_ready(v, now);
+                            else if (SSL_get_error(v->ssl, rc) != SSL_ERROR_WANT_READ) { dtls_failed++; ERR_clear_error(); }
+                        }
+                        if (v->state != S_HANDSHAKE) {
+                            static uint8_t plain[16384];
+                            int m;
+                            while ((m = SSL_read(v->ssl, plain, sizeof plain)) > 0) on_control(v, plain, (size_t)m, now);
+                            ERR_clear_error();
+                        }
+                        (void)BIO_reset(v->rbio);
+                        continue;
+                    }
                     else if (b[0] >> 6 == 2 && b[1] >= 192 && b[1] <= 223) on_rtcp(v, b, len, now);
                     else if (b[0] >> 6 == 2) on_rtp(v, b, len);
                 }
@@ -519,6 +627,16 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n; i++) {
             struct viewer *v = &vs[i];
             if (now < v->start_ns) continue;
+            if (v->state == S_HANDSHAKE) {
+                struct timeval tv;
+                if (!v->ssl) {
+                    start_handshake(v);
+                } else if (DTLSv1_get_timeout(v->ssl, &tv) == 1 && tv.tv_sec == 0 && tv.tv_usec == 0) {
+                    DTLSv1_handle_timeout(v->ssl);
+                    flush_dtls(v);
+                }
+                continue;
+            }
             if ((v->state == S_JOINING || v->state == S_SUBSCRIBING) && now >= v->next_send_ns) {
                 if (v->state == S_JOINING) send_join(v, i); else send_subscribe(v);
                 v->next_send_ns = now + 300000000ull;
@@ -556,13 +674,14 @@ int main(int argc, char **argv) {
     int joined = 0, subscribed = 0, receiving = 0;
     for (int i = 0; i < n; i++) {
         struct viewer *v = &vs[i];
-        joined += v->state != S_JOINING;
+        joined += v->state > S_JOINING;
         subscribed += v->state == S_SUBSCRIBED;
         receiving += v->started;
-        if (v->state != S_JOINING) send_control(v, T_LEAVE, ++v->req, "{}");
+        if (v->state > S_JOINING) send_control(v, T_LEAVE, ++v->req, "{}");
     }
-    printf("{\"viewers\":%d,\"joined\":%d,\"subscribed\":%d,\"receiving\":%d,\"rcvbuf\":%d,", n, joined, subscribed, receiving,
-           granted_rcvbuf);
+    printf("{\"viewers\":%d,\"handshakes\":%llu,\"dtls_failed\":%llu,\"srtcp_refused\":%llu,\"joined\":%d,\"subscribed\":%d,\"receiving\":%d,\"rcvbuf\":%d,", n,
+           (unsigned long long)handshakes, (unsigned long long)dtls_failed, (unsigned long long)srtcp_refused, joined, subscribed,
+           receiving, granted_rcvbuf);
     print_counts("total", vs, n, 0, (double)(end - start) / 1e9);
     printf(",");
     print_counts("window", vs, n, 1, window_start ? (double)(end - window_start) / 1e9 : 0.0);
