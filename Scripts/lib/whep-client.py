@@ -9,6 +9,8 @@ it with what the presenter sent).
 
 A room token may follow the URL after '#token=' (as in the link `start --room` prints): it is
 sent as `Authorization: Bearer TOKEN` (RFC 6750), and the fragment is not part of the request.
+With `&fp=sha256:HEX` (the relay's certificate, as the link names it) an answer naming another
+certificate is not used: a `refused` line says so.
 
 --loopback-only offers only 127.0.0.1 as a host candidate: tests keep their traffic on
 loopback, never on the machine's LAN address.
@@ -16,6 +18,7 @@ loopback, never on the machine's LAN address.
 sequence), as a lossy network would: aiortc asks for them again with NACKs. `stats` lines then
 carry `dropped`."""
 import asyncio
+import re
 import json
 import sys
 import time
@@ -82,6 +85,17 @@ async def main(url, seconds):
         return
     log(event="answered", status=status, location=location,
         access_control=r.headers.get("Access-Control-Allow-Origin"))
+    # The link may name the relay's certificate (fp=sha256:HEX): an answer naming another one
+    # is not used (as the relay's page does).
+    pinned = (urllib.parse.parse_qs(fragment).get("fp", [""])[0]).lower()
+    if pinned:
+        m = re.search(r"^a=fingerprint:sha-256 ([0-9A-Fa-f:]+)", answer, re.M)
+        seen = "sha256:" + m.group(1).replace(":", "").lower() if m else "none"
+        log(event="fingerprint", pinned=pinned, seen=seen)
+        if seen != pinned:
+            log(event="refused", status=0, body=f"not the relay the link named: its certificate is {seen}")
+            await pc.close()
+            return
     await pc.setRemoteDescription(RTCSessionDescription(sdp=answer, type="answer"))
     start = time.time()
     while time.time() - start < seconds:

@@ -26,6 +26,9 @@ enum WatchPage {
         // with every request as a bearer token (RFC 6750).
         const token = new URLSearchParams(location.hash.slice(1)).get('token');
         const auth = token ? {'Authorization': 'Bearer ' + token} : {};
+        // The relay's certificate, when the link names it (fp=sha256:HEX): an answer that names
+        // another one is not from the relay the link named, and is not used.
+        const pinned = (new URLSearchParams(location.hash.slice(1)).get('fp') || '').toLowerCase();
         // Set when the relay refuses the token: nothing is tried again.
         let refused = null;
         const $ = id => document.getElementById(id);
@@ -67,8 +70,20 @@ enum WatchPage {
             return retry(2000);
           }
           resource = r.headers.get('Location');
+          const answer = await r.text();
+          if (pinned) {
+            const m = answer.match(/^a=fingerprint:sha-256 ([0-9A-Fa-f:]+)/m);
+            const seen = m ? 'sha256:' + m[1].replace(/:/g, '').toLowerCase() : 'none';
+            if (seen !== pinned) return distrust(seen);
+          }
           sessions += 1;
-          await pc.setRemoteDescription({type: 'answer', sdp: await r.text()});
+          await pc.setRemoteDescription({type: 'answer', sdp: answer});
+        }
+        function distrust(seen) {
+          refused = 'this is not the relay the link named: its certificate is ' + seen + ', the link says ' + pinned;
+          state.textContent = 'not trusted: ' + refused;
+          if (pc) { const old = pc; pc = null; old.close(); }
+          if (resource) { fetch(resource, {method: 'DELETE'}).catch(() => {}); resource = null; }
         }
         function refuse(why) {
           refused = why.trim();

@@ -262,7 +262,7 @@ struct Start: ParsableCommand {
                 var pathSafe = CharacterSet.urlPathAllowed
                 pathSafe.remove("/")
                 settings.browserURL = "http://\(reachable):\(listenAt.port)/\(room.addingPercentEncoding(withAllowedCharacters: pathSafe) ?? room)"
-                    + (access.map { "#token=\($0.viewer)" } ?? "")
+                    + (access.map { "#token=\($0.viewer)&fp=" } ?? "#fp=") + relay!.fingerprint
                 roomSettings = settings
             }
         } else {

@@ -163,7 +163,8 @@ import X11TestSupport
         defer { _ = presenter.finish(within: 0) }
         let url = try #require(try EventLog.wait(for: "started", in: presenter)["browser_url"] as? String)
         let page = String(try #require(url.split(separator: "#").first))
-        let altered = url.dropLast(3) + (url.hasSuffix("AAA") ? "BBB" : "AAA")
+        let (withToken, fingerprint) = try #require(url.firstMatch(of: /^(.*)&fp=(sha256:[0-9a-f]{64})$/).map { (String($0.1), String($0.2)) }, "\(url)")
+        let altered = withToken.dropLast(3) + (withToken.hasSuffix("AAA") ? "BBB" : "AAA") + "&fp=" + fingerprint
         for (link, says) in [(page, "no token"), (String(altered), "signature does not match")] {
             let chromium = try Child(Self.python, [Self.script("browser-watch.py"), link, "4"], dir: dir, name: "chromium-\(UUID().uuidString.prefix(4))")
             _ = chromium.finish(within: 60)
@@ -174,6 +175,17 @@ import X11TestSupport
             #expect(last["frames"] as? Int == 0 && last["sessions"] as? Int == 0, "\(last)")
             #expect(log.first(named: "first_picture") == nil)
         }
+        // A link naming another certificate (as a man in the middle's answer would show): the
+        // page uses no answer that names this relay's, and says why.
+        let impostor = withToken + "&fp=sha256:" + String(repeating: "0", count: 64)
+        let chromium = try Child(Self.python, [Self.script("browser-watch.py"), impostor, "4"], dir: dir, name: "chromium-fp")
+        _ = chromium.finish(within: 60)
+        let log = EventLog(chromium.stdout)
+        let last = try #require(log.last(named: "page"), "\(chromium.stdout.suffix(1500)) \(chromium.stderr.suffix(1500))")
+        let text = last["text"] as? String ?? ""
+        #expect(text.hasPrefix("not trusted:") && text.contains(fingerprint), "the page says '\(text)'")
+        #expect(last["frames"] as? Int == 0 && last["sessions"] as? Int == 0, "\(last)")
+        #expect(log.first(named: "first_picture") == nil)
         #expect(presenter.isRunning)
     }
 
