@@ -45,7 +45,8 @@ final class PeerHop {
 /// beyond the handshake is sent, so the room's own return-routability cookie is not needed.
 final class PeerHops {
     let limits: HopLimits
-    private let certificate: DTLSCertificate
+    /// The relay's DTLS server context (its certificate), shared by every hop.
+    private let context: DTLSContext
     private let logger: Logger
     private var hops: [PeerAddress: PeerHop] = [:]
     private var handshaking = 0
@@ -56,8 +57,8 @@ final class PeerHops {
     /// Hops whose handshake finished.
     private(set) var established = 0
 
-    init(certificate: DTLSCertificate, limits: HopLimits = HopLimits(), logger: Logger) {
-        self.certificate = certificate
+    init(context: DTLSContext, limits: HopLimits = HopLimits(), logger: Logger) {
+        self.context = context
         self.limits = limits
         self.logger = logger
     }
@@ -181,7 +182,7 @@ final class PeerHops {
     }
 
     private func makeServer() -> DTLSTransport? {
-        do { return try DTLSTransport(role: .server, certificate: certificate, remoteFingerprint: nil) } catch {
+        do { return try DTLSTransport(context: context, remoteFingerprint: nil) } catch {
             logger.warning("relay: cannot start DTLS: \(error)")
             return nil
         }

@@ -119,11 +119,13 @@ public final class RelayServer: @unchecked Sendable {
         self.clock = clock
         let certificate = try given ?? DTLSCertificate()
         fingerprint = certificate.fingerprintText
-        hops = PeerHops(certificate: certificate, logger: logger)
+        // One DTLS server context for every peer and browser.
+        let context = try DTLSContext(role: .server, certificate: certificate)
+        hops = PeerHops(context: context, logger: logger)
         transport.hops = hops
         if enableBrowsers {
             let gateway = BrowserGateway(limits: browserLimits, logger: logger)
-            var factory = WHEPSessionFactory(certificate: certificate, inbox: gateway.inbox, directory: directory, limits: browserLimits,
+            var factory = try WHEPSessionFactory(certificate: certificate, context: context, inbox: gateway.inbox, directory: directory, limits: browserLimits,
                                              udpPort: socket.port, clock: clock)
             factory.authorizer = authorizer
             http = try WHEPServer(host: host, port: socket.port, factory: factory, logger: logger)

@@ -14,6 +14,8 @@ import WebRTC
 /// in on, which the browser can reach), its DTLS certificate and fresh ICE credentials.
 struct WHEPSessionFactory: Sendable {
     let certificate: DTLSCertificate
+    /// The relay's DTLS server context (shared with its peers' hops).
+    let context: DTLSContext
     let inbox: BrowserInbox
     let directory: RoomDirectory
     let limits: BrowserLimits
@@ -21,6 +23,18 @@ struct WHEPSessionFactory: Sendable {
     let clock: MediaClock
     /// Who may watch which room (nil: anyone); tokens come as `Authorization: Bearer`.
     var authorizer: (any RoomAuthorizer)? = nil
+
+    /// - Parameter context: a server context for `certificate` (nil: one is made).
+    init(certificate: DTLSCertificate, context: DTLSContext? = nil, inbox: BrowserInbox, directory: RoomDirectory, limits: BrowserLimits,
+         udpPort: UInt16, clock: MediaClock) throws {
+        self.certificate = certificate
+        self.context = try context ?? DTLSContext(role: .server, certificate: certificate)
+        self.inbox = inbox
+        self.directory = directory
+        self.limits = limits
+        self.udpPort = udpPort
+        self.clock = clock
+    }
 
     enum Failure: Error {
         /// A malformed offer (400).
@@ -64,7 +78,7 @@ struct WHEPSessionFactory: Sendable {
         }
         let dtls: DTLSTransport
         do {
-            dtls = try DTLSTransport(role: .server, certificate: certificate, remoteFingerprint: offer.fingerprint.bytes)
+            dtls = try DTLSTransport(context: context, remoteFingerprint: offer.fingerprint.bytes)
         } catch {
             inbox.release()
             throw .internalError("\(error)")
@@ -140,8 +154,8 @@ public final class WHEPServer: Sendable {
         let directory = RoomDirectory()
         directory.publish([RoomSummary(name: "class", presenters: ["teacher"], peers: 1, browsers: 0)])
         guard let certificate = fuzzCertificate else { return [] }
-        let factory = WHEPSessionFactory(certificate: certificate, inbox: BrowserInbox(), directory: directory, limits: BrowserLimits(),
-                                         udpPort: 7600, clock: SystemClock())
+        guard let factory = try? WHEPSessionFactory(certificate: certificate, inbox: BrowserInbox(), directory: directory, limits: BrowserLimits(),
+                                                    udpPort: 7600, clock: SystemClock()) else { return [] }
         let channel = EmbeddedChannel()
         var out: [UInt8] = []
         do {

@@ -28,7 +28,8 @@ public final class RoomLink {
     /// Handshakes started (1 + reconnects).
     public private(set) var handshakes = 0
 
-    private let certificate: DTLSCertificate
+    /// Our DTLS client context (a key and certificate for this run), shared by every handshake.
+    private let context: DTLSContext
     private var dtls: DTLSTransport?
     /// Messages the room client sent while no handshake was finished (the last few: the
     /// client sends its requests again until answered).
@@ -47,7 +48,7 @@ public final class RoomLink {
         self.client = client
         self.media = media
         pinned = pinnedFingerprint
-        certificate = try DTLSCertificate()
+        context = try DTLSContext(role: .client, certificate: DTLSCertificate())
     }
 
     /// Starts the handshake and the join (which goes once the handshake is done).
@@ -149,7 +150,7 @@ public final class RoomLink {
         media.key(nil)
         held.removeAll()
         do {
-            let transport = try DTLSTransport(role: .client, certificate: certificate, remoteFingerprint: pinned)
+            let transport = try DTLSTransport(context: context, remoteFingerprint: pinned)
             transport.start()
             dtls = transport
             handshakes += 1

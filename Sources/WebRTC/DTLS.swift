@@ -149,6 +149,67 @@ extension SRTPProfile {
     }
 }
 
+/// What the DTLS transports of one role and certificate share: OpenSSL's context (the
+/// certificate and key, DTLS 1.2 only, the cipher suites, the SRTP profiles, and for a server
+/// the cookie exchange). Made once: a relay's peers and browsers each add only their own
+/// association to it.
+public final class DTLSContext: @unchecked Sendable {
+    // Immutable after init; OpenSSL allows SSL_new on a context from any thread.
+    let ctx: OpaquePointer
+    public let role: DTLSTransport.Role
+    private let certificate: DTLSCertificate
+
+    /// - Parameter profiles: SRTP profiles, preferred first (by default those this libsrtp2 can run).
+    /// - Throws: `DTLSError` with OpenSSL's reason.
+    public init(role: DTLSTransport.Role, certificate: DTLSCertificate, profiles: [SRTPProfile] = SRTPProfile.usable) throws {
+        self.role = role
+        self.certificate = certificate
+        guard let ctx = SSL_CTX_new(DTLS_method()) else { throw DTLSError.openSSL("SSL_CTX_new") }
+        guard shim_SSL_CTX_set_min_proto_version(ctx, shim_DTLS1_2_VERSION()) == 1,
+              shim_SSL_CTX_set_max_proto_version(ctx, shim_DTLS1_2_VERSION()) == 1,
+              SSL_CTX_use_certificate(ctx, certificate.x509) == 1,
+              SSL_CTX_use_PrivateKey(ctx, certificate.key) == 1,
+              SSL_CTX_check_private_key(ctx) == 1,
+              SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305") == 1,
+              shim_SSL_CTX_set1_groups_list(ctx, "X25519:P-256") == 1,
+              // 0 is success here.
+              SSL_CTX_set_tlsext_use_srtp(ctx, profiles.map(\.openSSLName).joined(separator: ":")) == 0
+        else {
+            let reason = DTLSError.lastOpenSSLError()
+            SSL_CTX_free(ctx)
+            throw DTLSError.openSSL("cannot set up DTLS: \(reason)")
+        }
+        // The peer's certificate is self-signed: accept it here, check its fingerprint after.
+        shim_SSL_CTX_verify_peer_any(ctx)
+        _ = shim_SSL_CTX_set_options(ctx, shim_SSL_OP_NO_QUERY_MTU())
+        // No session resumption (DTLS-SRTP peers do not resume): a shared context keeps no
+        // cache that grows with every handshake.
+        _ = SSL_CTX_ctrl(ctx, SSL_CTRL_SET_SESS_CACHE_MODE, Int(SSL_SESS_CACHE_OFF), nil)
+        if role == .server {
+            // A server answers a ClientHello without our cookie with a HelloVerifyRequest (RFC
+            // 6347 §4.2.1), smaller than the hello: a spoofed ClientHello draws no certificate flight.
+            _ = shim_SSL_CTX_set_options(ctx, shim_SSL_OP_COOKIE_EXCHANGE())
+            SSL_CTX_set_cookie_generate_cb(ctx, { ssl, cookie, length in
+                guard let ssl, let cookie, let length else { return 0 }
+                let mac = DTLSTransport.cookie(for: ssl)
+                mac.withUnsafeBufferPointer { cookie.update(from: $0.baseAddress!, count: $0.count) }
+                length.pointee = UInt32(mac.count)
+                return 1
+            })
+            SSL_CTX_set_cookie_verify_cb(ctx, { ssl, cookie, length in
+                guard let ssl, let cookie else { return 0 }
+                return DTLSTransport.constantTimeEqual(Array(UnsafeBufferPointer(start: cookie, count: Int(length))),
+                                                       DTLSTransport.cookie(for: ssl)) ? 1 : 0
+            })
+        }
+        self.ctx = ctx
+    }
+
+    deinit {
+        SSL_CTX_free(ctx)
+    }
+}
+
 /// The SRTP master keys a DTLS handshake exported (RFC 5764 §4.2): one key and salt per
 /// direction, named by who writes with them.
 public struct SRTPKeyMaterial: Sendable, Equatable {
@@ -188,7 +249,8 @@ public final class DTLSTransport {
     public private(set) var peerFingerprint: [UInt8]?
 
     private let expectedFingerprint: [UInt8]?
-    private let ctx: OpaquePointer
+    /// Shared by every transport made from it (a relay's thousand peers hold one).
+    private let context: DTLSContext
     private let ssl: OpaquePointer
     private let rbio: OpaquePointer
     private let wbio: OpaquePointer
@@ -198,48 +260,17 @@ public final class DTLSTransport {
     ///   - certificate: ours.
     ///   - remoteFingerprint: the SHA-256 the peer's SDP gave (nil: not checked, tests only).
     ///   - profiles: SRTP profiles, preferred first (by default those this libsrtp2 can run).
-    public init(role: Role, certificate: DTLSCertificate, remoteFingerprint: [UInt8]?,
-                profiles: [SRTPProfile] = SRTPProfile.usable) throws {
-        self.role = role
+    public convenience init(role: Role, certificate: DTLSCertificate, remoteFingerprint: [UInt8]?,
+                            profiles: [SRTPProfile] = SRTPProfile.usable) throws {
+        try self.init(context: DTLSContext(role: role, certificate: certificate, profiles: profiles), remoteFingerprint: remoteFingerprint)
+    }
+
+    /// A transport of `context`'s role, with its certificate and profiles.
+    public init(context: DTLSContext, remoteFingerprint: [UInt8]?) throws {
+        role = context.role
+        self.context = context
         expectedFingerprint = remoteFingerprint
-        guard let ctx = SSL_CTX_new(DTLS_method()) else { throw DTLSError.openSSL("SSL_CTX_new") }
-        self.ctx = ctx
-        guard shim_SSL_CTX_set_min_proto_version(ctx, shim_DTLS1_2_VERSION()) == 1,
-              shim_SSL_CTX_set_max_proto_version(ctx, shim_DTLS1_2_VERSION()) == 1,
-              SSL_CTX_use_certificate(ctx, certificate.x509) == 1,
-              SSL_CTX_use_PrivateKey(ctx, certificate.key) == 1,
-              SSL_CTX_check_private_key(ctx) == 1,
-              SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305") == 1,
-              shim_SSL_CTX_set1_groups_list(ctx, "X25519:P-256") == 1,
-              // 0 is success here.
-              SSL_CTX_set_tlsext_use_srtp(ctx, profiles.map(\.openSSLName).joined(separator: ":")) == 0
-        else {
-            let reason = DTLSError.lastOpenSSLError()
-            SSL_CTX_free(ctx)
-            throw DTLSError.openSSL("cannot set up DTLS: \(reason)")
-        }
-        // The peer's certificate is self-signed: accept it here, check its fingerprint after.
-        shim_SSL_CTX_verify_peer_any(ctx)
-        _ = shim_SSL_CTX_set_options(ctx, shim_SSL_OP_NO_QUERY_MTU())
-        if role == .server {
-            // A server answers a ClientHello without our cookie with a HelloVerifyRequest (RFC
-            // 6347 §4.2.1), smaller than the hello: a spoofed ClientHello draws no certificate flight.
-            _ = shim_SSL_CTX_set_options(ctx, shim_SSL_OP_COOKIE_EXCHANGE())
-            SSL_CTX_set_cookie_generate_cb(ctx, { ssl, cookie, length in
-                guard let ssl, let cookie, let length else { return 0 }
-                let mac = DTLSTransport.cookie(for: ssl)
-                mac.withUnsafeBufferPointer { cookie.update(from: $0.baseAddress!, count: $0.count) }
-                length.pointee = UInt32(mac.count)
-                return 1
-            })
-            SSL_CTX_set_cookie_verify_cb(ctx, { ssl, cookie, length in
-                guard let ssl, let cookie else { return 0 }
-                return DTLSTransport.constantTimeEqual(Array(UnsafeBufferPointer(start: cookie, count: Int(length))),
-                                                       DTLSTransport.cookie(for: ssl)) ? 1 : 0
-            })
-        }
-        guard let ssl = SSL_new(ctx), let rbio = BIO_new(BIO_s_mem()), let wbio = BIO_new(BIO_s_mem()) else {
-            SSL_CTX_free(ctx)
+        guard let ssl = SSL_new(context.ctx), let rbio = BIO_new(BIO_s_mem()), let wbio = BIO_new(BIO_s_mem()) else {
             throw DTLSError.openSSL("SSL_new")
         }
         // An empty read BIO means "no datagram yet", not end of file.
@@ -255,7 +286,6 @@ public final class DTLSTransport {
 
     deinit {
         SSL_free(ssl)  // frees the BIOs too
-        SSL_CTX_free(ctx)
     }
 
     /// Client: sends the ClientHello (then `takeOutgoing`). Server: nothing until one arrives.

@@ -43,6 +43,8 @@ import X11TestSupport
         let c = try Child(screenshareBinary(), ["serve", "--listen", ":\(port)", "--duration", String(duration), "--json"] + access,
                           dir: dir, name: name)
         try waitUntilBound(port)
+        // `started` comes once the relay serves everything: the room's UDP and browsers' TCP.
+        _ = try EventLog.wait(for: "started", in: c)
         return c
     }
 
