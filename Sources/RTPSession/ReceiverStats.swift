@@ -7,10 +7,17 @@
 /// (from frames that arrived, rendered or not, and frames known lost); the second is the
 /// average of recent expected gaps up to ``idleGap`` (the motion cadence). A still slide is not
 /// a freeze; a frame that was sent and shown late is. ``totalFreezesDuration`` adds the excess
-/// over the expected gap. Times in ns of a monotonic clock; memory is fixed.
+/// over the expected gap.
+///
+/// A freeze is counted while it lasts, not only when the next frame finally comes (``observe``,
+/// each second and at the end): with frames sent since the last one shown, the first of them is
+/// the expected one; with none, a sender still sends one every ``keepAliveGap`` (`--min-fps`),
+/// so a longer silence is a freeze too. Times in ns of a monotonic clock; memory is fixed.
 public struct ReceiverStats: Sendable {
     /// Expected gaps of this or longer are pauses (below 4 fps), not the frame cadence.
     public var idleGap: UInt64 = 250_000_000
+    /// The longest a sender stays silent while it sends (its keep-alive frame, `--min-fps` 1).
+    public var keepAliveGap: UInt64 = 1_000_000_000
     public let clockRate: UInt32
     /// When the viewer started (ns), the origin of ``firstFrameTime``.
     public let startedAt: UInt64
@@ -43,6 +50,12 @@ public struct ReceiverStats: Sendable {
     private var gapNext = 0
     private var gapCount = 0
     private var lastRender: (time: UInt64, ticks: Int64)?
+    /// A freeze in progress (already counted in ``freezeCount``): the gap it exceeds.
+    private var openFreeze: UInt64?
+    /// The packet count of the sender's last report, and whether it sent nothing since the one
+    /// before (an idle sender, `--min-fps 0` on a still screen: silence that is not a freeze).
+    private var reportedPackets: UInt32?
+    private var senderIdle = false
 
     public init(clockRate: UInt32 = 90_000, startedAt: UInt64) {
         self.clockRate = clockRate
@@ -91,21 +104,75 @@ public struct ReceiverStats: Sendable {
         let t = unwrapper.extended(rtpTimestamp)
         framesRendered += 1
         if firstFrameTime == nil { firstFrameTime = now >= startedAt ? now - startedAt : 0 }
+        let wasOpen = openFreeze != nil
+        openFreeze = nil
         defer { lastRender = (now, t) }
-        guard let last = lastRender, now >= last.time, t > last.ticks else { return }
+        guard let last = lastRender, now >= last.time, t > last.ticks else {
+            if wasOpen { freezeCount -= 1 }  // not a frame after the gap: nothing to measure it by
+            return
+        }
         var next = t
         for x in recent where x > last.ticks && x < next { next = x }
         let expected = UInt64(next - last.ticks) * 1_000_000_000 / UInt64(clockRate)
         let gap = now - last.time
-        let average = gapCount == 0 ? 0 : gaps[0..<gapCount].reduce(0, +) / UInt64(gapCount)
-        if gap >= expected + max(2 * average, 150_000_000) {
-            freezeCount += 1
+        if gap >= expected + threshold {
+            if !wasOpen { freezeCount += 1 }
             totalFreezesDuration += Double(gap - expected) / 1e9
+        } else if wasOpen {
+            freezeCount -= 1  // the sender was slower than --min-fps 1 said: a pause after all
         }
         if expected < idleGap {
             gaps[gapNext] = expected
             gapNext = (gapNext + 1) % gaps.count
             gapCount = min(gapCount + 1, gaps.count)
         }
+    }
+
+    /// How much longer than expected a gap must be to be a freeze: WebRTC's max(2 × average
+    /// frame duration, 150 ms).
+    private var threshold: UInt64 {
+        let average = gapCount == 0 ? 0 : gaps[0..<gapCount].reduce(0, +) / UInt64(gapCount)
+        return max(2 * average, 150_000_000)
+    }
+
+    /// The gap a picture is expected to have at most after the last one shown: to the first
+    /// frame sent since (arrived, or known lost), else the keep-alive.
+    private func expectedGap(after last: (time: UInt64, ticks: Int64)) -> UInt64 {
+        var next: Int64?
+        for x in recent where x > last.ticks && x < (next ?? .max) { next = x }
+        guard let next else { return keepAliveGap }
+        return UInt64(next - last.ticks) * 1_000_000_000 / UInt64(clockRate)
+    }
+
+    /// The sender's report (RFC 3550 §6.4.1) says how many packets it has sent: the same count
+    /// as in its last report means it sends nothing (a still screen without keep-alives).
+    public mutating func senderReported(packetCount: UInt32) {
+        senderIdle = reportedPackets == packetCount
+        reportedPackets = packetCount
+    }
+
+    /// Looks at the picture at `now` with no new frame shown: a gap already longer than a freeze
+    /// is counted now, once, and its length grows until the next frame (``freezesDuration``).
+    public mutating func observe(now: UInt64) {
+        guard openFreeze == nil, let last = lastRender, now > last.time else { return }
+        var arrivedSince = false
+        for x in recent where x > last.ticks { arrivedSince = true }
+        if senderIdle && !arrivedSince { return }  // nothing was sent: nothing is late
+        let expected = expectedGap(after: last)
+        if now - last.time >= expected + threshold {
+            freezeCount += 1
+            openFreeze = expected
+        }
+    }
+
+    /// The time since the last frame was shown (ns); nil before the first.
+    public func frameGap(now: UInt64) -> UInt64? {
+        lastRender.map { now > $0.time ? now - $0.time : 0 }
+    }
+
+    /// ``totalFreezesDuration`` with the freeze in progress at `now` (seconds).
+    public func freezesDuration(now: UInt64) -> Double {
+        guard let expected = openFreeze, let last = lastRender, now > last.time + expected else { return totalFreezesDuration }
+        return totalFreezesDuration + Double(now - last.time - expected) / 1e9
     }
 }

@@ -261,6 +261,7 @@ struct VideoReceivePath {
     mutating func onSenderReport(_ sr: SenderReport, now: UInt64) -> Bool {
         guard sr.ssrc == senderSSRC else { return false }
         receive?.onSenderReport(sr, arrival: now)
+        stats.senderReported(packetCount: sr.packetCount)
         return true
     }
 
@@ -299,9 +300,11 @@ struct VideoReceivePath {
 
     // MARK: - Statistics
 
-    /// Copies the packet counters into ``stats`` (call before reading it).
-    mutating func updateStats() {
+    /// Copies the packet counters into ``stats`` and looks for a freeze in progress at `now`
+    /// (call before reading it).
+    mutating func updateStats(now: UInt64) {
         if let r = receive { stats.update(from: r) }
+        stats.observe(now: now)
     }
 
     /// Interarrival jitter (RFC 3550 A.8) in ms.

@@ -143,7 +143,12 @@ public struct ViewerStats: BroadcastEvent, Equatable {
     public var jitterMillis: Double
     public var bufferMillis: Double
     public var framesDecoded: Int
+    /// Freezes so far, the one in progress included.
     public var freezeCount: Int
+    /// How long since the last picture was shown, to 0.1 ms; nil before the first.
+    public var frameGapMillis: Double?
+    /// Seconds frozen so far, the freeze in progress included.
+    public var freezesDurationSeconds: Double
     public var nackCount: Int
     public var pliCount: Int
     /// Round trip to the sender or relay (RTCP XR), to 0.01 ms; nil until answered.
@@ -157,6 +162,7 @@ public struct ViewerStats: BroadcastEvent, Equatable {
             "packets_received": .int(packetsReceived), "packets_lost": .int(packetsLost),
             "jitter_ms": .double(jitterMillis), "buffer_ms": .double(bufferMillis),
             "frames_decoded": .int(framesDecoded), "freeze_count": .int(freezeCount),
+            "frame_gap_ms": frameGapMillis.map { .double($0) } ?? .null, "total_freezes_duration_s": .double(freezesDurationSeconds),
             "nack_count": .int(nackCount), "pli_count": .int(pliCount),
             "rtt_ms": rttMillis.map { .double($0) } ?? .null,
         ]

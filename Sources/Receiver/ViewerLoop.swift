@@ -201,7 +201,7 @@ final class ViewerLoop {
                     path.extraDelay = sync.videoExtraDelay
                     audio?.extraDelay = sync.audioExtraDelay
                 }
-                events.emit(stats.second(path: &path, size: output.pictureSize, rttMillis: rttMillis, audio: audio, sync: sync))
+                events.emit(stats.second(path: &path, now: clock.nowNanos(), size: output.pictureSize, rttMillis: rttMillis, audio: audio, sync: sync))
             }
         }
         sendReport(bye: true)
@@ -210,7 +210,7 @@ final class ViewerLoop {
             flushRoom()
         }
         let recorded = recording?.finish() ?? true
-        let stopped = stats.summary(reason: stop.stopReason, path: &path, packetsRejected: packetsRejected,
+        let stopped = stats.summary(reason: stop.stopReason, path: &path, now: clock.nowNanos(), packetsRejected: packetsRejected,
                                     srtpRejected: srtpRejected,
                                     size: output.pictureSize, rttMillis: rttMillis, recording: recording,
                                     durationSeconds: Double(clock.nowNanos() - startNanos) / 1e9, audio: audio, sync: sync)

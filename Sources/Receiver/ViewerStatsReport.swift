@@ -30,9 +30,9 @@ struct ViewerStatsReport {
     }
 
     /// The `stats` event of the second that ends now.
-    mutating func second(path: inout VideoReceivePath, size: PixelSize, rttMillis: Double?, audio: AudioReceiver?,
+    mutating func second(path: inout VideoReceivePath, now: UInt64, size: PixelSize, rttMillis: Double?, audio: AudioReceiver?,
                          sync: AVSync) -> ViewerStats {
-        path.updateStats()
+        path.updateStats(now: now)
         let s = path.stats
         let current = Snapshot(s)
         defer { previous = current }
@@ -41,22 +41,24 @@ struct ViewerStatsReport {
             packetsReceived: Int(current.received), packetsLost: Int(current.lost),
             jitterMillis: path.jitterMillis, bufferMillis: path.bufferMillis,
             framesDecoded: s.framesDecoded, freezeCount: s.freezeCount,
+            frameGapMillis: s.frameGap(now: now).map { (Double($0) / 1e5).rounded() / 10 },
+            freezesDurationSeconds: (s.freezesDuration(now: now) * 1000).rounded() / 1000,
             nackCount: s.nackCount, pliCount: s.pliCount, rttMillis: rttMillis, audio: audioStats(audio, sync: sync))
     }
 
     /// The `stopped` event.
     /// - Parameters:
     ///   - packetsRejected: the datagrams the viewer refused before the receive path saw them.
-    func summary(reason: ViewerStopReason, path: inout VideoReceivePath, packetsRejected: Int, srtpRejected: Int? = nil, size: PixelSize,
+    func summary(reason: ViewerStopReason, path: inout VideoReceivePath, now: UInt64, packetsRejected: Int, srtpRejected: Int? = nil, size: PixelSize,
                  rttMillis: Double?, recording: ViewerRecording?, durationSeconds: Double, audio: AudioReceiver?,
                  sync: AVSync) -> ViewerStopped {
-        path.updateStats()
+        path.updateStats(now: now)
         let s = path.stats
         return ViewerStopped(
             reason: reason,
             framesDecoded: s.framesDecoded, keyframesDecoded: s.keyFramesDecoded,
             framesDropped: s.framesDropped, framesReceived: s.framesReceived,
-            freezeCount: s.freezeCount, totalFreezesDurationSeconds: s.totalFreezesDuration,
+            freezeCount: s.freezeCount, totalFreezesDurationSeconds: s.freezesDuration(now: now),
             packetsReceived: Int(s.packetsReceived), packetsLost: Int(s.packetsLost),
             jitterMillis: path.jitterMillis,
             nackCount: s.nackCount, pliCount: s.pliCount, idleProbes: path.idleProbes,

@@ -105,11 +105,13 @@ enum EventCases {
             ("viewer.sender_left", SenderLeft(ssrc: 12345)),
             ("viewer.stats", ViewerStats(
                 fps: 15, kbps: 400, size: PixelSize(width: 1920, height: 1080), packetsReceived: 3000, packetsLost: 2,
-                jitterMillis: 1.2345, bufferMillis: 20.0, framesDecoded: 150, freezeCount: 0, nackCount: 1, pliCount: 0,
+                jitterMillis: 1.2345, bufferMillis: 20.0, framesDecoded: 150, freezeCount: 0, frameGapMillis: 66.7,
+                freezesDurationSeconds: 0, nackCount: 1, pliCount: 0,
                 rttMillis: nil)),
             ("viewer.stats.audio", ViewerStats(
                 fps: 30, kbps: 2000, size: PixelSize(width: 1280, height: 720), packetsReceived: 9000, packetsLost: 0,
-                jitterMillis: 0.05, bufferMillis: 35.5, framesDecoded: 900, freezeCount: 1, nackCount: 0, pliCount: 1,
+                jitterMillis: 0.05, bufferMillis: 35.5, framesDecoded: 900, freezeCount: 1, frameGapMillis: 2400.1,
+                freezesDurationSeconds: 2.267, nackCount: 0, pliCount: 1,
                 rttMillis: 0.42,
                 audio: ViewerAudioStats(
                     avOffsetMillis: -12.3, avSync: true, videoSyncDelayMillis: 0.0, audioSyncDelayMillis: 12.3,

@@ -184,6 +184,79 @@ import Testing
         #expect(t.freezeCount == 1)
     }
 
+    /// A freeze is counted while it lasts: in motion, once the gap passes the threshold (no
+    /// frame needs to come for it); its length grows second by second; the frame that ends it
+    /// does not count it twice; and a session that ends frozen counts it to the end.
+    @Test func aFreezeIsCountedWhileItLastsAndWhenTheSessionEndsInIt() {
+        var s = ReceiverStats(startedAt: 0)
+        var now: UInt64 = 0
+        for i in 0..<20 {
+            s.frameArrived(rtpTimestamp: UInt32(i) * 6000)
+            s.frameRendered(rtpTimestamp: UInt32(i) * 6000, now: now)
+            now += frame
+        }
+        let lastShown = now - frame
+        // Nothing more arrives: the sender would have sent a keep-alive within 1 s at least.
+        s.observe(now: lastShown + 900 * ms)
+        #expect(s.freezeCount == 0, "within the keep-alive bound")
+        s.observe(now: lastShown + 1200 * ms)
+        #expect(s.freezeCount == 1, "1.2 s without a picture while moving")
+        #expect(s.frameGap(now: lastShown + 1200 * ms) == 1200 * ms)
+        #expect(abs(s.freezesDuration(now: lastShown + 1200 * ms) - 0.2) < 0.001)
+        s.observe(now: lastShown + 5000 * ms)
+        #expect(s.freezeCount == 1, "counted once")
+        #expect(abs(s.freezesDuration(now: lastShown + 5000 * ms) - 4.0) < 0.001)
+        // The next frame (the one after the last shown) ends it: counted once, measured against
+        // the frame it is.
+        s.frameArrived(rtpTimestamp: 20 * 6000)
+        s.frameRendered(rtpTimestamp: 20 * 6000, now: lastShown + 6000 * ms)
+        #expect(s.freezeCount == 1)
+        #expect(abs(s.totalFreezesDuration - (6.0 - 0.0667)) < 0.001)
+        #expect(s.freezesDuration(now: lastShown + 7000 * ms) == s.totalFreezesDuration)
+
+        // Frames that arrive but cannot be shown: the first of them is the one expected.
+        var t = ReceiverStats(startedAt: 0)
+        t.frameArrived(rtpTimestamp: 0)
+        t.frameRendered(rtpTimestamp: 0, now: 0)
+        t.frameArrived(rtpTimestamp: 6000)
+        t.frameRendered(rtpTimestamp: 6000, now: frame)
+        t.frameArrived(rtpTimestamp: 12000)  // never decodable
+        t.observe(now: frame + 200 * ms)
+        #expect(t.freezeCount == 0)
+        t.observe(now: frame + 300 * ms)
+        #expect(t.freezeCount == 1, "a frame sent 67 ms after the last shown, 300 ms ago")
+        #expect(t.freezeCount == 1 && t.totalFreezesDuration == 0)
+        #expect(abs(t.freezesDuration(now: frame + 10_000 * ms) - (10.0 - 0.0667)) < 0.001, "a session that ends frozen")
+    }
+
+    /// A slide left still longer than the keep-alive (a sender at --min-fps 0.5): counted as it
+    /// passed the bound, then taken back when the next frame shows it was on time.
+    @Test func aSlowerKeepAliveIsTakenBack() {
+        var s = ReceiverStats(startedAt: 0)
+        s.frameArrived(rtpTimestamp: 0)
+        s.frameRendered(rtpTimestamp: 0, now: 0)
+        s.observe(now: 1500 * ms)
+        #expect(s.freezeCount == 1)
+        s.frameArrived(rtpTimestamp: 2 * 90_000)
+        s.frameRendered(rtpTimestamp: 2 * 90_000, now: 2010 * ms)
+        #expect(s.freezeCount == 0 && s.totalFreezesDuration == 0)
+    }
+
+    /// A sender that says it sends nothing (its reports' packet count stands still: a still
+    /// screen at --min-fps 0) is idle, not frozen; once it sends again, silence counts again.
+    @Test func anIdleSenderIsNotAFreeze() {
+        var s = ReceiverStats(startedAt: 0)
+        s.frameArrived(rtpTimestamp: 0)
+        s.frameRendered(rtpTimestamp: 0, now: 0)
+        s.senderReported(packetCount: 40)
+        s.senderReported(packetCount: 40)
+        s.observe(now: 5000 * ms)
+        #expect(s.freezeCount == 0)
+        s.senderReported(packetCount: 45)  // it sent five packets that never came
+        s.observe(now: 6000 * ms)
+        #expect(s.freezeCount == 1)
+    }
+
     @Test func packetCountersComeFromReceiveStatistics() {
         var r = ReceiveStatistics(ssrc: 1)
         for q: UInt16 in [1, 2, 4] { r.onPacket(sequenceNumber: q, rtpTimestamp: 0, arrival: 0, payloadBytes: 100) }
