@@ -49,6 +49,8 @@ let package = Package(
         // Who may enter a room: room tokens (JWT, HS256, LiveKit's claims) made and checked with
         // jwt-kit, the secret file.
         .target(name: "RoomLink", dependencies: ["Room", "WebRTC", "SRTP"]),
+        // Send-side bandwidth estimation (GoogCC's shape), pure: feedback and time in, a rate out.
+        .target(name: "Congestion"),
         .target(name: "Access", dependencies: ["Room", "MediaCore", .product(name: "JWTKit", package: "jwt-kit")]),
         // Typed events: JSON lines for machines, one line of text for people.
         .target(name: "Events"),
@@ -135,6 +137,7 @@ let package = Package(
         ]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "SRTP"]),
         .testTarget(name: "RoomLinkTests", dependencies: ["RoomLink", "Room", "WebRTC", "SRTP"]),
+        .testTarget(name: "CongestionTests", dependencies: ["Congestion"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "RelayServerTests", dependencies: [

@@ -1,0 +1,156 @@
+/// The send-side bandwidth estimate of a sender, in GoogCC's shape (libwebrtc, pion's
+/// `interceptor/pkg/gcc`): a delay-based rate (``DelayBasedDetector`` driving an AIMD
+/// controller) and a loss-based one, from transport-wide feedback; REMB, when a receiver sends
+/// it, caps both. The target is the smallest, between `minimum` and `maximum`.
+///
+/// - Delay: on overuse the rate drops to 0.85 × what the receiver got in the last 500 ms; while
+///   normal it grows 8 % a second, or by about one packet per round trip once it is near the
+///   rate where it last had to drop (the link's capacity, as measured); underuse holds it.
+/// - Loss (over the feedback of the last second): under 2 % it may grow 8 % a second; over 10 %
+///   it drops by half the loss above 10 %; in between it creeps up while the delay says no
+///   queue builds (random loss, as on Wi-Fi, is not congestion).
+///
+/// Pure: packet results and time in (ns), a target out. Memory is fixed.
+public struct CongestionController: Sendable {
+    public let minimum: Double
+    public let maximum: Double
+    /// The rate the delay-based controller allows (bit/s).
+    public private(set) var delayBased: Double
+    /// The rate the loss-based controller allows (bit/s).
+    public private(set) var lossBased: Double
+    /// A receiver's REMB (bit/s), nil when none sent one.
+    public private(set) var remb: Double?
+    /// What the receiver got over the last 500 ms (bit/s), nil until measured.
+    public private(set) var acknowledged: Double?
+    /// The loss fraction over the last second of feedback.
+    public private(set) var lossFraction = 0.0
+    public private(set) var detector = DelayBasedDetector()
+
+    private var lastDelayUpdate: UInt64?
+    private var lastLossUpdate: UInt64?
+    /// The acknowledged rate at the last decrease: near it, the controller creeps (additive).
+    private var linkCapacity: Double?
+    /// Received bytes by arrival, for `acknowledged` (the last 500 ms).
+    private var arrivals: [(time: UInt64, bytes: Int)] = []
+    private var arrivalsHead = 0
+    /// Sent and lost packets of the last second of feedback, for `lossFraction`.
+    private var lossWindow: [(time: UInt64, lost: Bool)] = []
+    private var lossHead = 0
+    /// The round trip (ns), for the additive increase; 100 ms until told.
+    public var rttNanos: UInt64 = 100_000_000
+
+    /// - Parameters:
+    ///   - start: the first target (bit/s), e.g. `--bitrate`.
+    public init(minimum: Double, maximum: Double, start: Double) {
+        self.minimum = minimum
+        self.maximum = maximum
+        let s = min(max(start, minimum), maximum)
+        delayBased = s
+        lossBased = s
+        arrivals.reserveCapacity(1024)
+        lossWindow.reserveCapacity(1024)
+    }
+
+    /// The target bit rate now.
+    public var target: Double {
+        var t = min(delayBased, lossBased)
+        if let remb { t = min(t, remb) }
+        return min(max(t, minimum), maximum)
+    }
+
+    /// A receiver's REMB (RFC draft-alvestrand-rmcat-remb): a cap.
+    public mutating func onREMB(_ bitsPerSecond: Double) { remb = max(bitsPerSecond, minimum) }
+
+    /// One transport-wide feedback's packets, in send order, received at `now`.
+    public mutating func onFeedback(_ results: [PacketResult], now: UInt64) {
+        guard !results.isEmpty else { return }
+        detector.update(results)
+        for r in results {
+            lossWindow.append((now, r.arrivalTime == nil))
+            if let a = r.arrivalTime { arrivals.append((a, r.size)) }
+        }
+        measureAcknowledged()
+        measureLoss(now: now)
+        updateDelayBased(now: now)
+        updateLossBased(now: now)
+    }
+
+    private mutating func measureAcknowledged() {
+        guard let newest = arrivals.last?.time else { return }
+        while arrivalsHead < arrivals.count, newest - arrivals[arrivalsHead].time > 500_000_000 { arrivalsHead += 1 }
+        if arrivalsHead > 512 {
+            arrivals.removeFirst(arrivalsHead)
+            arrivalsHead = 0
+        }
+        let window = arrivals[arrivalsHead...]
+        guard let first = window.first?.time, newest > first, window.count >= 4 else { return }
+        let bytes = window.dropFirst().reduce(0) { $0 + $1.bytes }
+        acknowledged = Double(bytes) * 8 / (Double(newest - first) / 1e9)
+    }
+
+    private mutating func measureLoss(now: UInt64) {
+        while lossHead < lossWindow.count, now - lossWindow[lossHead].time > 1_000_000_000 { lossHead += 1 }
+        if lossHead > 512 {
+            lossWindow.removeFirst(lossHead)
+            lossHead = 0
+        }
+        let window = lossWindow[lossHead...]
+        guard !window.isEmpty else { return }
+        lossFraction = Double(window.filter(\.lost).count) / Double(window.count)
+    }
+
+    private mutating func updateDelayBased(now: UInt64) {
+        let elapsed = Double(now - (lastDelayUpdate ?? now)) / 1e9
+        lastDelayUpdate = now
+        switch detector.state {
+        case .overusing:
+            let measured = acknowledged ?? delayBased
+            let next = 0.85 * measured
+            if next < delayBased {
+                delayBased = max(next, minimum)
+                linkCapacity = measured
+            }
+        case .underusing:
+            break  // the queue drains: hold
+        case .normal:
+            // Never far above what actually gets through (1.5 × acknowledged + 10 kbit/s).
+            let ceiling = acknowledged.map { 1.5 * $0 + 10_000 } ?? maximum
+            var next: Double
+            // More gets through than the capacity measured at the last decrease (by more than
+            // its usual spread, as libwebrtc's 3 σ): the link grew, and is unknown again.
+            if let capacity = linkCapacity, let got = acknowledged, got > 1.05 * capacity { linkCapacity = nil }
+            if let capacity = linkCapacity, delayBased > 0.9 * capacity, delayBased < 1.5 * capacity {
+                // Near the known capacity: about one 1200-byte packet per response time.
+                let response = Double(rttNanos) / 1e9 + 0.1
+                next = delayBased + max(1000, 1200 * 8 * elapsed / response)
+            } else {
+                if let capacity = linkCapacity, delayBased >= 1.5 * capacity { linkCapacity = nil }
+                next = delayBased * pow108(elapsed)
+            }
+            delayBased = min(max(min(next, max(ceiling, delayBased)), minimum), maximum)
+        }
+    }
+
+    private mutating func updateLossBased(now: UInt64) {
+        let elapsed = Double(now - (lastLossUpdate ?? now)) / 1e9
+        lastLossUpdate = now
+        if lossFraction < 0.02 {
+            lossBased = min(max(lossBased * pow108(elapsed), delayBased), maximum)
+        } else if lossFraction <= 0.10 {
+            // Loss without a queue building is the link's, not ours (Wi-Fi): creep up, about a
+            // packet per response time, while the delay says the path is not overused.
+            if detector.state == .normal {
+                let response = Double(rttNanos) / 1e9 + 0.1
+                lossBased = min(lossBased + 1200 * 8 * elapsed / response, maximum)
+            }
+        } else {
+            // Once per 300 ms at most, as libwebrtc does, by half the loss above 10 %.
+            lossBased = max(minimum, lossBased * (1 - 0.5 * (lossFraction - 0.10) * min(1, elapsed / 0.3)))
+        }
+    }
+
+    /// 1.08^seconds (8 % a second), for short steps.
+    private func pow108(_ seconds: Double) -> Double {
+        1 + 0.08 * min(seconds, 1)
+    }
+}
