@@ -81,6 +81,7 @@ public struct ReceiverStats: Sendable {
     /// be lost just before it (e.g. from a PictureID gap).
     public mutating func frameArrived(rtpTimestamp: UInt32, missingBefore: Int = 0) {
         let t = unwrapper.unwrap(rtpTimestamp)
+        if reportedPackets == nil { senderIdle = false }  // a sender (again) after one left
         framesReceived += 1
         if missingBefore > 0, let p = lastArrived, t > p {
             remember(p + (t - p) / Int64(missingBefore + 1))  // the first lost frame, evenly spaced
@@ -149,6 +150,17 @@ public struct ReceiverStats: Sendable {
     public mutating func senderReported(packetCount: UInt32) {
         senderIdle = reportedPackets == packetCount
         reportedPackets = packetCount
+    }
+
+    /// The sender left (RTCP BYE, or the room's publisher went): silence from now on is not a
+    /// freeze; one in progress ends here.
+    public mutating func senderLeft(now: UInt64) {
+        if let expected = openFreeze, let last = lastRender, now > last.time + expected {
+            totalFreezesDuration += Double(now - last.time - expected) / 1e9
+        }
+        openFreeze = nil
+        senderIdle = true
+        reportedPackets = nil
     }
 
     /// Looks at the picture at `now` with no new frame shown: a gap already longer than a freeze

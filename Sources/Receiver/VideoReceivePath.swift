@@ -267,9 +267,10 @@ struct VideoReceivePath {
 
     /// Takes a BYE (RFC 3550 §6.6).
     /// - Returns: our sender, when it is the one leaving (a new one may then take over at once).
-    mutating func onGoodbye(_ sources: [UInt32]) -> UInt32? {
+    mutating func onGoodbye(_ sources: [UInt32], now: UInt64) -> UInt32? {
         guard let sender = senderSSRC, sources.contains(sender) else { return nil }
         lastPacketAt = nil
+        stats.senderLeft(now: now)
         return sender
     }
 
@@ -294,8 +295,9 @@ struct VideoReceivePath {
     }
 
     /// The subscription ended: no screen stream is ours until the next one.
-    mutating func unsubscribed() {
+    mutating func unsubscribed(now: UInt64) {
         expectedSSRC = nil
+        stats.senderLeft(now: now)
     }
 
     // MARK: - Statistics

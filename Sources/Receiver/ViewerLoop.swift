@@ -389,7 +389,7 @@ final class ViewerLoop {
                     sync.audioClock = SenderClock(sr, clockRate: 48_000)
                 }
             case .goodbye(let bye):
-                if let sender = path.onGoodbye(bye.sources) { events.emit(SenderLeft(ssrc: sender)) }
+                if let sender = path.onGoodbye(bye.sources, now: clock.nowNanos()) { events.emit(SenderLeft(ssrc: sender)) }
             case .extendedReport(let xr):
                 // The answer to our RRTR (RFC 3611): the round trip to the sender or relay.
                 for item in xr.dlrr where item.ssrc == ssrc {
@@ -453,7 +453,7 @@ final class ViewerLoop {
     /// Sends what the room client has to send and acts on what it says.
     private func flushRoom() {
         guard room != nil, let relay else { return }
-        let changes = room!.flush(path: &path, send: { _ = rtp.send($0, to: relay) }, emit: { events.emit($0) })
+        let changes = room!.flush(path: &path, now: clock.nowNanos(), send: { _ = rtp.send($0, to: relay) }, emit: { events.emit($0) })
         if changes.newScreen { output.subscribed(now: clock.nowNanos()) }
         if let reason = changes.disconnected {
             logger.error("lost the relay: \(reason)")

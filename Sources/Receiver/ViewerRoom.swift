@@ -55,7 +55,7 @@ struct ViewerRoom {
 
     /// Sends what the room client has to send, tells `path` about subscriptions, and emits the
     /// room's events.
-    mutating func flush(path: inout VideoReceivePath, send: (UnsafeRawBufferPointer) -> Void,
+    mutating func flush(path: inout VideoReceivePath, now: UInt64, send: (UnsafeRawBufferPointer) -> Void,
                         emit: (any BroadcastEvent) -> Void) -> Changes {
         var changes = Changes()
         for datagram in link.takeDatagrams() { datagram.withUnsafeBytes { send($0) } }
@@ -65,7 +65,7 @@ struct ViewerRoom {
                 audioSSRC = streams.first { $0.kind == .audio }?.ssrc
                 if path.subscribed(to: streams) { changes.newScreen = true }
             case .unsubscribed:
-                path.unsubscribed()
+                path.unsubscribed(now: now)
             default:
                 break
             }

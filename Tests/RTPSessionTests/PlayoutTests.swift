@@ -242,6 +242,25 @@ import Testing
         #expect(s.freezeCount == 0 && s.totalFreezesDuration == 0)
     }
 
+    /// A sender that leaves (BYE) ends a freeze in progress there; the silence after is not one.
+    @Test func silenceAfterTheSenderLeftIsNotAFreeze() {
+        var s = ReceiverStats(startedAt: 0)
+        s.frameArrived(rtpTimestamp: 0)
+        s.frameRendered(rtpTimestamp: 0, now: 0)
+        s.observe(now: 1500 * ms)
+        #expect(s.freezeCount == 1)
+        s.senderLeft(now: 2000 * ms)
+        #expect(abs(s.totalFreezesDuration - 1.0) < 0.001)
+        s.observe(now: 9000 * ms)
+        #expect(s.freezeCount == 1 && abs(s.freezesDuration(now: 9000 * ms) - 1.0) < 0.001)
+        var t = ReceiverStats(startedAt: 0)
+        t.frameArrived(rtpTimestamp: 0)
+        t.frameRendered(rtpTimestamp: 0, now: 0)
+        t.senderLeft(now: 500 * ms)
+        t.observe(now: 5000 * ms)
+        #expect(t.freezeCount == 0)
+    }
+
     /// A sender that says it sends nothing (its reports' packet count stands still: a still
     /// screen at --min-fps 0) is idle, not frozen; once it sends again, silence counts again.
     @Test func anIdleSenderIsNotAFreeze() {

@@ -150,7 +150,7 @@ import Testing
         var path = VideoReceivePath(payloadType: 96, clockRate: 90_000, inRoom: true, startedAt: t0)
         #expect(send(&path, seq: 100, keyframe: true, at: t0) == .foreign)
         path = roomPath()
-        path.unsubscribed()
+        path.unsubscribed(now: t0)
         #expect(send(&path, seq: 100, keyframe: true, at: t0) == .otherStream)
         #expect(path.senderSSRC == nil)
     }
@@ -184,8 +184,8 @@ import Testing
         let other: UInt32 = 0xB0B
         var path = plainPath()
         send(&path, seq: 100, keyframe: true, at: t0)
-        #expect(path.onGoodbye([other]) == nil)
-        #expect(path.onGoodbye([Self.screen]) == Self.screen)
+        #expect(path.onGoodbye([other], now: t0) == nil)
+        #expect(path.onGoodbye([Self.screen], now: t0) == Self.screen)
         #expect(send(&path, seq: 5000, keyframe: true, ssrc: other, at: t0 + 10 * ms) == .newSender(previous: Self.screen))
         #expect(path.packetsRejected == 0)
     }
