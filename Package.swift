@@ -135,9 +135,9 @@ let package = Package(
         .testTarget(name: "ReceiverTests", dependencies: [
             "Receiver", "RTP", "RTCP", "RTPSession", "Room", "OpusCodec", .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "SRTP"]),
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "SRTP", "TestSupport"]),
         .testTarget(name: "RoomLinkTests", dependencies: ["RoomLink", "Room", "WebRTC", "SRTP"]),
-        .testTarget(name: "CongestionTests", dependencies: ["Congestion"]),
+        .testTarget(name: "CongestionTests", dependencies: ["Congestion", "TestSupport"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "RelayServerTests", dependencies: [

@@ -1,5 +1,6 @@
 import Congestion
 import Testing
+import TestSupport
 
 /// The controller against a simulated bottleneck, in simulated time (nothing sleeps): a sender
 /// paces 1200-byte packets at the target, a link of the given capacity with a drop-tail queue
@@ -11,7 +12,7 @@ struct SimulatedPath {
     var oneWayNanos: UInt64
     var randomLoss = 0.0
     private var linkFree: UInt64 = 0
-    private var rng = SplitMix(seed: 7)
+    private var rng = SplitMix64(seed: 7)
 
     init(capacity: Double, queueMillis: UInt64 = 300, oneWayMillis: UInt64 = 25, randomLoss: Double = 0) {
         self.capacity = capacity
@@ -22,26 +23,13 @@ struct SimulatedPath {
 
     /// When a packet sent at `send` arrives, and how long it queued (nil: dropped).
     mutating func carry(size: Int, at send: UInt64) -> (arrival: UInt64, queued: UInt64)? {
-        if randomLoss > 0, rng.nextDouble() < randomLoss { return nil }
+        if randomLoss > 0, Double.random(in: 0..<1, using: &rng) < randomLoss { return nil }
         let start = max(send, linkFree)
         guard start - send <= queueLimitNanos else { return nil }  // the queue is full
         let done = start + UInt64(Double(size * 8) / capacity * 1e9)
         linkFree = done
         return (done + oneWayNanos, done - send)
     }
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func nextDouble() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
 
 /// One second of a simulation: what got through, how long packets queued, what was lost.

@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import WebRTC
 
 /// STUN against RFC 5769's test vectors (the exact bytes), and ICE-lite's answers.
@@ -205,7 +206,7 @@ import Testing
     /// Mutated and random datagrams: the agent answers, refuses or ignores, and never crashes;
     /// it answers only what carries the right signature.
     @Test func fuzzedDatagramsNeverCrashAndNeverPassWithoutTheKey() {
-        var rng = SplitMix(seed: 0x5EED)
+        var rng = SplitMix64(seed: 0x5EED)
         let seeds = [request(), request(useCandidate: true), STUNTests.request, STUNTests.responseV4, STUNTests.responseV6]
         let signed = Array(seeds.prefix(2))
         var a = agent()
@@ -230,15 +231,3 @@ import Testing
     }
 }
 
-/// A small deterministic generator for the fuzz tests (reproducible failures).
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

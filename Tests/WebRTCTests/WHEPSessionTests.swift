@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import WebRTC
 
 /// Reading browsers' WHEP offers and answering them.
@@ -187,7 +188,7 @@ import Testing
 
     /// Mutated offers: refused with a reason or answered, never a crash.
     @Test func fuzzedOffersNeverCrash() {
-        var rng = SplitMix(seed: 0x0FFE)
+        var rng = SplitMix64(seed: 0x0FFE)
         let seeds = [Array(Self.chromiumOffer.utf8), Array(Self.firefoxOffer.utf8)]
         let alphabet = Array("=: \r\n0123456789abcdefvmaoAV/-;".utf8)
         var answered = 0
