@@ -50,7 +50,7 @@ let package = Package(
         // jwt-kit, the secret file.
         .target(name: "RoomLink", dependencies: ["Room", "WebRTC", "SRTP"]),
         // Send-side bandwidth estimation (GoogCC's shape), pure: feedback and time in, a rate out.
-        .target(name: "Congestion"),
+        .target(name: "Congestion", dependencies: ["RTCP"]),
         .target(name: "Access", dependencies: ["Room", "MediaCore", .product(name: "JWTKit", package: "jwt-kit")]),
         // Typed events: JSON lines for machines, one line of text for people.
         .target(name: "Events"),
@@ -137,7 +137,7 @@ let package = Package(
         ]),
         .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "SRTP", "TestSupport"]),
         .testTarget(name: "RoomLinkTests", dependencies: ["RoomLink", "Room", "WebRTC", "SRTP"]),
-        .testTarget(name: "CongestionTests", dependencies: ["Congestion", "TestSupport"]),
+        .testTarget(name: "CongestionTests", dependencies: ["Congestion", "RTCP", "RTPSession", "TestSupport"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "RelayServerTests", dependencies: [

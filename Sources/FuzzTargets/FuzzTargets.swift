@@ -63,6 +63,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     public func run(_ bytes: UnsafeRawBufferPointer) -> Bool {
         switch self {
         case .rtp:
+            _ = TransportWideSequence.find(id: TransportWideSequence.defaultID, in: bytes)
             guard let (_, offset, length) = try? RTPHeader.parse(bytes) else { return false }
             if length > 0 { _ = try? VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])) }
             return true

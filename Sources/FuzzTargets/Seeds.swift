@@ -11,7 +11,8 @@ extension FuzzTarget {
     /// committed corpus began as these: `screenshare-fuzz --seed DIR`).
     public var seeds: [[UInt8]] {
         switch self {
-        case .rtp: return [Self.vp8Packet(seq: 1, keyframe: true), Self.vp8Packet(seq: 2, keyframe: false), Self.opusPacket()]
+        case .rtp: return [Self.vp8Packet(seq: 1, keyframe: true), Self.vp8Packet(seq: 2, keyframe: false), Self.opusPacket(),
+                           Self.vp8PacketWithTransportSequence()]
         case .rtcp: return Self.rtcpPackets()
         case .vp8: return Self.descriptors().map { Self.write($0) }
         case .room: return Self.controlMessages().map { $0.encoded() }
@@ -84,6 +85,17 @@ extension FuzzTarget {
         return b
     }
 
+    /// A packet as the sender writes it in plain mode: the transport-wide sequence number after the header.
+    static func vp8PacketWithTransportSequence() -> [UInt8] {
+        var b = vp8Packet(seq: 3, keyframe: false)
+        b.insert(contentsOf: [UInt8](repeating: 0, count: TransportWideSequence.blockSize), at: 12)
+        b.withUnsafeMutableBytes {
+            _ = TransportWideSequence.writeBlock(id: TransportWideSequence.defaultID, into: $0)
+            TransportWideSequence.stamp(0x1234, into: $0)
+        }
+        return b
+    }
+
     static func opusPacket() -> [UInt8] {
         var b = [UInt8](repeating: 0, count: 12)
         _ = b.withUnsafeMutableBytes { RTPHeader(payloadType: 111, sequenceNumber: 9, timestamp: 960, ssrc: 0x5EED_0002).marshal(into: $0) }
@@ -102,6 +114,9 @@ extension FuzzTarget {
             { RTCPPacket.buildNACK(senderSSRC: 0xAAAA, mediaSSRC: 0x5EED_0001, sequenceNumbers: [10, 11, 13, 40], into: $0) },
             { RTCPPacket.buildPLI(senderSSRC: 0xAAAA, mediaSSRC: 0x5EED_0001, into: $0) },
             { RTCPPacket.buildFIR(senderSSRC: 0xAAAA, mediaSSRC: 0x5EED_0001, sequenceNumber: 4, into: $0) },
+            { RTCPPacket.transportFeedback(TransportFeedback(senderSSRC: 0xAAAA, mediaSSRC: 0x5EED_0001, baseSequence: 65530, referenceTime: 12,
+                                                             feedbackCount: 3, arrivals: [4, nil, 30, 700, 690] + [Int64?](repeating: nil, count: 9)))
+                .marshal(into: $0) },
         ]
         for write in writers {
             let n = b.withUnsafeMutableBytes(write)

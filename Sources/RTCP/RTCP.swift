@@ -48,6 +48,8 @@ public enum RTCPPacket: Sendable, Equatable {
     case fir(FullIntraRequest)
     /// Extended Report, RFC 3611 (PT 207): RRTR and DLRR blocks (others skipped).
     case extendedReport(ExtendedReport)
+    /// Transport-wide congestion control feedback (PT 205, FMT 15).
+    case transportFeedback(TransportFeedback)
     /// Any other packet type or feedback format (APP, REMB, TMMBR, …), skipped.
     case unknown(packetType: UInt8)
 
@@ -94,6 +96,7 @@ public enum RTCPPacket: Sendable, Equatable {
         case (SourceDescription.packetType, _): return .sourceDescription(try SourceDescription.parse(count: count, body: body))
         case (Goodbye.packetType, _): return .goodbye(try Goodbye.parse(count: count, body: body))
         case (GenericNACK.packetType, GenericNACK.format): return .nack(try GenericNACK.parse(body: body))
+        case (TransportFeedback.packetType, TransportFeedback.format): return .transportFeedback(try TransportFeedback.parse(body: body))
         case (206, 1):
             var r = ByteReader(body, what: "PLI")
             return .pli(senderSSRC: try r.u32(), mediaSSRC: try r.u32())
@@ -114,6 +117,7 @@ public enum RTCPPacket: Sendable, Equatable {
         case .pli(let s, let m): return Self.buildPLI(senderSSRC: s, mediaSSRC: m, into: buffer)
         case .fir(let p): return p.marshal(into: buffer)
         case .extendedReport(let p): return p.marshal(into: buffer)
+        case .transportFeedback(let p): return p.marshal(into: buffer)
         case .unknown: return 0
         }
     }

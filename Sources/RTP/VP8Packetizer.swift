@@ -25,6 +25,12 @@ public struct VP8Packetizer: Sendable {
     public private(set) var pictureID: UInt16
     public private(set) var packetsSent: UInt64 = 0
     public private(set) var payloadBytesSent: UInt64 = 0
+    /// When set, every packet carries a transport-wide sequence number with this extension ID
+    /// (``TransportWideSequence``; 0 until the sender stamps it), in 8 bytes taken from the payload.
+    public var transportSequenceID: UInt8?
+
+    /// The header's size: 12, or 20 with the transport-wide sequence number.
+    public var headerSize: Int { RTPHeader.fixedSize + (transportSequenceID == nil ? 0 : TransportWideSequence.blockSize) }
 
     public init(ssrc: UInt32, payloadType: UInt8 = 96, initialSequence: UInt16, initialPictureID: UInt16, maxPayloadSize: Int = 1200) {
         precondition(maxPayloadSize > Self.descriptorSize, "payload must leave room for data")
@@ -43,7 +49,7 @@ public struct VP8Packetizer: Sendable {
                                    emit: (UnsafeRawBufferPointer) -> Void) -> Int {
         guard frame.count > 0 else { return 0 }
         precondition(buffer.count >= RTPHeader.fixedSize + maxPayloadSize, "packet buffer too small")
-        let perPacket = maxPayloadSize - Self.descriptorSize
+        let perPacket = maxPayloadSize - Self.descriptorSize - (headerSize - RTPHeader.fixedSize)
         let count = (frame.count + perPacket - 1) / perPacket
         let base = frame.count / count, extra = frame.count % count
         var offset = 0
@@ -52,6 +58,7 @@ public struct VP8Packetizer: Sendable {
             let header = RTPHeader(marker: i == count - 1, payloadType: payloadType, sequenceNumber: sequenceNumber,
                                    timestamp: rtpTimestamp, ssrc: ssrc)
             var n = header.marshal(into: buffer)
+            if let id = transportSequenceID { n += TransportWideSequence.writeBlock(id: id, into: buffer) }
             buffer[n] = 0x80 | (i == 0 ? 0x10 : 0)  // X, S, PID 0
             buffer[n + 1] = 0x80  // I
             buffer[n + 2] = 0x80 | UInt8(pictureID >> 8)  // M (15-bit PictureID)
@@ -64,7 +71,7 @@ public struct VP8Packetizer: Sendable {
             emit(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             sequenceNumber &+= 1
             packetsSent += 1
-            payloadBytesSent += UInt64(n - RTPHeader.fixedSize)
+            payloadBytesSent += UInt64(n - headerSize)
         }
         pictureID = (pictureID + 1) & 0x7FFF
         return count

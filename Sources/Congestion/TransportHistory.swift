@@ -1,0 +1,61 @@
+import RTCP
+
+/// The sender's side of transport-wide feedback: each packet's transport-wide sequence number
+/// (stamped as it leaves), send time and size, kept in a ring until a feedback reports it, and
+/// turned into ``PacketResult``s for the ``CongestionController``. Memory is fixed; nothing is
+/// allocated per packet.
+public struct TransportHistory: Sendable {
+    /// Packets remembered: about 10 s at 1000 packets a second.
+    public static let capacity = 8192
+
+    struct Slot: Sendable {
+        var sequence: UInt16 = 0
+        var sendTime: UInt64 = 0
+        var size: Int = 0
+        var used = false
+        var reported = false
+    }
+
+    private var slots = [Slot](repeating: Slot(), count: TransportHistory.capacity)
+    /// The next transport-wide sequence number to stamp.
+    public private(set) var nextSequence: UInt16
+    /// Results of the last feedback, reused.
+    public private(set) var results: [PacketResult] = []
+    /// Feedback packets taken, and packets they named that are not (or no longer) here.
+    public private(set) var feedbacks = 0
+    public private(set) var unknown = 0
+
+    public init(firstSequence: UInt16 = 0) {
+        nextSequence = firstSequence
+        results.reserveCapacity(1024)
+    }
+
+    /// A packet of `size` bytes (on the wire) leaves at `now`: its number, to stamp into it.
+    public mutating func sent(size: Int, now: UInt64) -> UInt16 {
+        let sequence = nextSequence
+        nextSequence &+= 1
+        slots[Int(sequence) & (Self.capacity - 1)] = Slot(sequence: sequence, sendTime: now, size: size, used: true)
+        return sequence
+    }
+
+    /// Bias added to arrival times, which may be negative on the receiver's clock: only their
+    /// differences matter.
+    static let arrivalBiasMicros: Int64 = 1 << 40
+
+    /// The results one feedback gives, in send order (``results``, valid until the next call).
+    /// A packet reported before (a repeated feedback) or unknown (never sent, or overwritten)
+    /// is left out.
+    public mutating func take(_ feedback: TransportFeedback) -> [PacketResult] {
+        results.removeAll(keepingCapacity: true)
+        feedbacks += 1
+        for (i, arrival) in feedback.arrivals.enumerated() {
+            let sequence = feedback.baseSequence &+ UInt16(truncatingIfNeeded: i)
+            let index = Int(sequence) & (Self.capacity - 1)
+            guard slots[index].used, slots[index].sequence == sequence, !slots[index].reported else { unknown += 1; continue }
+            slots[index].reported = true
+            let time = arrival.map { UInt64(max(0, feedback.arrivalMicros(ticks: $0) + Self.arrivalBiasMicros)) * 1000 }
+            results.append(PacketResult(sendTime: slots[index].sendTime, size: slots[index].size, arrivalTime: time))
+        }
+        return results
+    }
+}
