@@ -81,7 +81,7 @@ let package = Package(
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [
             "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room",
-            "AudioIO", "OpusCodec", "Transport", "Events", "Control", "SRTP", "RoomLink",
+            "AudioIO", "OpusCodec", "Transport", "Events", "Control", "SRTP", "RoomLink", "Congestion",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The viewer: receive → repair → reassemble → decode → show, play, record.
@@ -129,7 +129,7 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["Control", "Events", "TestSupport"]),
         .testTarget(name: "TransportTests", dependencies: ["Transport", "MediaCore"]),
         .testTarget(name: "SenderTests", dependencies: [
-            "TestSupport", "Sender", "Control", "Events", "MediaCore", "ScreenCapture", "VideoProcessing", "Transport", "RTCP", "VP8Codec",
+            "TestSupport", "Sender", "Control", "Events", "MediaCore", "ScreenCapture", "VideoProcessing", "Transport", "RTCP", "RTP", "VP8Codec",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "ReceiverTests", dependencies: [

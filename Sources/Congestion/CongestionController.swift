@@ -12,8 +12,8 @@
 ///
 /// Pure: packet results and time in (ns), a target out. Memory is fixed.
 public struct CongestionController: Sendable {
-    public let minimum: Double
-    public let maximum: Double
+    public private(set) var minimum: Double
+    public private(set) var maximum: Double
     /// The rate the delay-based controller allows (bit/s).
     public private(set) var delayBased: Double
     /// The rate the loss-based controller allows (bit/s).
@@ -56,6 +56,14 @@ public struct CongestionController: Sendable {
         var t = min(delayBased, lossBased)
         if let remb { t = min(t, remb) }
         return min(max(t, minimum), maximum)
+    }
+
+    /// New bounds (a user changed the bit rate): the estimates carry on, clamped to them.
+    public mutating func setBounds(minimum: Double, maximum: Double) {
+        self.minimum = min(minimum, maximum)
+        self.maximum = maximum
+        delayBased = min(max(delayBased, self.minimum), maximum)
+        lossBased = min(max(lossBased, self.minimum), maximum)
     }
 
     /// A receiver's REMB (RFC draft-alvestrand-rmcat-remb): a cap.

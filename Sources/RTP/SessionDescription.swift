@@ -12,6 +12,9 @@ public struct SessionDescription: Sendable, Equatable {
     /// SRTP keys (`--srtp`): the media sections become `RTP/SAVP` with these `a=crypto` lines.
     public var videoCrypto: SDESCrypto?
     public var audioCrypto: SDESCrypto?
+    /// The video carries the transport-wide sequence number with this extension ID
+    /// (`a=extmap`) and asks for transport-wide feedback (`a=rtcp-fb:PT transport-cc`); nil: not.
+    public var transportSequenceID: UInt8?
 
     public init(destination: String, videoPort: UInt16, videoPayloadType: UInt8 = 96, framerate: Int? = nil, sessionID: UInt64 = 0,
                 audioPort: UInt16? = nil, audioPayloadType: UInt8 = 111) {
@@ -40,6 +43,10 @@ public struct SessionDescription: Sendable, Equatable {
             "a=rtcp:\(Int(videoPort) + 1)",
         ]
         if let videoCrypto { lines.append(videoCrypto.line) }
+        if let id = transportSequenceID {
+            lines.append("a=extmap:\(id) \(TransportWideSequence.uri)")
+            lines.append("a=rtcp-fb:\(videoPayloadType) transport-cc")
+        }
         if let framerate { lines.append("a=framerate:\(framerate)") }
         lines.append("a=content:slides")
         lines.append("a=recvonly")
@@ -70,6 +77,8 @@ public struct ReceiveDescription: Sendable, Equatable {
         public var rtcpPort: UInt16
         /// The SRTP key (`RTP/SAVP` with `a=crypto`); nil: plain RTP.
         public var crypto: SDESCrypto?
+        /// The transport-wide sequence number's extension ID (`a=extmap:ID` with its URI), nil: none.
+        public var transportSequenceID: UInt8?
         public init(kind: String, port: UInt16, payloadType: UInt8, encoding: String, clockRate: Int, channels: Int?, rtcpPort: UInt16,
                     crypto: SDESCrypto? = nil) {
             self.crypto = crypto
@@ -153,6 +162,13 @@ public struct ReceiveDescription: Sendable, Equatable {
                         throw RTPParseError("SDP line \(number + 1) '\(line)': bad rtcp port")
                     }
                     explicitRTCP = port
+                } else if value.hasPrefix("extmap:") {
+                    // a=extmap:ID[/direction] URI [attributes] (RFC 8285 §8)
+                    let body = value.dropFirst(7).split(separator: " ")
+                    guard body.count >= 2, let id = UInt8(body[0].split(separator: "/")[0]), id >= 1 else {
+                        throw RTPParseError("SDP line \(number + 1) '\(line)': bad extmap")
+                    }
+                    if body[1] == TransportWideSequence.uri { current?.transportSequenceID = id }
                 } else if value.hasPrefix("crypto:"), current?.crypto == nil {
                     do { current?.crypto = try SDESCrypto.parse(value.dropFirst(7)) } catch let error as RTPParseError {
                         throw RTPParseError("SDP line \(number + 1): \(error.description)")

@@ -15,6 +15,8 @@ public struct PacketHistory: Sendable {
         case tooSoon
         /// Never stored, overwritten by newer packets, or older than the age limit.
         case unavailable
+        /// The caller's budget for resends did not allow its size.
+        case overBudget
     }
 
     struct Slot: Sendable {
@@ -82,6 +84,17 @@ public struct PacketHistory: Sendable {
     @discardableResult
     public mutating func retransmit(sequenceNumber seq: UInt16, now: UInt64, rtt: UInt64, inFlight: UInt64? = nil,
                                     _ send: (UnsafeRawBufferPointer) -> Void) -> Outcome {
+        retransmit(sequenceNumber: seq, now: now, rtt: rtt, inFlight: inFlight, restamping: { send(UnsafeRawBufferPointer($0)) })
+    }
+
+    /// ``retransmit(sequenceNumber:now:rtt:inFlight:_:)`` with the stored bytes writable, for a
+    /// sender that stamps each packet as it leaves (a new transport-wide sequence number).
+    /// `allow` is asked with the packet's size once the RTT gate passed it (a budget for
+    /// resends); refused, the packet is left as if not asked for.
+    @discardableResult
+    public mutating func retransmit(sequenceNumber seq: UInt16, now: UInt64, rtt: UInt64, inFlight: UInt64? = nil,
+                                    allow: (Int) -> Bool = { _ in true },
+                                    restamping send: (UnsafeMutableRawBufferPointer) -> Void) -> Outcome {
         guard contains(sequenceNumber: seq, now: now) else {
             missed += 1
             return .unavailable
@@ -95,11 +108,12 @@ public struct PacketHistory: Sendable {
             throttled += 1
             return .tooSoon
         }
+        guard allow(slots[i].length) else { return .overBudget }
         slots[i].resentAt = now
         slots[i].retransmissions += 1
         retransmitted += 1
         let base = i * maxPacketSize, length = slots[i].length
-        storage.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[base..<(base + length)])) }
+        storage.withUnsafeMutableBytes { send(UnsafeMutableRawBufferPointer(rebasing: $0[base..<(base + length)])) }
         return .sent
     }
 }

@@ -87,6 +87,10 @@ final class ViewerLoop {
     private var reportRTT: UInt64?
     /// When the next receiver report is due (ns).
     private var nextReport: UInt64 = 0
+    /// Plain mode, when the SDP names the transport-wide sequence number (`a=extmap`): its
+    /// extension ID, and the arrivals the sender's congestion control is told of every 100 ms.
+    private let transportSequenceID: UInt8?
+    private var transportFeedback = TransportFeedbackRecorder()
 
     /// Opens the ports, the audio, the decoder, the MD5 file and the window (see ``Viewer``).
     init(config: ViewerConfig, events: EventSink, logger: Logger, clock: MediaClock, stop: ViewerStopSignal) throws {
@@ -100,6 +104,7 @@ final class ViewerLoop {
             throw FileError("the SDP's video is \(video.encoding.isEmpty ? "of unknown encoding" : video.encoding); only VP8 is supported")
         }
         payloadType = video.payloadType
+        transportSequenceID = config.room == nil ? video.transportSequenceID : nil
         var audioPorts: (UInt16, UInt16)?
         var audio: AudioReceiver?
         var audioPlaybackWarning: String?
@@ -184,6 +189,7 @@ final class ViewerLoop {
             if let p = path.nextWakeup { wake = min(wake, p) }
             if let r = room?.nextWakeup(now: now) { wake = min(wake, max(r, now)) }
             if let a = audio?.nextWakeup { wake = min(wake, max(a, now)) }
+            if transportSequenceID != nil, let f = transportFeedback.nextDue { wake = min(wake, max(f, now)) }
             let ms = wake > now ? Int32(min((wake - now + 999_999) / 1_000_000, 50)) : 0
             // On an error (EINTR) poll leaves the last round's revents as they were.
             if poll(&pollSet, nfds_t(pollSet.count), ms) > 0 {
@@ -234,6 +240,10 @@ final class ViewerLoop {
             sendRTCP(n)
         }
         if feedback.pli { sendPLI() }
+        if transportSequenceID != nil,
+           let fb = transportFeedback.poll(now: now, senderSSRC: ssrc, mediaSSRC: path.senderSSRC ?? 0) {
+            sendRTCP(outgoing.withUnsafeMutableBytes { RTCPPacket.transportFeedback(fb).marshal(into: $0) })
+        }
         let clockRate = path.clockRate
         while true {
             let played = path.playOut(now: now) { frame in
@@ -325,6 +335,9 @@ final class ViewerLoop {
             }
             receiveAudio(header, payload: payload, now: now)
             return
+        }
+        if let id = transportSequenceID, let sequence = TransportWideSequence.find(id: id, in: bytes) {
+            transportFeedback.onPacket(sequence: sequence, now: now)
         }
         switch path.receive(header, payload: payload, now: now) {
         case .accepted:

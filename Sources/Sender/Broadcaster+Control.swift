@@ -30,6 +30,7 @@ extension Broadcaster {
             s = try s.applying(changes)
             return (old, s)
         }
+        congestion?.withLock { $0.setBounds(bitrate: new.bitrate, minBitrate: new.minBitrate) }
         liveGeneration.add(1, ordering: .sequentiallyConsistent)
         mailbox.wake()
         events.emit(SettingsChanged(settings: new, changed: new.changedKeys(from: old)))

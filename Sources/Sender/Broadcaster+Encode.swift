@@ -31,6 +31,8 @@ extension Broadcaster {
         var scheduler = EncodeScheduler(settings: settings)
         var packetizer = VP8Packetizer(ssrc: ssrc, initialSequence: UInt16.random(in: 0...UInt16.max),
                                        initialPictureID: UInt16.random(in: 0...0x7FFF))
+        if congestion != nil { packetizer.transportSequenceID = TransportWideSequence.defaultID }
+        var networkTarget = 0
         let packetBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
         defer { packetBuffer.deallocate() }
         var lastFrame: VideoFrame?
@@ -49,12 +51,14 @@ extension Broadcaster {
                 case .recreate:
                     encoder = nil  // re-created with the new settings; starts with a keyframe
                 case .reconfigure:
-                    do {
-                        try encoder?.reconfigure(targetBitrateKbps: scheduler.settings.bitrate.kbps, content: scheduler.settings.content)
-                    } catch {
-                        events.emit(.warning(.encoderReconfigure, "\(error); re-creating it"))
-                        encoder = nil
-                    }
+                    reconfigure(&encoder, scheduler)
+                }
+            }
+            let target = self.networkTarget.load(ordering: .relaxed)
+            if target != networkTarget {
+                networkTarget = target
+                if scheduler.setNetworkTarget(target == 0 ? nil : Bitrate(bitsPerSecond: target)) == .reconfigure {
+                    reconfigure(&encoder, scheduler)
                 }
             }
             let before = clock.nowNanos()
@@ -75,7 +79,7 @@ extension Broadcaster {
             // (Re)create the encoder for the frame's size.
             if encoder == nil || encoder!.config.size != frame.size {
                 do {
-                    encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current))
+                    encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current, bitrate: scheduler.bitrate))
                     counters.withLock { $0.outputSize = frame.size }
                 } catch {
                     events.emit(.error(.encodeFailure, "\(error)"))
@@ -94,7 +98,7 @@ extension Broadcaster {
                 try encoder!.encode(frame, pts: Int64(ts &- rtpBase), duration: UInt(90_000 / max(current.fps, 1))) { data, info in
                     produced = true
                     key = key || info.isKeyframe
-                    send(data, timestamp: ts, bitrate: current.bitrate, packetizer: &packetizer, buffer: packetBuffer, into: &sent)
+                    send(data, timestamp: ts, bitrate: scheduler.bitrate, packetizer: &packetizer, buffer: packetBuffer, into: &sent)
                 }
             } catch {
                 events.emit(.error(.encodeFailure, "\(error)"))
@@ -113,7 +117,7 @@ extension Broadcaster {
                     c.framesSent += 1
                     if key { c.keyframesSent += 1 }
                     c.packetsSent &+= sent.packets
-                    c.octetsSent &+= UInt32(truncatingIfNeeded: sent.octets - Int(sent.packets) * 12)
+                    c.octetsSent &+= UInt32(truncatingIfNeeded: sent.octets - Int(sent.packets) * packetizer.headerSize)
                     c.bytesSent += sent.octets
                     c.lastRTPTimestamp = ts
                 }
@@ -136,24 +140,38 @@ extension Broadcaster {
         if let lastFrame { pool.recycle(lastFrame) }
     }
 
-    /// Packetizes one encoded frame and sends it, paced: its first 16 kB leave at once, the
-    /// rest of a big frame (a 1080p keyframe is 70–90 kB) at 4 × the bit rate (at least
-    /// 8 Mbit/s), so one burst does not overflow a router queue (or the relay's) and get lost.
-    /// Each packet goes into the history for NACKs.
+    /// libvpx takes the scheduler's bit rate (the settings', or congestion control's target).
+    func reconfigure(_ encoder: inout VP8Encoder?, _ scheduler: EncodeScheduler) {
+        do {
+            try encoder?.reconfigure(targetBitrateKbps: scheduler.bitrate.kbps, content: scheduler.settings.content)
+        } catch {
+            events.emit(.warning(.encoderReconfigure, "\(error); re-creating it"))
+            encoder = nil
+        }
+    }
+
+    /// Packetizes one encoded frame and sends it, paced so one burst does not overflow a
+    /// router queue (or the relay's) and get lost. Under congestion control (plain mode) the
+    /// first two packets leave at once and the rest at 2.5 × the target, as libwebrtc's pacer;
+    /// otherwise the first 16 kB leave at once, the rest of a big frame (a 1080p keyframe is
+    /// 70–90 kB) at 4 × the bit rate (at least 8 Mbit/s). Each packet goes into the history
+    /// for NACKs.
     func send(_ data: UnsafeRawBufferPointer, timestamp: UInt32, bitrate: Bitrate, packetizer: inout VP8Packetizer,
               buffer: UnsafeMutableRawBufferPointer, into sent: inout SentFrame) {
         let sendStart = clock.nowNanos()
-        let paceBitsPerSecond = Double(max(bitrate.bitsPerSecond * 4, 8_000_000))
+        let paced = congestion != nil
+        let paceBitsPerSecond = paced ? Double(bitrate.bitsPerSecond) * 2.5 : Double(max(bitrate.bitsPerSecond * 4, 8_000_000))
+        let unpacedBytes = paced ? 2400 : Self.unpacedBytes
         var frameBytes = 0
         var frame = SentFrame()
         frame.packets = UInt32(packetizer.packetize(frame: data, rtpTimestamp: timestamp, into: buffer) { packet in
-            if frameBytes > Self.unpacedBytes {
-                let due = sendStart + UInt64(Double(frameBytes - Self.unpacedBytes) * 8 / paceBitsPerSecond * 1e9)
+            if frameBytes > unpacedBytes {
+                let due = sendStart + UInt64(Double(frameBytes - unpacedBytes) * 8 / paceBitsPerSecond * 1e9)
                 while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
             }
             frameBytes += packet.count
             frame.octets += packet.count
-            let rc = sendRTP(packet)
+            let rc = sendRTP(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<packet.count]))
             if rc != 0 {
                 frame.errors += 1
                 if rc == ENOBUFS || rc == EAGAIN { frame.busy += 1 }
@@ -167,10 +185,10 @@ extension Broadcaster {
         sent.nanos &+= clock.nowNanos() &- sendStart
     }
 
-    func encoderConfig(size: PixelSize, _ s: LiveSettings) -> VP8EncoderConfig {
+    func encoderConfig(size: PixelSize, _ s: LiveSettings, bitrate: Bitrate) -> VP8EncoderConfig {
         var c = VP8EncoderConfig(size: size)
         c.fps = s.fps
-        c.targetBitrateKbps = s.bitrate.kbps
+        c.targetBitrateKbps = bitrate.kbps
         c.minBitrateKbps = s.minBitrate?.kbps
         c.keyframeIntervalSeconds = s.keyframeIntervalSeconds
         c.content = s.content

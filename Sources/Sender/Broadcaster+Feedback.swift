@@ -3,6 +3,7 @@ import Events
 import Foundation
 import MediaCore
 import RTCP
+import RTP
 import Room
 import RoomLink
 
@@ -81,6 +82,15 @@ extension Broadcaster {
         }
     }
 
+    /// The resend budget's depth: this long at its rate may go at once.
+    static let resendBurstSeconds = 0.1
+
+    /// The rate resends may take (bit/s): half the encoder's target.
+    var resendRate: Int {
+        let asked = settings.bitrate.bitsPerSecond, network = networkTarget.load(ordering: .relaxed)
+        return (network == 0 ? asked : min(asked, network)) / 2
+    }
+
     /// `warning` `network_busy`, at most once per 10 s.
     func warnNetworkBusy(_ message: String) {
         let now = clock.nowNanos()
@@ -128,15 +138,38 @@ extension Broadcaster {
                 case .resend(let nack, let rtt, let inFlight):
                     // Each packet at most once per RTT and not while it is still in flight (plain
                     // resend: receivers without RTX take the same sequence number again).
-                    var resent = 0
-                    history.withLock { h in
-                        nack.forEachSequenceNumber { seq in
-                            if h.retransmit(sequenceNumber: seq, now: now, rtt: rtt, inFlight: inFlight, { sendRTP($0) }) == .sent {
-                                resent += 1
+                    // Resends share a budget, half the target rate (libwebrtc caps them at the
+                    // target): on a congested path they would otherwise answer each loss with
+                    // more load, and their own losses with more still.
+                    var resent = 0, overBudget = 0
+                    let rate = resendRate
+                    resendBudget.withLock { budget in
+                        budget.drain(at: now, bitsPerSecond: rate)
+                        history.withLock { h in
+                            nack.forEachSequenceNumber { seq in
+                                let allow = { (size: Int) -> Bool in
+                                    guard budget.levelBits + Double(size * 8) <= Double(rate) * Self.resendBurstSeconds else { return false }
+                                    budget.add(bits: size * 8)
+                                    return true
+                                }
+                                switch h.retransmit(sequenceNumber: seq, now: now, rtt: rtt, inFlight: inFlight, allow: allow, restamping: { sendRTP($0) }) {
+                                case .sent: resent += 1
+                                case .overBudget: overBudget += 1
+                                default: break
+                                }
                             }
                         }
                     }
-                    counters.withLock { $0.nacksReceived += 1; $0.retransmitted += resent }
+                    counters.withLock { $0.nacksReceived += 1; $0.retransmitted += resent; $0.resendsOverBudget += overBudget }
+                case .transportFeedback(let fb, let rtt):
+                    guard let update = congestion?.withLock({ $0.take(fb, rttNanos: rtt, now: now) }) else { break }
+                    networkTarget.store(Int(update.target), ordering: .relaxed)
+                    counters.withLock { $0.transportFeedbacks += 1 }
+                    if let from = update.announcedFrom {
+                        let (estimate, loss) = congestion?.withLock { ($0.estimate, $0.controller.lossFraction) } ?? (nil, 0)
+                        events.emit(BitrateChanged(targetKbps: Int(update.target / 1000), previousKbps: Int(from / 1000),
+                                                   estimateKbps: estimate.map { Int($0 / 1000) }, loss: loss, rttMillis: Double(rtt) / 1e6))
+                    }
                 case .receiverReport(let rtt, let fractionLost, let cumulativeLost):
                     counters.withLock { c in
                         c.receiverReports += 1
@@ -171,9 +204,15 @@ extension Broadcaster {
     }
 
     /// An RTP packet out, SRTP-protected with `--srtp` and in a room; the socket's error (0:
-    /// sent, or dropped because the room hop's handshake is not done yet).
+    /// sent, or dropped because the room hop's handshake is not done yet). Under congestion
+    /// control it gets its transport-wide sequence number first (a resend gets a new one).
     @discardableResult
-    func sendRTP(_ packet: UnsafeRawBufferPointer) -> Int32 {
+    func sendRTP(_ packet: UnsafeMutableRawBufferPointer) -> Int32 {
+        if TransportWideSequence.isStamped(UnsafeRawBufferPointer(packet)) {
+            let now = clock.nowNanos(), size = packet.count + (srtp == nil ? 0 : 10)
+            if let sequence = congestion?.withLock({ $0.sent(size: size, now: now) }) { TransportWideSequence.stamp(sequence, into: packet) }
+        }
+        let packet = UnsafeRawBufferPointer(packet)
         guard let srtp else { return rtpSocket.send(packet) }
         return srtp.protect(packet) { rtpSocket.send($0) } ?? (srtp.isKeyed ? EINVAL : 0)
     }

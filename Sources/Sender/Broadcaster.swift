@@ -79,12 +79,16 @@ struct SenderCounters: Sendable {
     var sendErrors = 0
     var encodeErrors = 0
     var retransmitted = 0
+    /// Resends asked for and refused by the resend budget.
+    var resendsOverBudget = 0
     var nacksReceived = 0
     var rttMillis: Double?
     var viewers = 0
     var fractionLost: Double?
     var cumulativeLost: Int?
     var receiverReports = 0
+    /// Transport-wide feedback packets taken (congestion control).
+    var transportFeedbacks = 0
     /// Malformed RTCP packets and room messages, dropped.
     var packetsRejected = 0
     var lastRTPTimestamp: UInt32 = 0
@@ -139,6 +143,13 @@ public final class Broadcaster: Sendable {
     let audio = Mutex<AudioSender?>(nil)
     /// When the last `network_busy` warning went out (any thread may warn; once per 10 s).
     let networkBusyWarned = Mutex<UInt64>(0)
+    /// Plain mode: congestion control from the receiver's transport feedback (the encode
+    /// thread stamps each packet, the RTCP thread takes the feedback); nil in a room.
+    let congestion: Mutex<SenderCongestion>?
+    /// What congestion control allows the encoder (bit/s); 0 until a feedback came.
+    let networkTarget = Atomic<Int>(0)
+    /// Bits resent lately (the RTCP thread's), drained at ``resendRate``.
+    let resendBudget = Mutex(RateBucket())
 
     public init(config: BroadcastConfig, events: EventSink, logger: Logger, clock: MediaClock = SystemClock()) throws {
         self.config = config
@@ -174,6 +185,9 @@ public final class Broadcaster: Sendable {
         pool = FramePool(size: PixelSize(width: 2, height: 2), capacity: 4)
         live = Mutex(LiveSettings(config: config))
         feedback = Mutex(SenderFeedback(ssrc: ssrc))
+        congestion = config.room == nil
+            ? Mutex(SenderCongestion(bitrate: config.bitrate, minBitrate: config.minBitrate, firstSequence: UInt16.random(in: 0...UInt16.max)))
+            : nil
     }
 
     /// Asks the broadcast to stop (from a signal handler thread or a timer).
@@ -244,7 +258,10 @@ public final class Broadcaster: Sendable {
                     c.sendMillis.removeAll(keepingCapacity: true)
                     return copy
                 }
-                let report = statistics.second(second, audio: audioSender?.counters.withLock { $0 }, targetKbps: settings.bitrate.kbps,
+                let network = networkTarget.load(ordering: .relaxed), asked = settings.bitrate.kbps
+                let report = statistics.second(second, audio: audioSender?.counters.withLock { $0 },
+                                               targetKbps: network == 0 ? asked : min(asked, network / 1000),
+                                               estimateKbps: congestion?.withLock { $0.estimate.map { Int($0 / 1000) } },
                                                inRoom: config.room != nil, now: now)
                 events.emit(report.stats)
                 if let message = report.networkBusy { warnNetworkBusy(message) }
@@ -312,6 +329,7 @@ public final class Broadcaster: Sendable {
     func writeSDP(to path: String, audioPort: UInt16?) throws {
         var description = SessionDescription(destination: config.destination.host, videoPort: config.destination.port,
                                              framerate: config.fps, audioPort: audioPort)
+        if congestion != nil { description.transportSequenceID = TransportWideSequence.defaultID }
         description.videoCrypto = videoKey
         description.audioCrypto = audioPort == nil ? nil : audioKey
         let sdp = Array(description.render().utf8)

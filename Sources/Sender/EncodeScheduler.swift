@@ -45,20 +45,37 @@ struct EncodeScheduler {
         policy = StaticScreenPolicy(fps: Double(settings.fps), minFps: settings.minFps)
     }
 
+    /// What congestion control allows (nil: no estimate; the settings' bit rate holds).
+    private(set) var networkTarget: Bitrate?
+
+    /// The bit rate the encoder aims at: the settings' (`--bitrate`, `ctl set`), or less when
+    /// congestion control says the path carries less.
+    var bitrate: Bitrate { networkTarget.map { min($0, settings.bitrate) } ?? settings.bitrate }
+
     /// One second of the target bit rate: `detail` sends a new picture only below this level.
-    private var budgetBits: Double { Double(settings.bitrate.bitsPerSecond) }
+    private var budgetBits: Double { Double(bitrate.bitsPerSecond) }
+
+    /// Congestion control's new target: the encoder is told when it moved by 3 % or more
+    /// (libvpx takes a new rate from the next frame; a change each feedback would be noise).
+    mutating func setNetworkTarget(_ target: Bitrate?) -> EncoderChange {
+        let before = bitrate
+        networkTarget = target
+        let after = bitrate
+        return abs(Double(after.bitsPerSecond) - Double(before.bitsPerSecond)) >= 0.03 * Double(before.bitsPerSecond) ? .reconfigure : .none
+    }
 
     /// Takes new live settings; returns what the encoder must do about them.
     mutating func apply(_ next: LiveSettings) -> EncoderChange {
         policy.framePeriodNanos = UInt64(1e9 / Double(max(next.fps, 1)))
         policy.keepAlivePeriodNanos = next.minFps > 0 ? UInt64(1e9 / next.minFps) : UInt64.max
         let current = settings
+        let before = bitrate
         settings = next
         if next.keyframeIntervalSeconds != current.keyframeIntervalSeconds
             || (next.fps != current.fps && next.keyframeIntervalSeconds != nil) {
             return .recreate
         }
-        if next.bitrate != current.bitrate || next.content != current.content || next.fps != current.fps {
+        if bitrate != before || next.content != current.content || next.fps != current.fps {
             return .reconfigure
         }
         return .none
@@ -71,8 +88,8 @@ struct EncodeScheduler {
     mutating func wakeAt(now: UInt64) -> UInt64 {
         var wake: UInt64
         if deferredNew {
-            bucket.drain(at: now, bitsPerSecond: settings.bitrate.bitsPerSecond)
-            wake = now + bucket.nanosUntil(atMost: budgetBits, bitsPerSecond: settings.bitrate.bitsPerSecond)
+            bucket.drain(at: now, bitsPerSecond: bitrate.bitsPerSecond)
+            wake = now + bucket.nanosUntil(atMost: budgetBits, bitsPerSecond: bitrate.bitsPerSecond)
         } else {
             wake = policy.nextRepeatNanos.map { max($0, now) } ?? now + 1_000_000_000
         }
@@ -105,7 +122,7 @@ struct EncodeScheduler {
         } else {
             return .wait
         }
-        bucket.drain(at: now, bitsPerSecond: settings.bitrate.bitsPerSecond)
+        bucket.drain(at: now, bitsPerSecond: bitrate.bitsPerSecond)
         if isNew && settings.content == .detail && encoderExists && !keyframeAsked && bucket.levelBits > budgetBits {
             deferredNew = true
             return .deferPicture

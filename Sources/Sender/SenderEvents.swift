@@ -112,6 +112,10 @@ public struct SenderStats: BroadcastEvent, Equatable {
     /// How many watch (in a room only).
     public var viewers: Int?
     public var audio: Audio?
+    /// The bit rate the encoder aims at: `--bitrate`, or less when congestion control says so.
+    public var targetKbps: Int = 0
+    /// What the receiver got over the last 500 ms, from its transport feedback; nil without one.
+    public var estimateKbps: Int?
 
     public var name: String { "stats" }
     public var fields: [String: JSONValue] {
@@ -124,6 +128,7 @@ public struct SenderStats: BroadcastEvent, Equatable {
             "width": .int(size.width), "height": .int(size.height), "send_errors": .int(sendErrors),
             "rtt_ms": rttMillis.map { .double($0) } ?? .null, "loss": loss.map { .double($0) } ?? .null,
             "retransmitted": .int(retransmitted),
+            "target_kbps": .int(targetKbps), "estimate_kbps": estimateKbps.map { .int($0) } ?? .null,
         ]
         if let viewers { f["viewers"] = .int(viewers) }
         if let audio {
@@ -137,8 +142,29 @@ public struct SenderStats: BroadcastEvent, Equatable {
     }
     public var humanText: String {
         let viewers = viewers.map { "  viewers \($0)" } ?? ""
-        return "\(size.width)x\(size.height)  \(fps) fps  \(kbps) kbps  encode \(HumanText.decimal(encodeMillis.p50))/\(HumanText.decimal(encodeMillis.p95)) ms"
+        return "\(size.width)x\(size.height)  \(fps) fps  \(kbps)/\(targetKbps) kbps  encode \(HumanText.decimal(encodeMillis.p50))/\(HumanText.decimal(encodeMillis.p95)) ms"
             + "  rtt \(HumanText.decimal(rttMillis)) ms  loss \(HumanText.percent(loss))\(viewers)"
+    }
+}
+
+/// `bitrate_changed`: congestion control moved the target by more than 20 % since the last
+/// time it said so (the path carries less, or more again).
+public struct BitrateChanged: BroadcastEvent, Equatable {
+    public var targetKbps: Int
+    public var previousKbps: Int
+    /// What the receiver got over the last 500 ms; nil until measured.
+    public var estimateKbps: Int?
+    /// The fraction lost over the last second of feedback.
+    public var loss: Double
+    public var rttMillis: Double
+
+    public var name: String { "bitrate_changed" }
+    public var fields: [String: JSONValue] {
+        ["target_kbps": .int(targetKbps), "previous_kbps": .int(previousKbps), "estimate_kbps": estimateKbps.map { .int($0) } ?? .null,
+         "loss": .double(loss), "rtt_ms": .double(rttMillis)]
+    }
+    public var humanText: String {
+        "bit rate \(previousKbps) → \(targetKbps) kbps (the receiver gets \(estimateKbps.map(String.init) ?? "?") kbps, loss \(HumanText.percent(loss)), rtt \(HumanText.decimal(rttMillis)) ms)"
     }
 }
 

@@ -16,6 +16,9 @@ struct SenderFeedback {
         /// A receiver report about our stream: the round trip it gave (nil when it could not,
         /// e.g. before our first sender report reached it) and the loss it saw.
         case receiverReport(rttNanos: UInt64?, fractionLost: UInt8, cumulativeLost: Int)
+        /// Transport-wide feedback (which packets arrived, when), for congestion control, with
+        /// the round trip known so far.
+        case transportFeedback(TransportFeedback, rttNanos: UInt64)
     }
 
     /// A receiver's RRTR, kept until the next sender report answers it.
@@ -52,6 +55,8 @@ struct SenderFeedback {
                 act(.keyframeRequested)
             case .nack(let nack) where nack.mediaSSRC == ssrc:
                 act(.resend(nack, rttNanos: rttNanos, inFlightNanos: rttMeasured ? rttNanos / 2 : 0))
+            case .transportFeedback(let fb):
+                act(.transportFeedback(fb, rttNanos: rttNanos))
             case .extendedReport(let xr):
                 guard let t = xr.referenceTime else { break }
                 pendingReferenceTimes.removeAll { $0.ssrc == xr.ssrc }

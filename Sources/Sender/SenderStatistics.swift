@@ -29,7 +29,8 @@ struct SenderStatistics {
 
     /// The report for the second that ends with counters `c` and `audio` at `now`; `targetKbps`
     /// is the bit rate asked for, `inRoom` whether viewers are counted.
-    mutating func second(_ c: SenderCounters, audio: AudioCounters?, targetKbps: Int, inRoom: Bool, now: UInt64) -> Second {
+    mutating func second(_ c: SenderCounters, audio: AudioCounters?, targetKbps: Int, estimateKbps: Int? = nil, inRoom: Bool,
+                         now: UInt64) -> Second {
         let p = last
         defer { last = c; lastAudio = audio }
         var audioStats: SenderStats.Audio?
@@ -47,7 +48,8 @@ struct SenderStatistics {
             encodeMillis: Self.quantiles(c.encodeMillis), captureMillis: Self.quantiles(c.captureMillis),
             convertMillis: Self.quantiles(c.convertMillis), sendMillis: Self.quantiles(c.sendMillis),
             size: c.outputSize, sendErrors: c.sendErrors, rttMillis: c.rttMillis, loss: c.fractionLost,
-            retransmitted: c.retransmitted, viewers: inRoom ? c.viewers : nil, audio: audioStats))
+            retransmitted: c.retransmitted, viewers: inRoom ? c.viewers : nil, audio: audioStats,
+            targetKbps: targetKbps, estimateKbps: estimateKbps))
         // Receivers asked for many packets again: the path is losing them (even if the
         // retransmissions repair it, it is a sign of congestion).
         let sentPackets = Int(c.packetsSent &- p.packetsSent), resent = c.retransmitted - p.retransmitted

@@ -20,11 +20,14 @@ enum PinnedOutput {
             json: #"{"event":"first_frame_sent","height":1080,"keyframe":true,"latency_ms":20.123,"time":"2026-11-18T11:06:40.125Z","width":1920}"#,
             text: #"first frame sent: 1920x1080 after 20.1 ms"#),
         "sender.stats": (
-            json: #"{"capture_ms_p50":0.9,"capture_ms_p95":1.1,"convert_ms_p50":0.7,"convert_ms_p95":0.8,"encode_ms_p50":3.245,"encode_ms_p95":5,"event":"stats","fps":15,"frames_sent":61,"height":1080,"kbps":412,"keyframes_sent":1,"loss":null,"retransmitted":0,"rtt_ms":null,"send_errors":0,"send_ms_p50":0.05,"send_ms_p95":0.07,"time":"2026-11-18T11:06:40.125Z","width":1920}"#,
-            text: #"1920x1080  15 fps  412 kbps  encode 3.2/5.0 ms  rtt - ms  loss -"#),
+            json: #"{"capture_ms_p50":0.9,"capture_ms_p95":1.1,"convert_ms_p50":0.7,"convert_ms_p95":0.8,"encode_ms_p50":3.245,"encode_ms_p95":5,"estimate_kbps":null,"event":"stats","fps":15,"frames_sent":61,"height":1080,"kbps":412,"keyframes_sent":1,"loss":null,"retransmitted":0,"rtt_ms":null,"send_errors":0,"send_ms_p50":0.05,"send_ms_p95":0.07,"target_kbps":500,"time":"2026-11-18T11:06:40.125Z","width":1920}"#,
+            text: #"1920x1080  15 fps  412/500 kbps  encode 3.2/5.0 ms  rtt - ms  loss -"#),
         "sender.stats.room.audio": (
-            json: #"{"audio_bytes_sent":40000,"audio_kbps":64,"audio_latency_ms_p50":42.5,"audio_latency_ms_p95":null,"audio_packets_sent":250,"capture_ms_p50":1,"capture_ms_p95":2,"convert_ms_p50":0.5,"convert_ms_p95":0.75,"encode_ms_p50":8.25,"encode_ms_p95":12.96,"event":"stats","fps":30,"frames_sent":600,"height":720,"kbps":2100,"keyframes_sent":3,"loss":0.012,"retransmitted":4,"rtt_ms":0.432,"send_errors":2,"send_ms_p50":0.1,"send_ms_p95":0.2,"time":"2026-11-18T11:06:40.125Z","viewers":3,"width":1280}"#,
-            text: #"1280x720  30 fps  2100 kbps  encode 8.2/13.0 ms  rtt 0.4 ms  loss 1.2%  viewers 3"#),
+            json: #"{"audio_bytes_sent":40000,"audio_kbps":64,"audio_latency_ms_p50":42.5,"audio_latency_ms_p95":null,"audio_packets_sent":250,"capture_ms_p50":1,"capture_ms_p95":2,"convert_ms_p50":0.5,"convert_ms_p95":0.75,"encode_ms_p50":8.25,"encode_ms_p95":12.96,"estimate_kbps":2210,"event":"stats","fps":30,"frames_sent":600,"height":720,"kbps":2100,"keyframes_sent":3,"loss":0.012,"retransmitted":4,"rtt_ms":0.432,"send_errors":2,"send_ms_p50":0.1,"send_ms_p95":0.2,"target_kbps":1960,"time":"2026-11-18T11:06:40.125Z","viewers":3,"width":1280}"#,
+            text: #"1280x720  30 fps  2100/1960 kbps  encode 8.2/13.0 ms  rtt 0.4 ms  loss 1.2%  viewers 3"#),
+        "sender.bitrate_changed": (
+            json: #"{"estimate_kbps":1024,"event":"bitrate_changed","loss":0.36,"previous_kbps":3000,"rtt_ms":26.016,"target_kbps":870,"time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"bit rate 3000 → 870 kbps (the receiver gets 1024 kbps, loss 36.0%, rtt 26.0 ms)"#),
         "sender.stopped": (
             json: #"{"bytes_sent":782484,"duration_s":4.081,"encode_errors":0,"event":"stopped","frames_captured":1,"frames_encoded":24,"frames_sent":6,"height":1080,"keyframes_sent":1,"nacks_received":0,"packets_lost":null,"packets_rejected":0,"packets_sent":648,"reason":"duration","receiver_reports":0,"retransmitted":0,"rtt_ms":null,"send_errors":0,"time":"2026-11-18T11:06:40.125Z","width":1920}"#,
             text: #"stopped (duration): 6 frames, 782484 bytes in 4.1 s"#),

@@ -261,6 +261,26 @@ import TestSupport
         #expect(resend(&g, 3, at: 1_000 * ms, rtt: 0) == (.sent, p))
     }
 
+    /// A budget refuses a resend: it is left as if never asked (asked again, it may go), and a
+    /// sender restamping its packets may write into the stored copy.
+    @Test func aBudgetRefusesAndARestampWritesTheCopy() {
+        var h = PacketHistory(capacity: 8)
+        let p = packet(5, fill: 0x22, size: 300)
+        p.withUnsafeBytes { _ = h.store($0, now: 0) }
+        var asked: [Int] = []
+        let refused = h.retransmit(sequenceNumber: 5, now: 200 * ms, rtt: 100 * ms, allow: { asked.append($0); return false }) { _ in
+            Issue.record("sent over budget")
+        }
+        #expect(refused == .overBudget && asked == [300] && h.retransmitted == 0)
+        var sent: [UInt8]?
+        let outcome = h.retransmit(sequenceNumber: 5, now: 201 * ms, rtt: 100 * ms, allow: { _ in true }) { bytes in
+            bytes[299] = 0x99
+            sent = Array(bytes)
+        }
+        #expect(outcome == .sent && sent?.last == 0x99)
+        #expect(resend(&h, 5, at: 400 * ms).1?.last == 0x99)
+    }
+
     @Test func unknownOverwrittenAndTooOldAreUnavailable() {
         var h = PacketHistory(capacity: 4, maxPacketSize: 200, maxAge: 500 * ms)
         for s: UInt16 in [0xFFFE, 0xFFFF, 0, 1, 2] { packet(s, fill: UInt8(truncatingIfNeeded: s)).withUnsafeBytes { _ = h.store($0, now: 0) } }

@@ -119,4 +119,20 @@ import Testing
         paused.paused = true
         #expect(s.apply(paused) == .none)
     }
+
+    /// Congestion control's target lowers the encoder's rate (not above the settings'), and a
+    /// change under 3 % is not worth telling the encoder.
+    @Test func theNetworkTargetCapsTheBitRate() {
+        var s = EncodeScheduler(settings: settings(kbps: 2000))
+        #expect(s.bitrate.kbps == 2000)
+        #expect(s.setNetworkTarget(Bitrate(bitsPerSecond: 800_000)) == .reconfigure)
+        #expect(s.bitrate.kbps == 800)
+        #expect(s.setNetworkTarget(Bitrate(bitsPerSecond: 810_000)) == .none)
+        #expect(s.setNetworkTarget(Bitrate(bitsPerSecond: 5_000_000)) == .reconfigure)
+        #expect(s.bitrate.kbps == 2000)
+        // `ctl set bitrate` below the network's target: the settings win.
+        #expect(s.apply(settings(kbps: 1500)) == .reconfigure)
+        #expect(s.bitrate.kbps == 1500)
+        #expect(s.setNetworkTarget(nil) == .none)
+    }
 }

@@ -1,0 +1,72 @@
+import Congestion
+import MediaCore
+import RTCP
+
+/// Plain mode's congestion control: each video packet's transport-wide number and send time
+/// (``TransportHistory``), the receiver's transport feedback turned into a target bit rate
+/// (``CongestionController``, between `--min-bitrate` and `--bitrate`), and when that target
+/// has moved enough to say so (`bitrate_changed`). Pure: times in, numbers out; the
+/// broadcaster holds it in a Mutex (the encode thread stamps, the RTCP thread takes feedback).
+struct SenderCongestion {
+    /// The floor when `--min-bitrate` is not given (or the bit rate itself, if lower).
+    static let defaultMinimum = 100_000
+    /// The target moves this much from the last announced one before `bitrate_changed` says so.
+    static let announceChange = 0.2
+    /// UDP and IPv4 headers, counted in each packet's size on the wire.
+    static let overhead = 28
+
+    private(set) var history: TransportHistory
+    private(set) var controller: CongestionController
+    /// The target last announced (bit/s).
+    private(set) var announced: Double
+    /// Whether any feedback came (before it the target is `--bitrate`, as without a receiver
+    /// that sends feedback: ffmpeg, GStreamer).
+    private(set) var hasFeedback = false
+
+    init(bitrate: Bitrate, minBitrate: Bitrate?, firstSequence: UInt16) {
+        history = TransportHistory(firstSequence: firstSequence)
+        controller = Self.makeController(bitrate: bitrate, minBitrate: minBitrate, start: Double(bitrate.bitsPerSecond))
+        announced = controller.target
+    }
+
+    private static func makeController(bitrate: Bitrate, minBitrate: Bitrate?, start: Double) -> CongestionController {
+        let maximum = Double(bitrate.bitsPerSecond)
+        let minimum = min(Double(minBitrate?.bitsPerSecond ?? defaultMinimum), maximum)
+        return CongestionController(minimum: minimum, maximum: maximum, start: start)
+    }
+
+    /// A packet of `size` bytes leaves at `now`: its transport-wide number.
+    mutating func sent(size: Int, now: UInt64) -> UInt16 { history.sent(size: size + Self.overhead, now: now) }
+
+    /// What one feedback changed.
+    struct Update: Equatable {
+        /// The new target (bit/s).
+        var target: Double
+        /// Set when the target moved by more than 20 % since the last announced one: the previous.
+        var announcedFrom: Double?
+    }
+
+    /// Takes a receiver's feedback at `now`, with the round trip RTCP measured.
+    mutating func take(_ feedback: TransportFeedback, rttNanos: UInt64, now: UInt64) -> Update {
+        hasFeedback = true
+        controller.rttNanos = rttNanos
+        controller.onFeedback(history.take(feedback), now: now)
+        let target = controller.target
+        var update = Update(target: target)
+        if abs(target - announced) > Self.announceChange * announced {
+            update.announcedFrom = announced
+            announced = target
+        }
+        return update
+    }
+
+    /// `ctl set bitrate`/`min-bitrate`: new bounds; the estimate carries on within them.
+    mutating func setBounds(bitrate: Bitrate, minBitrate: Bitrate?) {
+        let maximum = Double(bitrate.bitsPerSecond)
+        controller.setBounds(minimum: min(Double(minBitrate?.bitsPerSecond ?? Self.defaultMinimum), maximum), maximum: maximum)
+        if !hasFeedback { controller = Self.makeController(bitrate: bitrate, minBitrate: minBitrate, start: maximum) }
+    }
+
+    /// What the receiver got over the last 500 ms (bit/s), for `estimate_kbps`.
+    var estimate: Double? { hasFeedback ? controller.acknowledged : nil }
+}

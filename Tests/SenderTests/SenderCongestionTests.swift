@@ -1,0 +1,73 @@
+import MediaCore
+import RTCP
+import Testing
+import Transport
+@testable import Sender
+
+/// Plain mode's congestion control, fed feedback by hand: numbers stamped in order, the target
+/// moving with what the feedback says, `bitrate_changed` only past 20 %, new bounds from `ctl`.
+@Suite struct SenderCongestionTests {
+    let ms: UInt64 = 1_000_000
+
+    /// `count` packets of 1000 bytes, 5 ms apart from `start`; each arrives `delay(i)` ms later
+    /// (nil: lost). Returns the feedback naming them.
+    func exchange(_ c: inout SenderCongestion, count: Int, start: UInt64, delay: (Int) -> Double?) -> TransportFeedback {
+        var first: UInt16?
+        var arrivals: [Int64?] = []
+        for i in 0..<count {
+            let sent = start + UInt64(i) * 5 * ms
+            let sequence = c.sent(size: 1000, now: sent)
+            if first == nil { first = sequence }
+            arrivals.append(delay(i).map { Int64((Double(sent) / 1e6 + $0) * 4) })  // 250 µs ticks
+        }
+        return TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: first!, referenceTime: 0, feedbackCount: 0, arrivals: arrivals)
+    }
+
+    @Test func aSteadyPathKeepsTheTargetAndAQueueLowersIt() {
+        var c = SenderCongestion(bitrate: Bitrate(bitsPerSecond: 3_000_000), minBitrate: Bitrate(bitsPerSecond: 200_000), firstSequence: 65_530)
+        #expect(c.controller.target == 3_000_000 && c.estimate == nil)
+        // 1.6 Mbit/s sent, all arriving 20 ms later: no queue, the target holds.
+        var now: UInt64 = 1_000 * ms
+        for _ in 0..<10 {
+            let update = c.take(exchange(&c, count: 20, start: now, delay: { _ in 20 }), rttNanos: 40 * ms, now: now + 120 * ms)
+            #expect(update.target == 3_000_000 && update.announcedFrom == nil)
+            now += 100 * ms
+        }
+        #expect(c.history.unknown == 0)
+        let estimate = c.estimate ?? 0
+        #expect(estimate > 1_500_000 && estimate < 1_800_000, "\(estimate)")
+        // A queue grows 2 ms a packet (1000 bytes every 7 ms get through: 1.1 Mbit/s): the target
+        // drops below what gets through and `bitrate_changed` says so once.
+        var announced: [Double] = []
+        var last = 0.0
+        for round in 0..<5 {
+            let update = c.take(exchange(&c, count: 20, start: now, delay: { i in 20 + Double(round * 20 + i) * 2 }), rttNanos: 40 * ms,
+                                now: now + 300 * ms)
+            if let from = update.announcedFrom { announced.append(from) }
+            last = update.target
+            now += 100 * ms
+        }
+        #expect(last < 1_200_000, "\(last)")
+        #expect(announced.first == 3_000_000)
+    }
+
+    @Test func theTargetStaysWithinTheBoundsCtlSets() {
+        var c = SenderCongestion(bitrate: Bitrate(bitsPerSecond: 2_000_000), minBitrate: nil, firstSequence: 0)
+        #expect(c.controller.minimum == Double(SenderCongestion.defaultMinimum))
+        // Everything lost for a while: the loss-based rate falls to the floor.
+        var now: UInt64 = 0
+        for _ in 0..<40 {
+            _ = c.take(exchange(&c, count: 20, start: now, delay: { i in i == 0 ? 10 : nil }), rttNanos: 50 * ms, now: now + 100 * ms)
+            now += 300 * ms
+        }
+        #expect(c.controller.target == Double(SenderCongestion.defaultMinimum))
+        c.setBounds(bitrate: Bitrate(bitsPerSecond: 1_000_000), minBitrate: Bitrate(bitsPerSecond: 400_000))
+        #expect(c.controller.target == 400_000 && c.controller.maximum == 1_000_000)
+        // A feedback repeated is not counted twice.
+        let fb = exchange(&c, count: 10, start: now, delay: { _ in 10 })
+        _ = c.take(fb, rttNanos: 50 * ms, now: now + 100 * ms)
+        let unknown = c.history.unknown
+        _ = c.take(fb, rttNanos: 50 * ms, now: now + 200 * ms)
+        #expect(c.history.unknown == unknown + 10)
+    }
+}
