@@ -25,8 +25,11 @@ extension Broadcaster {
         }
     }
 
+    /// The size to encode a `source` picture at: the scaling policy's, made smaller by
+    /// ``ResolutionAdapter``'s step when `motion` cannot hold its bit rate.
     func targetSize(for source: PixelSize) -> PixelSize {
-        ScalingPolicy.outputSize(source: source, max: settings.maxResolution)
+        ResolutionAdapter.scaled(ScalingPolicy.outputSize(source: source, max: settings.maxResolution),
+                                 level: scaleLevel.load(ordering: .relaxed))
     }
 
     func publish(_ frame: VideoFrame, captureMillis: Double? = nil, convertMillis: Double? = nil) {
@@ -48,7 +51,13 @@ extension Broadcaster {
         var unavailable: String?
         var tooSmall: PixelSize?
         var force = false
+        var scale = scaleLevel.load(ordering: .relaxed)
         while isRunning {
+            if scaleLevel.load(ordering: .relaxed) != scale {
+                scale = scaleLevel.load(ordering: .relaxed)
+                sourceSize = PixelSize(width: 0, height: 0)  // re-apply the scaling policy
+                force = true
+            }
             let g = liveGeneration.load(ordering: .sequentiallyConsistent)
             if g != generation {
                 generation = g
@@ -145,7 +154,12 @@ extension Broadcaster {
         var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
         var current = settings
         var lastPublished: UInt64 = 0
+        var scale = scaleLevel.load(ordering: .relaxed)
         while isRunning {
+            if scaleLevel.load(ordering: .relaxed) != scale {
+                scale = scaleLevel.load(ordering: .relaxed)
+                pool.resize(to: targetSize(for: reader.size))
+            }
             let now = clock.nowNanos()
             if now < next { clock.sleep(untilNanos: next); continue }
             // A live source: when the machine fell behind, skip ahead instead of bursting

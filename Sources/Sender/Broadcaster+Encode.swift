@@ -33,6 +33,7 @@ extension Broadcaster {
                                        initialPictureID: UInt16.random(in: 0...0x7FFF))
         if congestion != nil { packetizer.transportSequenceID = TransportWideSequence.defaultID }
         var networkTarget = 0
+        var adapter = ResolutionAdapter()
         let packetBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
         defer { packetBuffer.deallocate() }
         var lastFrame: VideoFrame?
@@ -51,14 +52,14 @@ extension Broadcaster {
                 case .recreate:
                     encoder = nil  // re-created with the new settings; starts with a keyframe
                 case .reconfigure:
-                    reconfigure(&encoder, scheduler)
+                    reconfigure(&encoder, &scheduler)
                 }
             }
             let target = self.networkTarget.load(ordering: .relaxed)
             if target != networkTarget {
                 networkTarget = target
                 if scheduler.setNetworkTarget(target == 0 ? nil : Bitrate(bitsPerSecond: target)) == .reconfigure {
-                    reconfigure(&encoder, scheduler)
+                    reconfigure(&encoder, &scheduler)
                 }
             }
             let before = clock.nowNanos()
@@ -79,7 +80,7 @@ extension Broadcaster {
             // (Re)create the encoder for the frame's size.
             if encoder == nil || encoder!.config.size != frame.size {
                 do {
-                    encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current, bitrate: scheduler.bitrate))
+                    encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current, bitrate: scheduler.told()))
                     counters.withLock { $0.outputSize = frame.size }
                 } catch {
                     events.emit(.error(.encodeFailure, "\(error)"))
@@ -108,6 +109,12 @@ extension Broadcaster {
             }
             let encodeMillis = Double(clock.nowNanos() &- started &- sent.nanos) / 1e6
             scheduler.encoded(isNew: isNew, bytes: produced ? sent.octets : nil, keyframe: key, at: now)
+            // `motion` under congestion control keeps its frame rate: a smaller picture when the
+            // encoder cannot hold the path's rate at this size.
+            if networkTarget != 0, current.content == .motion,
+               let level = adapter.encoded(bits: sent.octets * 8, target: scheduler.bitrate.bitsPerSecond, now: now) {
+                scaleLevel.store(level, ordering: .relaxed)
+            }
             counters.withLock { c in
                 c.framesEncoded += 1
                 if !isNew { c.repeatsEncoded += 1 }
@@ -141,9 +148,10 @@ extension Broadcaster {
     }
 
     /// libvpx takes the scheduler's bit rate (the settings', or congestion control's target).
-    func reconfigure(_ encoder: inout VP8Encoder?, _ scheduler: EncodeScheduler) {
+    func reconfigure(_ encoder: inout VP8Encoder?, _ scheduler: inout EncodeScheduler) {
+        guard encoder != nil else { return }
         do {
-            try encoder?.reconfigure(targetBitrateKbps: scheduler.bitrate.kbps, content: scheduler.settings.content)
+            try encoder?.reconfigure(targetBitrateKbps: scheduler.told().kbps, content: scheduler.settings.content)
         } catch {
             events.emit(.warning(.encoderReconfigure, "\(error); re-creating it"))
             encoder = nil

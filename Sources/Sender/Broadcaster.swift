@@ -148,6 +148,9 @@ public final class Broadcaster: Sendable {
     let congestion: Mutex<SenderCongestion>?
     /// What congestion control allows the encoder (bit/s); 0 until a feedback came.
     let networkTarget = Atomic<Int>(0)
+    /// `motion` under congestion control: the step of ``ResolutionAdapter`` the encode thread
+    /// chose (0: full size); the capture thread scales to it.
+    let scaleLevel = Atomic<Int>(0)
     /// Bits resent lately (the RTCP thread's), drained at ``resendRate``.
     let resendBudget = Mutex(RateBucket())
 

@@ -55,13 +55,22 @@ struct EncodeScheduler {
     /// One second of the target bit rate: `detail` sends a new picture only below this level.
     private var budgetBits: Double { Double(bitrate.bitsPerSecond) }
 
-    /// Congestion control's new target: the encoder is told when it moved by 3 % or more
-    /// (libvpx takes a new rate from the next frame; a change each feedback would be noise).
+    /// The bit rate the encoder was last told (``told()``).
+    private(set) var toldBitrate: Bitrate?
+
+    /// The encoder is being made or reconfigured: the rate to give it, remembered.
+    mutating func told() -> Bitrate {
+        toldBitrate = bitrate
+        return bitrate
+    }
+
+    /// Congestion control's new target: the encoder is to be told once the rate differs by 3 %
+    /// or more from what it was last told (libvpx takes a new rate from the next frame; a
+    /// change each feedback would be noise, and slow steps must still add up).
     mutating func setNetworkTarget(_ target: Bitrate?) -> EncoderChange {
-        let before = bitrate
         networkTarget = target
-        let after = bitrate
-        return abs(Double(after.bitsPerSecond) - Double(before.bitsPerSecond)) >= 0.03 * Double(before.bitsPerSecond) ? .reconfigure : .none
+        guard let told = toldBitrate else { return .none }
+        return abs(Double(bitrate.bitsPerSecond) - Double(told.bitsPerSecond)) >= 0.03 * Double(told.bitsPerSecond) ? .reconfigure : .none
     }
 
     /// Takes new live settings; returns what the encoder must do about them.

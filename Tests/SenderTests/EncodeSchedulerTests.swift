@@ -120,19 +120,25 @@ import Testing
         #expect(s.apply(paused) == .none)
     }
 
-    /// Congestion control's target lowers the encoder's rate (not above the settings'), and a
-    /// change under 3 % is not worth telling the encoder.
+    /// Congestion control's target lowers the encoder's rate (not above the settings'); the
+    /// encoder is told once the rate is 3 % or more from what it was last told, so slow steps
+    /// add up.
     @Test func theNetworkTargetCapsTheBitRate() {
         var s = EncodeScheduler(settings: settings(kbps: 2000))
         #expect(s.bitrate.kbps == 2000)
+        #expect(s.told().kbps == 2000)
         #expect(s.setNetworkTarget(Bitrate(bitsPerSecond: 800_000)) == .reconfigure)
-        #expect(s.bitrate.kbps == 800)
-        #expect(s.setNetworkTarget(Bitrate(bitsPerSecond: 810_000)) == .none)
+        #expect(s.told().kbps == 800)
+        // 1 % steps: the third crosses 3 % of what the encoder was told.
+        #expect(s.setNetworkTarget(Bitrate(bitsPerSecond: 808_000)) == .none)
+        #expect(s.setNetworkTarget(Bitrate(bitsPerSecond: 816_000)) == .none)
+        #expect(s.setNetworkTarget(Bitrate(bitsPerSecond: 825_000)) == .reconfigure)
+        #expect(s.told().kbps == 825)
         #expect(s.setNetworkTarget(Bitrate(bitsPerSecond: 5_000_000)) == .reconfigure)
-        #expect(s.bitrate.kbps == 2000)
+        #expect(s.told().kbps == 2000)
         // `ctl set bitrate` below the network's target: the settings win.
         #expect(s.apply(settings(kbps: 1500)) == .reconfigure)
-        #expect(s.bitrate.kbps == 1500)
+        #expect(s.told().kbps == 1500)
         #expect(s.setNetworkTarget(nil) == .none)
     }
 }

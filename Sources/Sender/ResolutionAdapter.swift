@@ -1,0 +1,73 @@
+import MediaCore
+
+/// `motion` under a bit rate the encoder cannot hold: a smaller picture, as libwebrtc's quality
+/// scaler gives a degradation preference of "maintain framerate". Each second the encoder's
+/// output is weighed against the target: two seconds in a row above 1.3 × it, or one above
+/// 2 × it (even libvpx's coarsest quantizer is too fine for this size), scale the picture down
+/// a step — ¾ of the side, then ½ (a quarter of the area, the least); the target growing to
+/// 1.2 × what the larger size needed, for three seconds, scales it back up. A resize restarts the encoder (a keyframe), so
+/// the second after one is not weighed. Pure: sizes and time in, a level out.
+struct ResolutionAdapter: Equatable {
+    /// The steps, as fractions of each side.
+    static let steps: [(num: Int, den: Int)] = [(1, 1), (3, 4), (1, 2)]
+
+    /// The current step (0: the full size).
+    private(set) var level = 0
+    /// For each step taken down, the rate (bit/s) the larger size was producing: the target must
+    /// reach 1.2 × it to go back.
+    private var needed = [Double](repeating: 0, count: ResolutionAdapter.steps.count)
+    private var windowStart: UInt64?
+    private var producedBits = 0.0
+    /// The target over the window (bit/s, time-weighted by frames).
+    private var targetSum = 0.0
+    private var frames = 0
+    private var over = 0
+    private var roomToGrow = 0
+    /// The window after a resize is not weighed (its keyframe).
+    private var settling = false
+
+    /// `size` scaled for `level` (even sides, at least 16).
+    static func scaled(_ size: PixelSize, level: Int) -> PixelSize {
+        let step = steps[min(max(level, 0), steps.count - 1)]
+        func side(_ v: Int) -> Int { max(16, v * step.num / step.den & ~1) }
+        return step.num == step.den ? size : PixelSize(width: side(size.width), height: side(size.height))
+    }
+
+    /// `size` scaled for the current step.
+    func scaled(_ size: PixelSize) -> PixelSize { Self.scaled(size, level: level) }
+
+    /// A frame of `bits` was encoded at `now` for a target of `target` bit/s. Returns the new
+    /// step when it changes.
+    mutating func encoded(bits: Int, target: Int, now: UInt64) -> Int? {
+        let start = windowStart ?? now
+        windowStart = start
+        producedBits += Double(bits)
+        targetSum += Double(target)
+        frames += 1
+        guard now - start >= 1_000_000_000 else { return nil }
+        let seconds = Double(now - start) / 1e9
+        let produced = producedBits / seconds, asked = targetSum / Double(frames)
+        windowStart = now
+        producedBits = 0
+        targetSum = 0
+        frames = 0
+        if settling {
+            settling = false
+            return nil
+        }
+        over = produced > 2 * asked ? over + 2 : produced > 1.3 * asked ? over + 1 : 0
+        roomToGrow = level > 0 && asked >= 1.2 * needed[level] ? roomToGrow + 1 : 0
+        if over >= 2, level < Self.steps.count - 1 {
+            level += 1
+            needed[level] = produced
+        } else if roomToGrow >= 3 {
+            level -= 1
+        } else {
+            return nil
+        }
+        over = 0
+        roomToGrow = 0
+        settling = true
+        return level
+    }
+}
