@@ -39,6 +39,31 @@ public struct CongestionController: Sendable {
     /// The round trip (ns), for the additive increase; 100 ms until told.
     public var rttNanos: UInt64 = 100_000_000
 
+    /// Probing (libwebrtc's `ProbeController`, simplified): every 5 s while the path is calm
+    /// and the target below the maximum, a probe at 2 × the target; after a probe that found
+    /// at least 70 % of its rate, another at 2 × what it found, until the maximum.
+    public static let probeInterval: UInt64 = 5_000_000_000
+    public private(set) var probes = ProbeEstimator()
+    /// The probe waiting to be sent, and the one sent whose result is awaited.
+    private var pendingProbe: ProbeCluster?
+    private var probing: (cluster: ProbeCluster, at: UInt64)?
+    private var nextProbeID = 1
+    private var lastProbeAt: UInt64?
+    /// What the last probe found (bit/s), for stats and tests.
+    public private(set) var lastProbeResult: Double?
+
+    /// A standing queue: the least one-way delay of a feedback's packets over the least of the
+    /// last 10 s (the path's own delay; the clocks' offset cancels out). A delay gradient says
+    /// nothing once a queue is full and steady (after a capacity drop, say), so a queue of
+    /// more than ``standingQueueNanos`` is drained directly: the rate goes to 0.8 × what gets
+    /// through, once per response time, and does not grow, until it is gone.
+    public static let standingQueueNanos: Int64 = 100_000_000
+    /// The queue the last feedback saw (ns), nil before one.
+    public private(set) var queueDelay: Int64?
+    private var delayMinima = [Int64](repeating: .max, count: 10)
+    private var delaySecond: UInt64 = 0
+    private var lastQueueCut: UInt64?
+
     /// - Parameters:
     ///   - start: the first target (bit/s), e.g. `--bitrate`.
     public init(minimum: Double, maximum: Double, start: Double) {
@@ -73,14 +98,61 @@ public struct CongestionController: Sendable {
     public mutating func onFeedback(_ results: [PacketResult], now: UInt64) {
         guard !results.isEmpty else { return }
         detector.update(results)
-        for r in results {
+        var least = Int64.max
+        for r in results where r.probeCluster == nil {  // probes are measured on their own
             lossWindow.append((now, r.arrivalTime == nil))
-            if let a = r.arrivalTime { arrivals.append((a, r.size)) }
+            if let a = r.arrivalTime {
+                arrivals.append((a, r.size))
+                least = min(least, Int64(bitPattern: a &- r.sendTime))
+            }
         }
+        measureQueue(least: least, now: now)
         measureAcknowledged()
         measureLoss(now: now)
         updateDelayBased(now: now)
         updateLossBased(now: now)
+        if let found = probes.take(results, now: now) { onProbe(found, now: now) }
+        scheduleProbe(now: now)
+    }
+
+    /// A probe found the path carries `found` bit/s: the delay-based rate jumps there (not
+    /// while the path is overused), and the capacity is unknown again.
+    private mutating func onProbe(_ found: Double, now: UInt64) {
+        lastProbeResult = found
+        let probed = probing?.cluster.bitsPerSecond ?? found
+        probing = nil
+        guard detector.state != .overusing else { return }
+        if found > delayBased {
+            delayBased = min(found, maximum)
+            linkCapacity = nil
+            if lossFraction < 0.02 { lossBased = max(lossBased, delayBased) }
+        }
+        // It found most of what it tried: try further.
+        if found >= 0.7 * probed, probed < maximum, delayBased < maximum {
+            queueProbe(min(2 * found, maximum), now: now)
+        }
+    }
+
+    private mutating func scheduleProbe(now: UInt64) {
+        if let p = probing, now - p.at > 1_000_000_000 { probing = nil }  // its result never came
+        guard pendingProbe == nil, probing == nil else { return }
+        let calm = detector.state == .normal && lossFraction < 0.02
+        guard calm, target < 0.95 * maximum, now - (lastProbeAt ?? 0) >= Self.probeInterval || lastProbeAt == nil else { return }
+        queueProbe(min(2 * target, maximum), now: now)
+    }
+
+    private mutating func queueProbe(_ rate: Double, now: UInt64) {
+        pendingProbe = ProbeCluster(id: nextProbeID, bitsPerSecond: rate)
+        nextProbeID += 1
+        lastProbeAt = now
+    }
+
+    /// The probe to send now, if one is due (the sender sends it and tags its packets).
+    public mutating func takeProbe(now: UInt64) -> ProbeCluster? {
+        guard let p = pendingProbe else { return nil }
+        pendingProbe = nil
+        probing = (p, now)
+        return p
     }
 
     private mutating func measureAcknowledged() {
@@ -94,6 +166,19 @@ public struct CongestionController: Sendable {
         guard let first = window.first?.time, newest > first, window.count >= 4 else { return }
         let bytes = window.dropFirst().reduce(0) { $0 + $1.bytes }
         acknowledged = Double(bytes) * 8 / (Double(newest - first) / 1e9)
+    }
+
+    private mutating func measureQueue(least: Int64, now: UInt64) {
+        guard least != .max else { return }
+        let second = now / 1_000_000_000
+        if second != delaySecond {
+            // New seconds start empty (any skipped are forgotten too).
+            for s in (delaySecond + 1)...max(delaySecond + 1, min(second, delaySecond + 10)) { delayMinima[Int(s % 10)] = .max }
+            delaySecond = second
+        }
+        let i = Int(second % 10)
+        delayMinima[i] = min(delayMinima[i], least)
+        queueDelay = least - delayMinima.min()!
     }
 
     private mutating func measureLoss(now: UInt64) {
@@ -110,6 +195,15 @@ public struct CongestionController: Sendable {
     private mutating func updateDelayBased(now: UInt64) {
         let elapsed = Double(now - (lastDelayUpdate ?? now)) / 1e9
         lastDelayUpdate = now
+        if let queue = queueDelay, queue > Self.standingQueueNanos {
+            let response = rttNanos + 100_000_000
+            if lastQueueCut.map({ now - $0 >= response }) ?? true, let got = acknowledged {
+                lastQueueCut = now
+                delayBased = max(min(delayBased, 0.8 * got), minimum)
+                linkCapacity = got
+            }
+            return
+        }
         switch detector.state {
         case .overusing:
             let measured = acknowledged ?? delayBased

@@ -6,10 +6,13 @@ public struct PacketResult: Sendable, Equatable {
     public var sendTime: UInt64
     public var size: Int
     public var arrivalTime: UInt64?
-    public init(sendTime: UInt64, size: Int, arrivalTime: UInt64?) {
+    /// The probe cluster it was sent in (``ProbeCluster``), nil for media.
+    public var probeCluster: Int?
+    public init(sendTime: UInt64, size: Int, arrivalTime: UInt64?, probeCluster: Int? = nil) {
         self.sendTime = sendTime
         self.size = size
         self.arrivalTime = arrivalTime
+        self.probeCluster = probeCluster
     }
 }
 
@@ -50,10 +53,21 @@ public struct DelayBasedDetector: Sendable {
 
     public init() { points.reserveCapacity(Self.window) }
 
-    /// Feeds the packets a feedback reported, in send order (lost ones are skipped).
+    /// After a probe's packet, media sent within this long are not weighed either: they queue
+    /// behind the probe on purpose.
+    public static let afterProbeNanos: UInt64 = 100_000_000
+    private var ignoreUntil: UInt64 = 0
+
+    /// Feeds the packets a feedback reported, in send order. Lost ones are skipped, and probes:
+    /// sent faster than the target on purpose, the queue they build (and the media sent into
+    /// it just after, ``afterProbeNanos``) says nothing of the media's own.
     public mutating func update(_ results: [PacketResult]) {
         for r in results {
-            guard let arrival = r.arrivalTime else { continue }
+            if r.probeCluster != nil {
+                ignoreUntil = max(ignoreUntil, r.sendTime + Self.afterProbeNanos)
+                continue
+            }
+            guard let arrival = r.arrivalTime, r.sendTime > ignoreUntil else { continue }
             guard var g = group else {
                 group = (r.sendTime, r.sendTime, arrival)
                 continue

@@ -14,6 +14,7 @@ public struct TransportHistory: Sendable {
         var size: Int = 0
         var used = false
         var reported = false
+        var probeCluster: Int32 = -1
     }
 
     private var slots = [Slot](repeating: Slot(), count: TransportHistory.capacity)
@@ -30,11 +31,13 @@ public struct TransportHistory: Sendable {
         results.reserveCapacity(1024)
     }
 
-    /// A packet of `size` bytes (on the wire) leaves at `now`: its number, to stamp into it.
-    public mutating func sent(size: Int, now: UInt64) -> UInt16 {
+    /// A packet of `size` bytes (on the wire) leaves at `now`, in probe cluster `probeCluster`
+    /// or as media: its number, to stamp into it.
+    public mutating func sent(size: Int, now: UInt64, probeCluster: Int? = nil) -> UInt16 {
         let sequence = nextSequence
         nextSequence &+= 1
-        slots[Int(sequence) & (Self.capacity - 1)] = Slot(sequence: sequence, sendTime: now, size: size, used: true)
+        slots[Int(sequence) & (Self.capacity - 1)] = Slot(sequence: sequence, sendTime: now, size: size, used: true,
+                                                          probeCluster: Int32(truncatingIfNeeded: probeCluster ?? -1))
         return sequence
     }
 
@@ -54,7 +57,9 @@ public struct TransportHistory: Sendable {
             guard slots[index].used, slots[index].sequence == sequence, !slots[index].reported else { unknown += 1; continue }
             slots[index].reported = true
             let time = arrival.map { UInt64(max(0, feedback.arrivalMicros(ticks: $0) + Self.arrivalBiasMicros)) * 1000 }
-            results.append(PacketResult(sendTime: slots[index].sendTime, size: slots[index].size, arrivalTime: time))
+            let cluster = slots[index].probeCluster
+            results.append(PacketResult(sendTime: slots[index].sendTime, size: slots[index].size, arrivalTime: time,
+                                        probeCluster: cluster < 0 ? nil : Int(cluster)))
         }
         return results
     }

@@ -41,6 +41,8 @@ public struct PacketHistory: Sendable {
     public private(set) var throttled = 0
     /// Requests for packets no longer (or never) here.
     public private(set) var missed = 0
+    /// The sequence number stored last.
+    public private(set) var newest: UInt16?
 
     /// - Parameters:
     ///   - capacity: packets kept; a power of two from 1 to 32768 (e.g. 512 ≈ 0.6 s at 6 Mbit/s).
@@ -65,6 +67,7 @@ public struct PacketHistory: Sendable {
         let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
         let i = Int(seq) & (capacity - 1)
         slots[i] = Slot(sequenceNumber: seq, length: packet.count, sentAt: now, resentAt: nil, retransmissions: 0, used: true)
+        newest = seq
         let base = i * maxPacketSize
         storage.withUnsafeMutableBytes {
             UnsafeMutableRawBufferPointer(rebasing: $0[base..<(base + packet.count)]).copyMemory(from: packet)
@@ -115,5 +118,25 @@ public struct PacketHistory: Sendable {
         let base = i * maxPacketSize, length = slots[i].length
         storage.withUnsafeMutableBytes { send(UnsafeMutableRawBufferPointer(rebasing: $0[base..<(base + length)])) }
         return .sent
+    }
+
+    /// Copies up to `count` of the newest packets (newest first) into `buffer`, one per
+    /// `slotSize`-byte slot, their lengths into `lengths` (emptied first, its capacity kept):
+    /// what a sender resends as a probe (receivers drop the duplicates). Returns how many.
+    public func copyNewest(_ count: Int, into buffer: UnsafeMutableRawBufferPointer, slotSize: Int, lengths: inout [Int]) -> Int {
+        lengths.removeAll(keepingCapacity: true)
+        guard var seq = newest else { return 0 }
+        storage.withUnsafeBytes { bytes in
+            while lengths.count < count, (lengths.count + 1) * slotSize <= buffer.count {
+                let slot = slots[Int(seq) & (capacity - 1)]
+                guard slot.used, slot.sequenceNumber == seq, slot.length <= slotSize else { break }
+                let from = (Int(seq) & (capacity - 1)) * maxPacketSize, to = lengths.count * slotSize
+                UnsafeMutableRawBufferPointer(rebasing: buffer[to..<(to + slot.length)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[from..<(from + slot.length)]))
+                lengths.append(slot.length)
+                seq &-= 1
+            }
+        }
+        return lengths.count
     }
 }

@@ -1,4 +1,5 @@
 import SRTP
+import Congestion
 import Events
 import Foundation
 import MediaCore
@@ -36,6 +37,11 @@ extension Broadcaster {
         var adapter = ResolutionAdapter()
         let packetBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
         defer { packetBuffer.deallocate() }
+        // Probes resend the newest packets (made once: up to 16 of them).
+        let probeBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.maxProbePackets * 1500, alignment: 16)
+        defer { probeBuffer.deallocate() }
+        var probeLengths: [Int] = []
+        probeLengths.reserveCapacity(Self.maxProbePackets)
         var lastFrame: VideoFrame?
         var lastTimestamp: UInt32?
         var firstSent = false
@@ -112,7 +118,8 @@ extension Broadcaster {
             // `motion` under congestion control keeps its frame rate: a smaller picture when the
             // encoder cannot hold the path's rate at this size.
             if networkTarget != 0, current.content == .motion,
-               let level = adapter.encoded(bits: sent.octets * 8, target: scheduler.bitrate.bitsPerSecond, now: now) {
+               let level = adapter.encoded(bits: sent.octets * 8, keyframe: key, quantizer: encoder?.lastQuantizer(),
+                                          maxQuantizer: encoder?.maxQuantizer ?? 63, target: scheduler.bitrate.bitsPerSecond, now: now) {
                 scaleLevel.store(level, ordering: .relaxed)
             }
             counters.withLock { c in
@@ -130,6 +137,9 @@ extension Broadcaster {
                 }
                 c.sendErrors += sent.errors
             }
+            if produced, let probe = congestion?.withLock({ $0.takeProbe(now: clock.nowNanos()) }) {
+                sendProbe(probe, buffer: probeBuffer, lengths: &probeLengths)
+            }
             if produced && !firstSent {
                 firstSent = true
                 events.emit(FirstFrameSent(size: PixelSize(width: frame.width, height: frame.height), keyframe: key,
@@ -145,6 +155,30 @@ extension Broadcaster {
             }
         }
         if let lastFrame { pool.recycle(lastFrame) }
+    }
+
+    /// The most packets one probe resends.
+    static let maxProbePackets = 16
+
+    /// Sends a probe (congestion control asks how much more the path carries): the newest
+    /// packets again, back to back at the probe's rate, each with a new transport-wide number
+    /// and the cluster's tag. Receivers drop them as duplicates; their arrival says the rate.
+    func sendProbe(_ probe: ProbeCluster, buffer: UnsafeMutableRawBufferPointer, lengths: inout [Int]) {
+        let wanted = min(Self.maxProbePackets, probe.packets(of: 1200))
+        let copied = history.withLock { $0.copyNewest(wanted, into: buffer, slotSize: 1500, lengths: &lengths) }
+        guard copied > 0 else { return }
+        let start = clock.nowNanos()
+        var bytes = 0
+        for i in 0..<wanted {
+            let k = i % copied, length = lengths[k]
+            if bytes > 0 {
+                let due = start + UInt64(Double(bytes * 8) / probe.bitsPerSecond * 1e9)
+                while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
+            }
+            _ = sendRTP(UnsafeMutableRawBufferPointer(rebasing: buffer[(k * 1500)..<(k * 1500 + length)]), probeCluster: probe.id)
+            bytes += length
+        }
+        counters.withLock { $0.probesSent += 1; $0.probeBytes += bytes }
     }
 
     /// libvpx takes the scheduler's bit rate (the settings', or congestion control's target).

@@ -152,7 +152,13 @@ extension Broadcaster {
                                     budget.add(bits: size * 8)
                                     return true
                                 }
-                                switch h.retransmit(sequenceNumber: seq, now: now, rtt: rtt, inFlight: inFlight, allow: allow, restamping: { sendRTP($0) }) {
+                                var bytes = 0
+                                let outcome = h.retransmit(sequenceNumber: seq, now: now, rtt: rtt, inFlight: inFlight, allow: allow) {
+                                    bytes = $0.count
+                                    sendRTP($0)
+                                }
+                                if bytes > 0 { congestion?.withLock { $0.resent(bytes: bytes, now: now) } }
+                                switch outcome {
                                 case .sent: resent += 1
                                 case .overBudget: overBudget += 1
                                 default: break
@@ -207,10 +213,12 @@ extension Broadcaster {
     /// sent, or dropped because the room hop's handshake is not done yet). Under congestion
     /// control it gets its transport-wide sequence number first (a resend gets a new one).
     @discardableResult
-    func sendRTP(_ packet: UnsafeMutableRawBufferPointer) -> Int32 {
+    func sendRTP(_ packet: UnsafeMutableRawBufferPointer, probeCluster: Int? = nil) -> Int32 {
         if TransportWideSequence.isStamped(UnsafeRawBufferPointer(packet)) {
             let now = clock.nowNanos(), size = packet.count + (srtp == nil ? 0 : 10)
-            if let sequence = congestion?.withLock({ $0.sent(size: size, now: now) }) { TransportWideSequence.stamp(sequence, into: packet) }
+            if let sequence = congestion?.withLock({ $0.sent(size: size, now: now, probeCluster: probeCluster) }) {
+                TransportWideSequence.stamp(sequence, into: packet)
+            }
         }
         let packet = UnsafeRawBufferPointer(packet)
         guard let srtp else { return rtpSocket.send(packet) }

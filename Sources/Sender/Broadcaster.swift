@@ -87,8 +87,10 @@ struct SenderCounters: Sendable {
     var fractionLost: Double?
     var cumulativeLost: Int?
     var receiverReports = 0
-    /// Transport-wide feedback packets taken (congestion control).
+    /// Transport-wide feedback packets taken (congestion control), probes sent and their bytes.
     var transportFeedbacks = 0
+    var probesSent = 0
+    var probeBytes = 0
     /// Malformed RTCP packets and room messages, dropped.
     var packetsRejected = 0
     var lastRTPTimestamp: UInt32 = 0

@@ -1,12 +1,13 @@
 import MediaCore
 
 /// `motion` under a bit rate the encoder cannot hold: a smaller picture, as libwebrtc's quality
-/// scaler gives a degradation preference of "maintain framerate". Each second the encoder's
-/// output is weighed against the target: two seconds in a row above 1.3 × it, or one above
-/// 2 × it (even libvpx's coarsest quantizer is too fine for this size), scale the picture down
-/// a step — ¾ of the side, then ½ (a quarter of the area, the least); the target growing to
-/// 1.2 × what the larger size needed, for three seconds, scales it back up. A resize restarts the encoder (a keyframe), so
-/// the second after one is not weighed. Pure: sizes and time in, a level out.
+/// scaler gives a degradation preference of "maintain framerate". Every half second the
+/// encoder's output (keyframes left out: a keyframe asked for by a receiver is not the size's
+/// fault) is weighed against the target: a second above 1.3 × it, half a second above 2 × it,
+/// or a second above 1.1 × it at libvpx's coarsest quantizers (within 4 of the limit: nothing
+/// but a smaller picture can help), scale the picture down a step — ¾ of the side, then ½ (a quarter of the area, the least); the target growing to
+/// 1.2 × what the larger size needed, for three seconds, scales it back up. A resize restarts
+/// the encoder (a keyframe), so the half second after one is not weighed. Pure: sizes and time in, a level out.
 struct ResolutionAdapter: Equatable {
     /// The steps, as fractions of each side.
     static let steps: [(num: Int, den: Int)] = [(1, 1), (3, 4), (1, 2)]
@@ -21,6 +22,8 @@ struct ResolutionAdapter: Equatable {
     /// The target over the window (bit/s, time-weighted by frames).
     private var targetSum = 0.0
     private var frames = 0
+    private var quantizerSum = 0
+    private var quantized = 0
     private var over = 0
     private var roomToGrow = 0
     /// The window after a resize is not weighed (its keyframe).
@@ -36,31 +39,44 @@ struct ResolutionAdapter: Equatable {
     /// `size` scaled for the current step.
     func scaled(_ size: PixelSize) -> PixelSize { Self.scaled(size, level: level) }
 
-    /// A frame of `bits` was encoded at `now` for a target of `target` bit/s. Returns the new
-    /// step when it changes.
-    mutating func encoded(bits: Int, target: Int, now: UInt64) -> Int? {
+    /// How long one weighing lasts.
+    static let windowNanos: UInt64 = 500_000_000
+
+    /// A frame of `bits` (a keyframe or not, at `quantizer` of at most `maxQuantizer`) was
+    /// encoded at `now` for a target of `target` bit/s. Returns the new step when it changes.
+    mutating func encoded(bits: Int, keyframe: Bool = false, quantizer: Int? = nil, maxQuantizer: Int = 63, target: Int,
+                          now: UInt64) -> Int? {
         let start = windowStart ?? now
         windowStart = start
-        producedBits += Double(bits)
+        if !keyframe {
+            producedBits += Double(bits)
+            if let quantizer {
+                quantizerSum += quantizer
+                quantized += 1
+            }
+        }
         targetSum += Double(target)
         frames += 1
-        guard now - start >= 1_000_000_000 else { return nil }
+        guard now - start >= Self.windowNanos else { return nil }
         let seconds = Double(now - start) / 1e9
         let produced = producedBits / seconds, asked = targetSum / Double(frames)
+        let coarsest = quantized > 0 && quantizerSum >= (maxQuantizer - 4) * quantized
         windowStart = now
         producedBits = 0
         targetSum = 0
         frames = 0
+        quantizerSum = 0
+        quantized = 0
         if settling {
             settling = false
             return nil
         }
-        over = produced > 2 * asked ? over + 2 : produced > 1.3 * asked ? over + 1 : 0
+        over = produced > 2 * asked ? over + 2 : produced > 1.3 * asked || (coarsest && produced > 1.1 * asked) ? over + 1 : 0
         roomToGrow = level > 0 && asked >= 1.2 * needed[level] ? roomToGrow + 1 : 0
         if over >= 2, level < Self.steps.count - 1 {
             level += 1
             needed[level] = produced
-        } else if roomToGrow >= 3 {
+        } else if roomToGrow >= 6 {
             level -= 1
         } else {
             return nil

@@ -22,6 +22,11 @@ struct SenderCongestion {
     /// Whether any feedback came (before it the target is `--bitrate`, as without a receiver
     /// that sends feedback: ffmpeg, GStreamer).
     private(set) var hasFeedback = false
+    /// Resends take their share of the path (as libwebrtc takes its NACK overhead from the
+    /// encoder's rate): bits resent in the current second, and the rate of the last one.
+    private var resentBits = 0
+    private var resentSecond: UInt64 = 0
+    private(set) var resendRate = 0.0
 
     init(bitrate: Bitrate, minBitrate: Bitrate?, firstSequence: UInt16) {
         history = TransportHistory(firstSequence: firstSequence)
@@ -35,23 +40,48 @@ struct SenderCongestion {
         return CongestionController(minimum: minimum, maximum: maximum, start: start)
     }
 
-    /// A packet of `size` bytes leaves at `now`: its transport-wide number.
-    mutating func sent(size: Int, now: UInt64) -> UInt16 { history.sent(size: size + Self.overhead, now: now) }
+    /// A packet of `size` bytes leaves at `now` (in a probe cluster, or media): its
+    /// transport-wide number.
+    mutating func sent(size: Int, now: UInt64, probeCluster: Int? = nil) -> UInt16 {
+        history.sent(size: size + Self.overhead, now: now, probeCluster: probeCluster)
+    }
+
+    /// The probe to send now, if one is due.
+    mutating func takeProbe(now: UInt64) -> ProbeCluster? { hasFeedback ? controller.takeProbe(now: now) : nil }
 
     /// What one feedback changed.
     struct Update: Equatable {
-        /// The new target (bit/s).
+        /// The encoder's new target (bit/s): the path's, less what resends take.
         var target: Double
         /// Set when the target moved by more than 20 % since the last announced one: the previous.
         var announcedFrom: Double?
     }
+
+    /// `bytes` were resent at `now` (answering NACKs).
+    mutating func resent(bytes: Int, now: UInt64) {
+        rollResends(now: now)
+        resentBits += (bytes + Self.overhead) * 8
+    }
+
+    private mutating func rollResends(now: UInt64) {
+        let second = now / 1_000_000_000
+        guard second != resentSecond else { return }
+        resendRate = second == resentSecond + 1 ? Double(resentBits) : 0
+        resentBits = 0
+        resentSecond = second
+    }
+
+    /// What the encoder may use: the path's target less what resends took in the last second
+    /// (never under the minimum).
+    var encoderTarget: Double { max(controller.minimum, controller.target - resendRate) }
 
     /// Takes a receiver's feedback at `now`, with the round trip RTCP measured.
     mutating func take(_ feedback: TransportFeedback, rttNanos: UInt64, now: UInt64) -> Update {
         hasFeedback = true
         controller.rttNanos = rttNanos
         controller.onFeedback(history.take(feedback), now: now)
-        let target = controller.target
+        rollResends(now: now)
+        let target = encoderTarget
         var update = Update(target: target)
         if abs(target - announced) > Self.announceChange * announced {
             update.announcedFrom = announced

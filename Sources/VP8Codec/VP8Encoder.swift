@@ -144,6 +144,16 @@ public final class VP8Encoder {
     /// The next encoded frame will be a keyframe.
     public func requestKeyframe() { forceKeyframe = true }
 
+    /// The quantizer of the last frame encoded (0–63, as `rc_max_quantizer` counts), nil if
+    /// libvpx does not say.
+    public func lastQuantizer() -> Int? {
+        var q: Int32 = 0
+        return cvpx_control_int_ptr(ctx, Int32(VP8E_GET_LAST_QUANTIZER_64.rawValue), &q) == VPX_CODEC_OK ? Int(q) : nil
+    }
+
+    /// The coarsest quantizer rate control may use (`rc_max_quantizer`, 0–63).
+    public var maxQuantizer: Int { Int(cfg.rc_max_quantizer) }
+
     /// Encodes one frame (pts in 90 kHz units); calls `body` per output packet with borrowed bytes.
     /// - Throws: `VP8CodecError` with libvpx's message; the caller should re-create the encoder.
     public func encode(_ frame: VideoFrame, pts: Int64, duration: UInt, _ body: (UnsafeRawBufferPointer, EncodedFrameInfo) -> Void) throws {

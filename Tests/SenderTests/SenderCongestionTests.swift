@@ -70,4 +70,21 @@ import Transport
         _ = c.take(fb, rttNanos: 50 * ms, now: now + 200 * ms)
         #expect(c.history.unknown == unknown + 10)
     }
+
+    /// Resends take their share: the encoder gets the path's target less the last second's
+    /// resends, never under the floor.
+    @Test func resendsComeOutOfTheEncodersShare() {
+        var c = SenderCongestion(bitrate: Bitrate(bitsPerSecond: 1_000_000), minBitrate: Bitrate(bitsPerSecond: 200_000), firstSequence: 0)
+        for i in 0..<25 { c.resent(bytes: 1172, now: 5_000_000_000 + UInt64(i) * 40 * ms) }  // 25 × 1200 bytes in second 5
+        #expect(c.encoderTarget == 1_000_000)  // second 5 is not over yet
+        let update = c.take(exchange(&c, count: 10, start: 6_000 * ms, delay: { _ in 20 }), rttNanos: 40 * ms, now: 6_100 * ms)
+        #expect(c.resendRate == 240_000)
+        #expect(update.target == 760_000 && c.encoderTarget == 760_000)
+        for i in 0..<100 { c.resent(bytes: 1172, now: 6_200 * ms + UInt64(i) * ms) }
+        _ = c.take(exchange(&c, count: 10, start: 7_000 * ms, delay: { _ in 20 }), rttNanos: 40 * ms, now: 7_100 * ms)
+        #expect(c.encoderTarget == 200_000)
+        // A second with none: back to the path's target.
+        _ = c.take(exchange(&c, count: 10, start: 9_000 * ms, delay: { _ in 20 }), rttNanos: 40 * ms, now: 9_100 * ms)
+        #expect(c.encoderTarget == c.controller.target)
+    }
 }
