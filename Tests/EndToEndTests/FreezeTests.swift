@@ -9,25 +9,11 @@ import X11TestSupport
 @Suite(.serialized) struct FreezeTests {
     @Test func aFreezeShowsInStatsWhileItLastsAndWhenTheSessionEndsInIt() throws {
         let dir = try makeTempDir()
-        let path = "\(dir)/motion.nv12"
-        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=15",
-                                          "-frames:v", "45", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", path]) == 0)
-        let viewerPort = freeEvenPort()
-        var proxyPort = freeEvenPort()
-        while proxyPort == viewerPort { proxyPort = freeEvenPort() }
-        let sdp = "\(dir)/v.sdp"
-        try writeSDP(port: viewerPort, fps: 15, to: sdp)
-        let viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--duration", "9", "--json"], dir: dir, name: "viewer")
-        try waitUntilBound(viewerPort)
-        let proxy = try Child(which("python3"), [scriptPath("lossy-proxy"), "--listen", "\(proxyPort)", "--to", "127.0.0.1:\(viewerPort)"],
-                              dir: dir, name: "proxy")
-        defer { kill(proxy.pid, SIGCONT); _ = proxy.finish(within: 0) }
-        try waitUntilBound(proxyPort)
-        let sender = try Child(screenshareBinary(), [
-            "start", "--to", "127.0.0.1:\(proxyPort)", "--input", path, "--input-format", "nv12", "--input-size", "320x240",
-            "--fps", "15", "--bitrate", "500k", "--content", "motion", "--duration", "12", "--json",
-        ], dir: dir, name: "sender")
-        defer { _ = sender.finish(within: 0) }
+        let input = try PlainSession.motion(width: 320, height: 240, fps: 15, frames: 45, in: dir)
+        let session = try PlainSession(dir: dir, input: input, width: 320, height: 240, fps: 15, viewerSeconds: 9,
+                                       senderArguments: ["--bitrate", "500k", "--content", "motion", "--duration", "12"])
+        let viewer = session.viewer, proxy = session.proxy
+        defer { _ = session.finish(within: 0) }
         _ = try EventLog.wait(for: "first_frame", in: viewer)
         _ = try EventLog.wait(for: "stats", in: viewer, count: 2)
         // The path stops: no picture reaches the viewer from now on.

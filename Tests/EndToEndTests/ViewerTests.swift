@@ -90,27 +90,14 @@ import X11TestSupport
 
     @Test func lostPacketsAreRepairedByNACK() throws {
         let dir = try makeTempDir()
-        let path = "\(dir)/motion.nv12"
-        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=15",
-                                          "-frames:v", "30", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", path]) == 0)
-        let viewerPort = freeEvenPort()
-        var proxyPort = freeEvenPort()
-        while proxyPort == viewerPort { proxyPort = freeEvenPort() }
-        let sdp = "\(dir)/v.sdp"
-        try writeSDP(port: viewerPort, fps: 15, to: sdp)
-        let viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--duration", "7", "--json"],
-                               dir: dir, name: "viewer")
-        try waitUntilBound(viewerPort)
-        let proxy = try Child(which("python3"), [scriptPath("lossy-proxy"), "--listen", "\(proxyPort)", "--to", "127.0.0.1:\(viewerPort)",
-                                                 "--loss", "0.05", "--seed", "7"], dir: dir, name: "proxy")
-        try waitUntilBound(proxyPort)
-        let sender = try Child(screenshareBinary(), [
-            "start", "--to", "127.0.0.1:\(proxyPort)", "--input", path, "--input-format", "nv12", "--input-size", "1280x720",
-            "--fps", "15", "--bitrate", "1M", "--content", "motion", "--duration", "5", "--json",
-        ], dir: dir, name: "sender")
-        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
-        #expect(viewer.finish(within: 30) == 0, "viewer: \(viewer.stderr)")
-        proxy.finish(within: 0)
+        let input = try PlainSession.motion(width: 1280, height: 720, fps: 15, frames: 30, in: dir)
+        let session = try PlainSession(dir: dir, input: input, width: 1280, height: 720, fps: 15, viewerSeconds: 7,
+                                       proxyArguments: ["--loss", "0.05", "--seed", "7"],
+                                       senderArguments: ["--bitrate", "1M", "--content", "motion", "--duration", "5"])
+        let (sender, viewer, proxy) = (session.sender, session.viewer, session.proxy)
+        let exits = session.finish(within: 30)
+        #expect(exits.sender == 0, "sender: \(sender.stderr)")
+        #expect(exits.viewer == 0, "viewer: \(viewer.stderr)")
 
         let sent = try EventLog(sender).stopped()
         let got = try EventLog(viewer).stopped()
