@@ -73,6 +73,8 @@ public struct RelayCounters: Sendable, Equatable {
     /// Replies not sent to an address that has not proven it receives (larger than what it sent).
     public var repliesWithheld = 0
     public var timeouts = 0
+    /// Transport feedback sent to presenters (their congestion control).
+    public var transportFeedbacks = 0
     public init() {}
 }
 
@@ -268,6 +270,15 @@ public final class RelayCore {
                 sendKeyframeRequest(stream, now: now)
             }
         }
+        // Presenters' congestion control: what arrived of theirs, every 100 ms.
+        for room in rooms.values {
+            for peer in room.peers.values where peer.transportFeedback != nil {
+                guard let fb = peer.transportFeedback?.poll(now: now, senderSSRC: ssrc, mediaSSRC: peer.streams.first?.ssrc ?? 0) else { continue }
+                let n = rtcpBuffer.withUnsafeMutableBytes { RTCPPacket.transportFeedback(fb).marshal(into: $0) }
+                rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: peer.address) }
+                counters.transportFeedbacks += 1
+            }
+        }
         if now >= nextReport {
             nextReport = now + 1_000_000_000
             for room in rooms.values {
@@ -292,6 +303,10 @@ public final class RelayCore {
             return
         }
         guard let (header, offset, length) = try? RTPHeader.parse(bytes) else { counters.rejected += 1; return }
+        if let sequence = TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: bytes) {
+            if peer.transportFeedback == nil { peer.transportFeedback = TransportFeedbackRecorder() }
+            peer.transportFeedback?.onPacket(sequence: sequence, now: now)
+        }
         stream.receive.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: length)
         stream.history.store(bytes, now: now)
         if stream.info.kind != .audio, length > 0 {
@@ -745,6 +760,9 @@ final class PeerState {
     /// What this peer asked to receive: publisher id → kinds (kept across the publisher's
     /// stream restarts).
     var subscriptions: [UInt32: Set<StreamKind>] = [:]
+    /// A presenter whose RTP carries the transport-wide sequence number: its arrivals, for the
+    /// transport feedback the relay sends it (made with its first such packet).
+    var transportFeedback: TransportFeedbackRecorder?
 
     init(id: UInt32, name: String, role: String, address: PeerAddress, room: RoomState, now: UInt64) {
         self.id = id

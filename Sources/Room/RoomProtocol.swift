@@ -30,6 +30,10 @@ public enum RoomProtocol {
     /// room yet) with no more bytes than it got, and a `retry` or an error code must fit in that
     /// (as QUIC pads its Initial packets).
     public static let minimumRequestSize = 80
+    /// A presenter's RTP may carry the transport-wide sequence number as the RFC 8285 one-byte
+    /// header extension with this ID; the relay then answers with transport feedback every
+    /// 100 ms (congestion control of the presenter's uplink).
+    public static let transportSequenceID: UInt8 = 3
     public static let magic: UInt8 = 0x53
     public static let headerSize = 8
     /// The longest message a peer may send (the relay rejects longer ones).

@@ -145,8 +145,9 @@ public final class Broadcaster: Sendable {
     let audio = Mutex<AudioSender?>(nil)
     /// When the last `network_busy` warning went out (any thread may warn; once per 10 s).
     let networkBusyWarned = Mutex<UInt64>(0)
-    /// Plain mode: congestion control from the receiver's transport feedback (the encode
-    /// thread stamps each packet, the RTCP thread takes the feedback); nil in a room.
+    /// Congestion control from the receiver's (or the relay's) transport feedback: the encode
+    /// thread stamps each video packet, the RTCP thread takes the feedback. Without feedback
+    /// (ffmpeg, GStreamer) the target stays `--bitrate`.
     let congestion: Mutex<SenderCongestion>?
     /// What congestion control allows the encoder (bit/s); 0 until a feedback came.
     let networkTarget = Atomic<Int>(0)
@@ -190,9 +191,10 @@ public final class Broadcaster: Sendable {
         pool = FramePool(size: PixelSize(width: 2, height: 2), capacity: 4)
         live = Mutex(LiveSettings(config: config))
         feedback = Mutex(SenderFeedback(ssrc: ssrc))
-        congestion = config.room == nil
-            ? Mutex(SenderCongestion(bitrate: config.bitrate, minBitrate: config.minBitrate, firstSequence: UInt16.random(in: 0...UInt16.max)))
-            : nil
+        // Plain mode (the SDP names the extension: a `watch` answers with feedback) and in a
+        // room (the relay answers).
+        congestion = Mutex(SenderCongestion(bitrate: config.bitrate, minBitrate: config.minBitrate,
+                                            firstSequence: UInt16.random(in: 0...UInt16.max)))
     }
 
     /// Asks the broadcast to stop (from a signal handler thread or a timer).

@@ -79,6 +79,44 @@ import X11TestSupport
         #expect((got["frames_decoded"] as? Int ?? 0) >= 25 * 30 / 2, "\(got)")
     }
 
+    /// In a room the presenter's uplink to the relay is congestion controlled the same way:
+    /// the relay answers its packets with transport feedback. A 1 Mbit/s bottleneck between
+    /// presenter and relay is filled, not flooded, and the viewer keeps watching.
+    @Test func aPresentersUplinkToTheRelayIsFilledNotFlooded() throws {
+        let dir = try makeTempDir()
+        let input = try PlainSession.motion(width: 1280, height: 720, fps: 30, frames: 60, in: dir)
+        let relayPort = freeEvenPort()
+        var proxyPort = freeEvenPort()
+        while proxyPort == relayPort || proxyPort == relayPort + 1 || proxyPort + 1 == relayPort { proxyPort = freeEvenPort() }
+        let relay = try RoomEndToEndTests.serve(dir, port: relayPort, duration: 40)
+        defer { relay.finish(within: 0) }
+        let proxy = try Child(which("python3"), [scriptPath("lossy-proxy"), "--listen", "\(proxyPort)", "--to", "127.0.0.1:\(relayPort)",
+                                                 "--rate", "1M", "--queue-ms", "300", "--delay", "25"], dir: dir, name: "proxy")
+        try waitUntilBound(proxyPort)
+        let viewer = try Child(screenshareBinary(), ["watch", "--room", "class", "--server", "127.0.0.1:\(relayPort)", "--headless",
+                                                     "--duration", "26", "--json"], dir: dir, name: "viewer")
+        let presenter = try Child(screenshareBinary(), [
+            "start", "--room", "class", "--server", "127.0.0.1:\(proxyPort)", "--input", input, "--input-format", "nv12",
+            "--input-size", "1280x720", "--fps", "30", "--bitrate", "3M", "--min-bitrate", "200k", "--content", "motion",
+            "--no-audio", "--duration", "24", "--json",
+        ], dir: dir, name: "presenter")
+        #expect(presenter.finish(within: 45) == 0, "\(presenter.stderr)")
+        #expect(viewer.finish(within: 20) == 0, "\(viewer.stderr)")
+        proxy.finish(within: 0)
+        let seconds = EventLog(proxy).events(named: "second")
+        func number(_ line: JSONObject, _ key: String) -> Double { (line[key] as? Double) ?? Double(line[key] as? Int ?? 0) }
+        let report = seconds.map { "\($0["t"] ?? "?"): \(number($0, "delivered_kbps")) kbit/s, queue p95 \(number($0, "queue_ms_p95")) ms, dropped \(number($0, "dropped"))" }
+            .joined(separator: "\n")
+        let steady = seconds.filter { (11...22).contains($0["t"] as? Int ?? -1) }
+        #expect(steady.count >= 10, "\(proxy.stdout)")
+        let delivered = steady.map { number($0, "delivered_kbps") }.reduce(0, +) / Double(max(steady.count, 1))
+        #expect(delivered >= 700 && delivered <= 1010, "\(delivered) kbit/s delivered of 1000\n\(report)")
+        #expect(steady.allSatisfy { number($0, "queue_ms_p95") <= 200 && number($0, "dropped") <= 2 }, "\(report)")
+        #expect(EventLog(presenter).events(named: "bitrate_changed").contains { ($0["target_kbps"] as? Int ?? .max) < 1000 })
+        let got = try EventLog(viewer).stopped()
+        #expect((got["frames_decoded"] as? Int ?? 0) >= 20 * 30 / 2, "\(got)")
+    }
+
     /// A receiver that sends no transport feedback (an SDP without the extension, as ffmpeg and
     /// GStreamer are): the sender keeps `--bitrate`, as before congestion control.
     @Test func withoutFeedbackTheRateIsTheOneAskedFor() throws {

@@ -81,6 +81,40 @@ let ms: UInt64 = 1_000_000
         #expect(relay.counters.retransmitMissed == 1)
     }
 
+    /// A presenter's packets carrying the transport-wide sequence number are answered with
+    /// transport feedback every 100 ms (its uplink's congestion control), naming each, lost ones
+    /// too; the packets still reach the viewer.
+    @Test func aPresentersTransportSequenceIsAnsweredWithFeedback() throws {
+        _ = setUp()
+        func stamped(_ seq: UInt16, _ transport: UInt16) -> [UInt8] {
+            var p = vp8Packet(ssrc: screen.ssrc, seq: seq)
+            p.insert(contentsOf: [UInt8](repeating: 0, count: TransportWideSequence.blockSize), at: 12)
+            p.withUnsafeMutableBytes {
+                _ = TransportWideSequence.writeBlock(id: RoomProtocol.transportSequenceID, into: $0)
+                TransportWideSequence.stamp(transport, into: $0)
+            }
+            return p
+        }
+        for (i, t) in [UInt16(65534), 65535, 1, 2].enumerated() {  // 0 is lost
+            relay.receive(stamped(UInt16(10 + i), t), from: presenter, now: 1_000 * ms + UInt64(i) * 5 * ms)
+        }
+        #expect(wire.take(viewer).filter { DatagramKind.of(bytesOf: $0) == .rtp }.count == 4)
+        relay.poll(now: 1_050 * ms, wallNanos: 0)
+        #expect(wire.take(presenter).filter { $0.count > 1 && $0[1] == 205 && $0[0] & 0x1F == 15 }.isEmpty)  // not due yet
+        relay.poll(now: 1_101 * ms, wallNanos: 0)
+        let feedback = try wire.take(presenter).compactMap { bytes -> TransportFeedback? in
+            guard DatagramKind.of(bytesOf: bytes) == .rtcp else { return nil }
+            let packets = try bytes.withUnsafeBytes { try RTCPPacket.parseCompound($0) }
+            for case .transportFeedback(let fb) in packets { return fb }
+            return nil
+        }
+        #expect(feedback.count == 1)
+        #expect(feedback.first?.baseSequence == 65534)
+        #expect(feedback.first?.arrivals.map { $0 != nil } == [true, true, false, true, true])
+        #expect(feedback.first.map { $0.arrivals[4]! - $0.arrivals[0]! } == 60)  // 15 ms in 250 µs
+        #expect(relay.counters.transportFeedbacks == 1)
+    }
+
     @Test func keyframeRequestsAreThrottledTo300msAndAKeyframeAnswersThePendingOne() throws {
         _ = setUp(now: 0)  // PLI #1 at 0 for the subscription
         wire.sent.removeAll()
