@@ -94,7 +94,7 @@ let package = Package(
         // The CLI.
         // Every parser of network input, one entry point each, for libFuzzer (`Scripts/fuzz`)
         // and for replaying the committed corpus in the tests.
-        .target(name: "FuzzTargets", dependencies: ["RTP", "RTCP", "Room", "Transport", "WebRTC", "Relay", "Access", "SRTP"]),
+        .target(name: "FuzzTargets", dependencies: ["RTP", "RTCP", "Room", "Transport", "WebRTC", "Relay", "Access", "SRTP", "Congestion"]),
         // libFuzzer's driver when built with -sanitize=fuzzer -DFUZZING (Scripts/fuzz); otherwise
         // `screenshare-fuzz TARGET FILE...` runs files once (a crash found, reproduced) and
         // `--seed DIR` writes the seed corpus.

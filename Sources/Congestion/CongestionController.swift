@@ -63,6 +63,7 @@ public struct CongestionController: Sendable {
     private var delayMinima = [Int64](repeating: .max, count: 10)
     private var delaySecond: UInt64 = 0
     private var lastQueueCut: UInt64?
+    private var lastLeast: Int64?
 
     /// - Parameters:
     ///   - start: the first target (bit/s), e.g. `--bitrate`.
@@ -102,6 +103,14 @@ public struct CongestionController: Sendable {
         for r in results where r.probeCluster == nil {  // probes are measured on their own
             lossWindow.append((now, r.arrivalTime == nil))
             if let a = r.arrivalTime {
+                // The receiver's clock went back a second or more, or ahead by a minute (it
+                // restarted: a new relay, a new viewer): its earlier arrivals mean nothing now.
+                if let newest = arrivals.last?.time, a &+ 1_000_000_000 < newest || a > newest &+ 60_000_000_000 {
+                    arrivals.removeAll(keepingCapacity: true)
+                    arrivalsHead = 0
+                    delayMinima = [Int64](repeating: .max, count: delayMinima.count)
+                    queueDelay = nil
+                }
                 arrivals.append((a, r.size))
                 least = min(least, Int64(bitPattern: a &- r.sendTime))
             }
@@ -157,7 +166,8 @@ public struct CongestionController: Sendable {
 
     private mutating func measureAcknowledged() {
         guard let newest = arrivals.last?.time else { return }
-        while arrivalsHead < arrivals.count, newest - arrivals[arrivalsHead].time > 500_000_000 { arrivalsHead += 1 }
+        // Signed: a reordered packet may have arrived before the oldest of the window.
+        while arrivalsHead < arrivals.count, Int64(bitPattern: newest &- arrivals[arrivalsHead].time) > 500_000_000 { arrivalsHead += 1 }
         if arrivalsHead > 512 {
             arrivals.removeFirst(arrivalsHead)
             arrivalsHead = 0
@@ -170,6 +180,12 @@ public struct CongestionController: Sendable {
 
     private mutating func measureQueue(least: Int64, now: UInt64) {
         guard least != .max else { return }
+        // No queue grows or drains by 2 s between two feedbacks: the receiver's clock jumped
+        // (it restarted), and the path's least delay is to be learnt again.
+        if let last = lastLeast, abs(least - last) > 2_000_000_000 {
+            delayMinima = [Int64](repeating: .max, count: delayMinima.count)
+        }
+        lastLeast = least
         let second = now / 1_000_000_000
         if second != delaySecond {
             // New seconds start empty (any skipped are forgotten too).

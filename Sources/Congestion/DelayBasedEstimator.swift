@@ -57,6 +57,7 @@ public struct DelayBasedDetector: Sendable {
     /// behind the probe on purpose.
     public static let afterProbeNanos: UInt64 = 100_000_000
     private var ignoreUntil: UInt64 = 0
+    private var lastOffset: Int64?
 
     /// Feeds the packets a feedback reported, in send order. Lost ones are skipped, and probes:
     /// sent faster than the target on purpose, the queue they build (and the media sent into
@@ -68,6 +69,16 @@ public struct DelayBasedDetector: Sendable {
                 continue
             }
             guard let arrival = r.arrivalTime, r.sendTime > ignoreUntil else { continue }
+            // The one-way delay (with the clocks' offset) moved by 2 s or more from one packet to
+            // the next: no queue does that; the receiver's clock restarted (a new relay, a new
+            // viewer), and what was measured before means nothing now.
+            let offset = Int64(bitPattern: arrival &- r.sendTime)
+            if let last = lastOffset, abs(offset - last) > 2_000_000_000 {
+                let keep = ignoreUntil
+                self = DelayBasedDetector()
+                ignoreUntil = keep
+            }
+            lastOffset = offset
             guard var g = group else {
                 group = (r.sendTime, r.sendTime, arrival)
                 continue
@@ -95,7 +106,7 @@ public struct DelayBasedDetector: Sendable {
         accumulated += delayDelta
         smoothed = Self.smoothing * smoothed + (1 - Self.smoothing) * accumulated
         if firstArrival == nil { firstArrival = g.lastArrival }
-        let x = Double(g.lastArrival - firstArrival!) / 1e6
+        let x = Double(Int64(bitPattern: g.lastArrival &- firstArrival!)) / 1e6
         if points.count == Self.window { points.removeFirst() }
         points.append((x, smoothed))
         guard points.count == Self.window, let slope = Self.slope(points) else { return }
@@ -120,7 +131,7 @@ public struct DelayBasedDetector: Sendable {
         if modified > threshold {
             if overusingSince == nil { overusingSince = now }
             // Overuse once it lasted 10 ms and the trend is not falling.
-            if now - overusingSince! >= 10_000_000, modified >= previousTrend { state = .overusing }
+            if now &- overusingSince! >= 10_000_000, now >= overusingSince!, modified >= previousTrend { state = .overusing }
         } else if modified < -threshold {
             overusingSince = nil
             state = .underusing
@@ -139,7 +150,7 @@ public struct DelayBasedDetector: Sendable {
         guard let last = lastThresholdUpdate else { return }
         if abs(modified) > threshold + 15 { return }
         let k = abs(modified) < threshold ? 0.039 : 0.0087
-        let dt = min(Double(now - last) / 1e6, 100)
+        let dt = min(max(Double(Int64(bitPattern: now &- last)) / 1e6, 0), 100)
         threshold += k * (abs(modified) - threshold) * dt
         threshold = min(max(threshold, 6), 600)
     }

@@ -4,6 +4,7 @@ import Relay
 import SRTP
 import Synchronization
 import Room
+import Congestion
 import RTCP
 import RTP
 import Transport
@@ -37,6 +38,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case token
     /// SRTP and SRTCP packets arriving on a `--srtp` flow (libsrtp2's checks, our length handling).
     case srtp
+    /// RTCP a receiver sends back (2-byte big-endian length, then the compound packet, repeated),
+    /// its transport feedback fed to a sender's congestion control after 2000 packets went
+    /// out (some of them probes): matching, delays, loss, probes and queue must never trap.
+    case congestion
 
     /// Makes what the targets need that only async code can make (the token authority: jwt-kit's
     /// key collection is an actor). Call once before `run` (`prepareBlocking` off Swift's
@@ -110,7 +115,34 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             var buffer = [UInt8](repeating: 0, count: 2048)
             buffer.replaceSubrange(0..<bytes.count, with: bytes)
             return buffer.withUnsafeMutableBytes { flow.unprotect($0, length: bytes.count) } != nil
+        case .congestion:
+            return Self.congestion(bytes)
         }
+    }
+
+    /// See ``FuzzTarget/congestion``.
+    private static func congestion(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var history = TransportHistory(firstSequence: 65_000)
+        var controller = CongestionController(minimum: 100_000, maximum: 5_000_000, start: 2_000_000)
+        var now: UInt64 = 10_000_000_000
+        for i in 0..<2000 { _ = history.sent(size: 1200, now: now + UInt64(i) * 1_000_000, probeCluster: i % 100 < 6 ? i / 100 : nil) }
+        now += 2_000_000_000
+        var offset = 0, fed = 0
+        while offset + 2 <= bytes.count {
+            let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+            offset += 2
+            guard offset + length <= bytes.count else { break }
+            let datagram = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
+            offset += length
+            guard let packets = try? RTCPPacket.parseCompound(datagram) else { continue }
+            for case .transportFeedback(let feedback) in packets {
+                controller.onFeedback(history.take(feedback), now: now)
+                _ = controller.takeProbe(now: now)
+                now += 100_000_000
+                fed += 1
+            }
+        }
+        return fed > 0 && controller.target >= controller.minimum && controller.target <= controller.maximum
     }
 
     /// The ICE-lite agent's credentials (the STUN seeds are signed with them).

@@ -39,6 +39,19 @@ extension FuzzTarget {
                 "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJzY3JlZW5zaGFyZSIsInN1YiI6InZpZXdlci0xIiwibmFtZSI6IkFkYSIsIm5iZiI6MTcwMDAwMDAwMCwiZXhwIjo0MTAyNDQ0ODAwLCJ2aWRlbyI6eyJyb29tIjoiY2xhc3MiLCJyb29tSm9pbiI6dHJ1ZSwiY2FuUHVibGlzaCI6ZmFsc2UsImNhblN1YnNjcmliZSI6dHJ1ZX19.980Bu27fbF9C6Jjtq_R5ZjRmGQ8HOs8eP4zur3sPsiM",
                 "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ0ZWFjaGVyIiwiZXhwIjo0MTAyNDQ0ODAwLCJ2aWRlbyI6eyJyb29tIjoiY2xhc3MiLCJyb29tSm9pbiI6dHJ1ZSwiY2FuUHVibGlzaCI6dHJ1ZX19.RF_3VJQQTIIVe7GsXzXm3jzRFCmneJc__Rb9bcUz9vw",
             ].map { Array($0.utf8) }
+        case .congestion:
+            // Feedback as a receiver sends it every 100 ms, then one whose clock went back (a
+            // restarted receiver) and one far ahead.
+            func feedback(base: UInt16, reference: Int32, count: Int, step: Int64) -> [UInt8] {
+                var b = [UInt8](repeating: 0, count: 1500)
+                let fb = TransportFeedback(senderSSRC: 1, mediaSSRC: 2, baseSequence: base, referenceTime: reference, feedbackCount: 0,
+                                           arrivals: (0..<count).map { $0 % 17 == 5 ? nil : Int64($0) * step })
+                let n = b.withUnsafeMutableBytes { RTCPPacket.transportFeedback(fb).marshal(into: $0) }
+                return [UInt8(n >> 8), UInt8(n & 0xFF)] + b[0..<n]
+            }
+            let steady = (0..<10).flatMap { feedback(base: 65_000 &+ UInt16($0 * 100), reference: 100 + Int32($0), count: 100, step: 4) }
+            return [steady, steady + feedback(base: 65_000 &+ 1000, reference: 1, count: 100, step: 4)
+                        + feedback(base: 65_000 &+ 1100, reference: 0x7F_0000, count: 100, step: 40)]
         case .srtp:
             // What a sender protects with the key: a VP8 packet, an Opus one, a sender report.
             guard let flow = try? SRTPFlow(masterKey: Self.srtpKey) else { return [] }

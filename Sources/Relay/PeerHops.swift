@@ -191,7 +191,7 @@ final class PeerHops {
     /// Sends what the room sends `address` through its hop: a control message as DTLS
     /// application data, RTP and RTCP protected. Nothing goes to an address without a hop.
     func egress(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress, send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
-        guard let hop = hops[address], let srtp = hop.srtp else { return }
+        guard let hop = hops[address], hop.srtp != nil else { return }
         if bytes.first == RoomProtocol.magic {
             guard bytes.count <= DTLSTransport.maxMessage else {
                 logger.warning("relay: a \(bytes.count)-byte message to \(address) is larger than a DTLS record; not sent")
@@ -201,7 +201,10 @@ final class PeerHops {
             flush(hop.dtls, to: address, send: send)
             return
         }
-        _ = srtp.protect(bytes) { send($0, address) }
+        // One datagram: protected as a fan-out's are (``protect(_:for:into:)``), into the scratch.
+        guard bytes.count + 16 <= scratch.count,
+              let n = scratch.withUnsafeMutableBytes({ protect(bytes, for: address, into: $0) }) else { return }
+        scratch.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), address) }
     }
 
     /// Protects a packet of a fan-out (RTP, RTCP) for `address` into `out`: its length, or nil

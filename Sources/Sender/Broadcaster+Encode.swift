@@ -63,6 +63,9 @@ extension Broadcaster {
             }
             let target = self.networkTarget.load(ordering: .relaxed)
             if target != networkTarget {
+                // The path is congestion controlled: `motion`'s keyframes are kept to 3 frames'
+                // bits (a resize or a PLI must not fill a slow path's queue).
+                if networkTarget == 0, scheduler.settings.content == .motion { encoder?.setMaxIntraBitratePercent(Self.congestedMaxIntraPercent) }
                 networkTarget = target
                 if scheduler.setNetworkTarget(target == 0 ? nil : Bitrate(bitsPerSecond: target)) == .reconfigure {
                     reconfigure(&encoder, &scheduler)
@@ -86,7 +89,7 @@ extension Broadcaster {
             // (Re)create the encoder for the frame's size.
             if encoder == nil || encoder!.config.size != frame.size {
                 do {
-                    encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current, bitrate: scheduler.told()))
+                    encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current, bitrate: scheduler.told(), congested: networkTarget != 0))
                     counters.withLock { $0.outputSize = frame.size }
                 } catch {
                     events.emit(.error(.encodeFailure, "\(error)"))
@@ -227,8 +230,12 @@ extension Broadcaster {
         sent.nanos &+= clock.nowNanos() &- sendStart
     }
 
-    func encoderConfig(size: PixelSize, _ s: LiveSettings, bitrate: Bitrate) -> VP8EncoderConfig {
+    /// `motion`'s largest keyframe under congestion control, in percent of an average frame.
+    static let congestedMaxIntraPercent = 300
+
+    func encoderConfig(size: PixelSize, _ s: LiveSettings, bitrate: Bitrate, congested: Bool = false) -> VP8EncoderConfig {
         var c = VP8EncoderConfig(size: size)
+        if congested && s.content == .motion { c.maxIntraBitratePercent = Self.congestedMaxIntraPercent }
         c.fps = s.fps
         c.targetBitrateKbps = bitrate.kbps
         c.minBitrateKbps = s.minBitrate?.kbps

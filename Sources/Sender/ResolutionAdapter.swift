@@ -4,8 +4,8 @@ import MediaCore
 /// scaler gives a degradation preference of "maintain framerate". Every half second the
 /// encoder's output (keyframes left out: a keyframe asked for by a receiver is not the size's
 /// fault) is weighed against the target: a second above 1.3 × it, half a second above 2 × it,
-/// or a second above 1.1 × it at libvpx's coarsest quantizers (within 4 of the limit: nothing
-/// but a smaller picture can help), scale the picture down a step — ¾ of the side, then ½ (a quarter of the area, the least); the target growing to
+/// or half a second above 1.1 × it at libvpx's coarsest quantizers (within 4 of the limit:
+/// nothing but a smaller picture can help), scale the picture down a step — ¾ of the side, then ½ (a quarter of the area, the least); the target growing to
 /// 1.2 × what the larger size needed, for three seconds, scales it back up. A resize restarts
 /// the encoder (a keyframe), so the half second after one is not weighed. Pure: sizes and time in, a level out.
 struct ResolutionAdapter: Equatable {
@@ -71,7 +71,8 @@ struct ResolutionAdapter: Equatable {
             settling = false
             return nil
         }
-        over = produced > 2 * asked ? over + 2 : produced > 1.3 * asked || (coarsest && produced > 1.1 * asked) ? over + 1 : 0
+        // At the coarsest quantizers nothing but a smaller picture helps: no need to wait.
+        over = produced > 2 * asked || (coarsest && produced > 1.1 * asked) ? over + 2 : produced > 1.3 * asked ? over + 1 : 0
         roomToGrow = level > 0 && asked >= 1.2 * needed[level] ? roomToGrow + 1 : 0
         if over >= 2, level < Self.steps.count - 1 {
             level += 1

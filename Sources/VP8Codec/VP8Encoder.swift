@@ -25,6 +25,9 @@ public struct VP8EncoderConfig: Sendable, Equatable {
     public var threads: Int = 1
     /// libvpx realtime speed (VP8E_SET_CPUUSED): higher is faster.
     public var cpuUsed: Int = 10
+    /// The largest keyframe, in percent of an average frame's bits (VP8E_SET_MAX_INTRA_BITRATE_PCT):
+    /// 900 as libwebrtc has it at 30 fps; less keeps a keyframe from filling a slow path's queue.
+    public var maxIntraBitratePercent: Int = 900
     public init(size: PixelSize) { self.size = size }
 
     func validate() throws {
@@ -102,7 +105,7 @@ public final class VP8Encoder {
             (Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), 1),
             (Int32(VP8E_SET_NOISE_SENSITIVITY.rawValue), 0),
             (Int32(VP8E_SET_TOKEN_PARTITIONS.rawValue), 0),
-            (Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), 900),
+            (Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), Int32(config.maxIntraBitratePercent)),
         ]
         for (id, value) in controls where cvpx_control_int(ctx, id, value) != VPX_CODEC_OK {
             let message = String(cString: vpx_codec_error(ctx))
@@ -149,6 +152,13 @@ public final class VP8Encoder {
     public func lastQuantizer() -> Int? {
         var q: Int32 = 0
         return cvpx_control_int_ptr(ctx, Int32(VP8E_GET_LAST_QUANTIZER_64.rawValue), &q) == VPX_CODEC_OK ? Int(q) : nil
+    }
+
+    /// Changes the largest keyframe (percent of an average frame's bits) from the next one on.
+    public func setMaxIntraBitratePercent(_ percent: Int) {
+        if cvpx_control_uint(ctx, Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), UInt32(max(percent, 0))) == VPX_CODEC_OK {
+            config.maxIntraBitratePercent = percent
+        }
     }
 
     /// The coarsest quantizer rate control may use (`rc_max_quantizer`, 0–63).

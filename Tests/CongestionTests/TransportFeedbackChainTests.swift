@@ -77,3 +77,39 @@ import RTPSession
         #expect(abs(controller.target - 0.85 * got) < 1)
     }
 }
+
+/// A receiver that restarts (a new relay, a new viewer) starts its arrival clock again: the
+/// controller forgets what it measured against the old clock, and neither traps nor takes the
+/// jump for a queue.
+@Suite struct ReceiverClockJumpTests {
+    func results(from send: UInt64, count: Int, arrivalBase: UInt64) -> [PacketResult] {
+        (0..<count).map { i in
+            let t = send + UInt64(i) * 5_000_000
+            return PacketResult(sendTime: t, size: 1000, arrivalTime: arrivalBase + UInt64(i) * 5_000_000)
+        }
+    }
+
+    @Test func aClockThatGoesBackOrFarAheadIsStartedAgainFrom() {
+        var c = CongestionController(minimum: 100_000, maximum: 3_000_000, start: 1_500_000)
+        var now: UInt64 = 100_000_000_000
+        var arrival: UInt64 = 50_000_000_000
+        func feed(_ n: Int) {
+            for _ in 0..<n {
+                c.onFeedback(results(from: now, count: 20, arrivalBase: arrival), now: now + 150_000_000)
+                now += 100_000_000
+                arrival += 100_000_000
+            }
+        }
+        feed(30)
+        let before = c.target
+        #expect(c.queueDelay == 0)
+        arrival = 1_000_000  // back by 50 s
+        feed(30)
+        #expect(c.queueDelay == 0)
+        #expect(c.target >= before, "\(c.target) after the clock went back")
+        arrival += 3_600_000_000_000  // ahead by an hour
+        feed(30)
+        #expect(c.queueDelay == 0)
+        #expect(c.target >= before && c.detector.state != .overusing)
+    }
+}

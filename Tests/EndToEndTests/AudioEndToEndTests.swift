@@ -17,8 +17,10 @@ import X11TestSupport
         let port = freeEvenPort()
         // Receivers first: ffmpeg reads the SDP the sender will write (video and Opus audio).
         let sdp = "\(dir)/stream.sdp"
-        try SessionDescription(destination: "127.0.0.1", videoPort: port, framerate: 15, audioPort: port + 2).render()
-            .write(toFile: sdp, atomically: true, encoding: .utf8)
+        // As the sender writes it: its video numbered for transport feedback (`a=extmap:3`).
+        var description = SessionDescription(destination: "127.0.0.1", videoPort: port, framerate: 15, audioPort: port + 2)
+        description.transportSequenceID = 3
+        try description.render().write(toFile: sdp, atomically: true, encoding: .utf8)
         // ffmpeg decodes with libopus: Debian 12's ffmpeg 5.1 native Opus decoder plays this
         // stream's 440 Hz tone at 450 Hz (libopus, here and in the test below, does not).
         let ffmpeg = try Child(which("ffmpeg"), [

@@ -117,6 +117,37 @@ import X11TestSupport
         #expect((got["frames_decoded"] as? Int ?? 0) >= 20 * 30 / 2, "\(got)")
     }
 
+    /// Slides (`detail`) behind a 500 kbit/s bottleneck, 3 Mbit/s asked for: the picture keeps
+    /// its full size, and once the slide has been still a few seconds the text is sharp at
+    /// the viewer (Y-PSNR of its last picture against the slide drawn ≥ 40 dB).
+    @Test func slidesUnderACapKeepTheirSizeAndSharpness() throws {
+        let dir = try makeTempDir()
+        let slide = try renderSlide(width: 1920, height: 1080, title: "Congestion control keeps text sharp", dir: dir)
+        let session = try PlainSession(dir: dir, input: "\(dir)/slide.bgra", format: "bgra", width: 1920, height: 1080, fps: 15,
+                                       transportFeedback: true, viewerSeconds: 16, viewerArguments: ["--record", "\(dir)/got.webm"],
+                                       proxyArguments: ["--rate", "500k", "--queue-ms", "300", "--delay", "25"],
+                                       senderArguments: ["--bitrate", "3M", "--content", "detail", "--duration", "14"])
+        let exits = session.finish(within: 40)
+        #expect(exits.sender == 0 && exits.viewer == 0, "\(session.sender.stderr)\(session.viewer.stderr)")
+        let stats = EventLog(session.sender).events(named: "stats")
+        #expect(stats.count >= 12 && stats.allSatisfy { $0["width"] as? Int == 1920 && $0["height"] as? Int == 1080 }, "\(stats)")
+        #expect(stats.contains { ($0["target_kbps"] as? Int ?? .max) <= 600 }, "the target never came down to the link: \(stats.map { $0["target_kbps"] ?? "?" })")
+        let got = try EventLog(session.viewer).stopped()
+        #expect(got["width"] as? Int == 1920 && got["height"] as? Int == 1080, "\(got)")
+        // The recording's last second as I420 (its luma as coded: `gray` would stretch it to
+        // full range): the last picture's luma against the slide's.
+        let raw = "\(dir)/last.yuv"
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-sseof", "-1", "-i", "\(dir)/got.webm",
+                                          "-f", "rawvideo", "-pix_fmt", "yuv420p", "-y", raw]) == 0)
+        let pictures = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw)))
+        let size = 1920 * 1080, frame = size * 3 / 2
+        #expect(pictures.count >= frame, "ffmpeg gave \(pictures.count) bytes")
+        guard pictures.count >= frame else { return }
+        let last = pictures.count / frame - 1
+        let p = psnr(pictures[(last * frame)..<(last * frame + size)], luma(bgra: slide, width: 1920, height: 1080))
+        #expect(p >= 40, "the last picture is \(p) dB from the slide")
+    }
+
     /// A receiver that sends no transport feedback (an SDP without the extension, as ffmpeg and
     /// GStreamer are): the sender keeps `--bitrate`, as before congestion control.
     @Test func withoutFeedbackTheRateIsTheOneAskedFor() throws {

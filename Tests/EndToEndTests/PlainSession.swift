@@ -26,9 +26,9 @@ struct PlainSession {
     /// - Parameters:
     ///   - viewerSeconds: `watch --duration`.
     ///   - proxyArguments: the proxy's impairments (`--loss 0.05 --seed 7`, `--rate 1M`, …).
-    ///   - senderArguments: what follows `start --to PROXY --input FILE --input-format nv12 --input-size WxH`.
-    init(dir: String, input: String, width: Int, height: Int, fps: Int, transportFeedback: Bool = false, viewerSeconds: Double,
-         proxyArguments: [String] = [], senderArguments: [String]) throws {
+    ///   - senderArguments: what follows `start --to PROXY --input FILE --input-format FORMAT --input-size WxH`.
+    init(dir: String, input: String, format: String = "nv12", width: Int, height: Int, fps: Int, transportFeedback: Bool = false,
+         viewerSeconds: Double, viewerArguments: [String] = [], proxyArguments: [String] = [], senderArguments: [String]) throws {
         self.dir = dir
         let viewerPort = freeEvenPort()
         var proxyPort = freeEvenPort()
@@ -37,14 +37,14 @@ struct PlainSession {
         if transportFeedback { description.transportSequenceID = TransportWideSequence.defaultID }
         let sdp = "\(dir)/v.sdp"
         try description.render().write(toFile: sdp, atomically: true, encoding: .utf8)
-        viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--duration", "\(viewerSeconds)", "--json"],
-                           dir: dir, name: "viewer")
+        viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--duration", "\(viewerSeconds)", "--json"]
+                           + viewerArguments, dir: dir, name: "viewer")
         try waitUntilBound(viewerPort)
         proxy = try Child(which("python3"), [scriptPath("lossy-proxy"), "--listen", "\(proxyPort)", "--to", "127.0.0.1:\(viewerPort)"]
                           + proxyArguments, dir: dir, name: "proxy")
         try waitUntilBound(proxyPort)
         sender = try Child(screenshareBinary(), [
-            "start", "--to", "127.0.0.1:\(proxyPort)", "--input", input, "--input-format", "nv12", "--input-size", "\(width)x\(height)",
+            "start", "--to", "127.0.0.1:\(proxyPort)", "--input", input, "--input-format", format, "--input-size", "\(width)x\(height)",
             "--fps", "\(fps)", "--no-audio", "--json",
         ] + senderArguments, dir: dir, name: "sender")
     }

@@ -188,7 +188,10 @@ func waitUntilRefined(_ sender: Child, since changedAt: Date, seconds: Double = 
 }
 
 /// Writes the SDP the sender will write, so the receiver can start first.
-func writeSDP(port: UInt16, fps: Int, to path: String) throws {
-    try SessionDescription(destination: "127.0.0.1", videoPort: port, framerate: fps).render()
-        .write(toFile: path, atomically: true, encoding: .utf8)
+/// An SDP for receiving on `port`; `transportFeedback` names the transport-wide sequence number
+/// (`a=extmap:3`), as the sender's own `--sdp` does (a `watch` reading it sends feedback).
+func writeSDP(port: UInt16, fps: Int, transportFeedback: Bool = false, to path: String) throws {
+    var description = SessionDescription(destination: "127.0.0.1", videoPort: port, framerate: fps)
+    if transportFeedback { description.transportSequenceID = 3 }
+    try description.render().write(toFile: path, atomically: true, encoding: .utf8)
 }

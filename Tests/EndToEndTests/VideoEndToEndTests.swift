@@ -14,7 +14,7 @@ import X11TestSupport
         try paintRoot(slide, width: 1920, height: 1080, on: xvfb.name)
         let port = freeEvenPort()
         let sdp = "\(dir)/stream.sdp"
-        try writeSDP(port: port, fps: 15, to: sdp)
+        try writeSDP(port: port, fps: 15, transportFeedback: true, to: sdp)
         let ffmpeg = try FFmpegReceiver(sdpPath: sdp, dir: dir)
         try waitUntilBound(port)
         let sender = try Child(screenshareBinary(), [

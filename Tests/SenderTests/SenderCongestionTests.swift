@@ -29,7 +29,8 @@ import Transport
         // 1.6 Mbit/s sent, all arriving 20 ms later: no queue, the target holds.
         var now: UInt64 = 1_000 * ms
         for _ in 0..<10 {
-            let update = c.take(exchange(&c, count: 20, start: now, delay: { _ in 20 }), rttNanos: 40 * ms, now: now + 120 * ms)
+            let fb0 = exchange(&c, count: 20, start: now, delay: { _ in 20 })
+            let update = c.take(fb0, rttNanos: 40 * ms, now: now + 120 * ms)
             #expect(update.target == 3_000_000 && update.announcedFrom == nil)
             now += 100 * ms
         }
@@ -41,7 +42,8 @@ import Transport
         var announced: [Double] = []
         var last = 0.0
         for round in 0..<5 {
-            let update = c.take(exchange(&c, count: 20, start: now, delay: { i in 20 + Double(round * 20 + i) * 2 }), rttNanos: 40 * ms,
+            let fb1 = exchange(&c, count: 20, start: now, delay: { i in 20 + Double(round * 20 + i) * 2 })
+            let update = c.take(fb1, rttNanos: 40 * ms,
                                 now: now + 300 * ms)
             if let from = update.announcedFrom { announced.append(from) }
             last = update.target
@@ -57,7 +59,8 @@ import Transport
         // Everything lost for a while: the loss-based rate falls to the floor.
         var now: UInt64 = 0
         for _ in 0..<40 {
-            _ = c.take(exchange(&c, count: 20, start: now, delay: { i in i == 0 ? 10 : nil }), rttNanos: 50 * ms, now: now + 100 * ms)
+            let fb2 = exchange(&c, count: 20, start: now, delay: { i in i == 0 ? 10 : nil })
+            _ = c.take(fb2, rttNanos: 50 * ms, now: now + 100 * ms)
             now += 300 * ms
         }
         #expect(c.controller.target == Double(SenderCongestion.defaultMinimum))
@@ -77,14 +80,17 @@ import Transport
         var c = SenderCongestion(bitrate: Bitrate(bitsPerSecond: 1_000_000), minBitrate: Bitrate(bitsPerSecond: 200_000), firstSequence: 0)
         for i in 0..<25 { c.resent(bytes: 1172, now: 5_000_000_000 + UInt64(i) * 40 * ms) }  // 25 × 1200 bytes in second 5
         #expect(c.encoderTarget == 1_000_000)  // second 5 is not over yet
-        let update = c.take(exchange(&c, count: 10, start: 6_000 * ms, delay: { _ in 20 }), rttNanos: 40 * ms, now: 6_100 * ms)
+        let fb3 = exchange(&c, count: 10, start: 6_000 * ms, delay: { _ in 20 })
+        let update = c.take(fb3, rttNanos: 40 * ms, now: 6_100 * ms)
         #expect(c.resendRate == 240_000)
         #expect(update.target == 760_000 && c.encoderTarget == 760_000)
         for i in 0..<100 { c.resent(bytes: 1172, now: 6_200 * ms + UInt64(i) * ms) }
-        _ = c.take(exchange(&c, count: 10, start: 7_000 * ms, delay: { _ in 20 }), rttNanos: 40 * ms, now: 7_100 * ms)
+        let fb4 = exchange(&c, count: 10, start: 7_000 * ms, delay: { _ in 20 })
+        _ = c.take(fb4, rttNanos: 40 * ms, now: 7_100 * ms)
         #expect(c.encoderTarget == 200_000)
         // A second with none: back to the path's target.
-        _ = c.take(exchange(&c, count: 10, start: 9_000 * ms, delay: { _ in 20 }), rttNanos: 40 * ms, now: 9_100 * ms)
+        let fb5 = exchange(&c, count: 10, start: 9_000 * ms, delay: { _ in 20 })
+        _ = c.take(fb5, rttNanos: 40 * ms, now: 9_100 * ms)
         #expect(c.encoderTarget == c.controller.target)
     }
 }
