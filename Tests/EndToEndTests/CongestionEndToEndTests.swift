@@ -28,6 +28,7 @@ import X11TestSupport
         func number(_ line: JSONObject, _ key: String) -> Double { (line[key] as? Double) ?? Double(line[key] as? Int ?? 0) }
         let report = seconds.map { "\($0["t"] ?? "?"): \(number($0, "delivered_kbps")) kbit/s, queue p95 \(number($0, "queue_ms_p95")) ms, dropped \(number($0, "dropped"))" }
             .joined(separator: "\n")
+        print("bottleneck 1 → 4 → 0.5 Mbit/s, second by second (the proxy's own):\n\(report)")
         #expect(seconds.count >= 44, "\(session.proxy.stdout)")
 
         // 1 Mbit/s, after 10 s: 0.7–1.0 × the capacity delivered, queue p95 ≤ 200 ms, < 2 % dropped.
