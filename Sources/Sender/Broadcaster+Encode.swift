@@ -35,6 +35,7 @@ extension Broadcaster {
         if congestion != nil { packetizer.transportSequenceID = TransportWideSequence.defaultID }
         var networkTarget = 0
         var adapter = ResolutionAdapter()
+        var sendBudget = RateBucket()
         let packetBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
         defer { packetBuffer.deallocate() }
         // Probes resend the newest packets (made once: up to 16 of them).
@@ -108,7 +109,9 @@ extension Broadcaster {
                 try encoder!.encode(frame, pts: Int64(ts &- rtpBase), duration: UInt(90_000 / max(current.fps, 1))) { data, info in
                     produced = true
                     key = key || info.isKeyframe
-                    send(data, timestamp: ts, bitrate: scheduler.bitrate, packetizer: &packetizer, buffer: packetBuffer, into: &sent)
+                    send(data, timestamp: ts, bitrate: scheduler.bitrate, packetizer: &packetizer, buffer: packetBuffer,
+                         budget: &sendBudget, networkLimited: networkTarget != 0 && current.content == .motion && !info.isKeyframe,
+                         into: &sent)
                 }
             } catch {
                 events.emit(.error(.encodeFailure, "\(error)"))
@@ -122,7 +125,8 @@ extension Broadcaster {
             // encoder cannot hold the path's rate at this size.
             if networkTarget != 0, current.content == .motion,
                let level = adapter.encoded(bits: sent.octets * 8, keyframe: key, quantizer: encoder?.lastQuantizer(),
-                                          maxQuantizer: encoder?.maxQuantizer ?? 63, target: scheduler.bitrate.bitsPerSecond, now: now) {
+                                          maxQuantizer: encoder?.maxQuantizer ?? 63, target: scheduler.bitrate.bitsPerSecond,
+                                          fps: Double(max(current.fps, 1)), now: now) {
                 scaleLevel.store(level, ordering: .relaxed)
             }
             counters.withLock { c in
@@ -201,9 +205,19 @@ extension Broadcaster {
     /// otherwise the first 16 kB leave at once, the rest of a big frame (a 1080p keyframe is
     /// 70–90 kB) at 4 × the bit rate (at least 8 Mbit/s). Each packet goes into the history
     /// for NACKs.
+    ///
+    /// Under congestion control `motion` has a budget across frames that holds the stream to 1.1 × the target
+    /// (with a quarter of a second of burst): when the encoder overshoots for a while (libvpx
+    /// can, for a second at 1.5 ×), packets wait here rather than in the path's queue, the encode
+    /// thread with them, and the latest-frame mailbox skips the pictures meanwhile (libwebrtc's
+    /// pacer queue does the same job). A keyframe is the one burst allowed (a late joiner waits
+    /// for it): it does not wait, but the frames after it pay for it. (`detail` waits for its
+    /// own bit budget before encoding, in `EncodeScheduler`.)
     func send(_ data: UnsafeRawBufferPointer, timestamp: UInt32, bitrate: Bitrate, packetizer: inout VP8Packetizer,
-              buffer: UnsafeMutableRawBufferPointer, into sent: inout SentFrame) {
+              buffer: UnsafeMutableRawBufferPointer, budget: inout RateBucket, networkLimited: Bool, into sent: inout SentFrame) {
         let sendStart = clock.nowNanos()
+        let budgetRate = Int(Double(bitrate.bitsPerSecond) * Self.budgetHeadroom)
+        let burstBits = Double(bitrate.bitsPerSecond) * Self.budgetBurstSeconds
         let paced = congestion != nil
         let paceBitsPerSecond = paced ? Double(bitrate.bitsPerSecond) * 2.5 : Double(max(bitrate.bitsPerSecond * 4, 8_000_000))
         let unpacedBytes = paced ? 2400 : Self.unpacedBytes
@@ -213,6 +227,20 @@ extension Broadcaster {
             if frameBytes > unpacedBytes {
                 let due = sendStart + UInt64(Double(frameBytes - unpacedBytes) * 8 / paceBitsPerSecond * 1e9)
                 while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
+            }
+            let bits = packet.count * 8
+            if !networkLimited {
+                budget.drain(at: clock.nowNanos(), bitsPerSecond: budgetRate)
+                budget.add(bits: bits)
+            } else {
+                budget.drain(at: clock.nowNanos(), bitsPerSecond: budgetRate)
+                let wait = budget.nanosUntil(atMost: max(0, burstBits - Double(bits)), bitsPerSecond: budgetRate)
+                if wait > 0 {
+                    let due = clock.nowNanos() + wait
+                    while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
+                    budget.drain(at: clock.nowNanos(), bitsPerSecond: budgetRate)
+                }
+                budget.add(bits: bits)
             }
             frameBytes += packet.count
             frame.octets += packet.count
@@ -229,6 +257,10 @@ extension Broadcaster {
         sent.busy += frame.busy
         sent.nanos &+= clock.nowNanos() &- sendStart
     }
+
+    /// The send budget under congestion control: its rate over the target, and its burst.
+    static let budgetHeadroom = 1.1
+    static let budgetBurstSeconds = 0.25
 
     /// `motion`'s largest keyframe under congestion control, in percent of an average frame.
     static let congestedMaxIntraPercent = 300

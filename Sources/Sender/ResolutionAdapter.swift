@@ -24,6 +24,7 @@ struct ResolutionAdapter: Equatable {
     private var frames = 0
     private var quantizerSum = 0
     private var quantized = 0
+    private var deltaFrames = 0
     private var over = 0
     private var roomToGrow = 0
     /// The window after a resize is not weighed (its keyframe).
@@ -44,12 +45,15 @@ struct ResolutionAdapter: Equatable {
 
     /// A frame of `bits` (a keyframe or not, at `quantizer` of at most `maxQuantizer`) was
     /// encoded at `now` for a target of `target` bit/s. Returns the new step when it changes.
+    /// `fps`: the frame rate asked for. What a size needs is weighed per frame at that rate, so
+    /// frames the send budget skipped (the encoder over the path's rate) count against it too.
     mutating func encoded(bits: Int, keyframe: Bool = false, quantizer: Int? = nil, maxQuantizer: Int = 63, target: Int,
-                          now: UInt64) -> Int? {
+                          fps: Double = 30, now: UInt64) -> Int? {
         let start = windowStart ?? now
         windowStart = start
         if !keyframe {
             producedBits += Double(bits)
+            deltaFrames += 1
             if let quantizer {
                 quantizerSum += quantizer
                 quantized += 1
@@ -58,13 +62,13 @@ struct ResolutionAdapter: Equatable {
         targetSum += Double(target)
         frames += 1
         guard now - start >= Self.windowNanos else { return nil }
-        let seconds = Double(now - start) / 1e9
-        let produced = producedBits / seconds, asked = targetSum / Double(frames)
+        let produced = deltaFrames > 0 ? producedBits / Double(deltaFrames) * fps : 0, asked = targetSum / Double(frames)
         let coarsest = quantized > 0 && quantizerSum >= (maxQuantizer - 4) * quantized
         windowStart = now
         producedBits = 0
         targetSum = 0
         frames = 0
+        deltaFrames = 0
         quantizerSum = 0
         quantized = 0
         if settling {

@@ -59,5 +59,14 @@ import Testing
                                     now: UInt64(i) * 33_333_334) { changed.append(step) }
         }
         #expect(changed == [1])
+    
+        // Frames skipped (the send budget held the encoder back): 10 frames a second of a 30 fps
+        // stream, each a tenth of the target, are 3 × what the size needs at its frame rate.
+        var d = ResolutionAdapter()
+        changed = []
+        for i in 0...5 {
+            if let step = d.encoded(bits: 100_000, target: 1_000_000, fps: 30, now: UInt64(i) * 100_000_000) { changed.append(step) }
+        }
+        #expect(changed == [1])
     }
 }
