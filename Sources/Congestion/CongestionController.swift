@@ -146,7 +146,7 @@ public struct CongestionController: Sendable {
         if let p = probing, now - p.at > 1_000_000_000 { probing = nil }  // its result never came
         guard pendingProbe == nil, probing == nil else { return }
         let calm = detector.state == .normal && lossFraction < 0.02
-        guard calm, target < 0.95 * maximum, now - (lastProbeAt ?? 0) >= Self.probeInterval || lastProbeAt == nil else { return }
+        guard calm, target < 0.95 * maximum, lastProbeAt.map({ now - $0 >= Self.probeInterval }) ?? true else { return }
         queueProbe(min(2 * target, maximum), now: now)
     }
 

@@ -53,8 +53,8 @@ extension Broadcaster {
         var force = false
         var scale = scaleLevel.load(ordering: .relaxed)
         while isRunning {
-            if scaleLevel.load(ordering: .relaxed) != scale {
-                scale = scaleLevel.load(ordering: .relaxed)
+            if case let level = scaleLevel.load(ordering: .relaxed), level != scale {
+                scale = level
                 sourceSize = PixelSize(width: 0, height: 0)  // re-apply the scaling policy
                 force = true
             }
@@ -156,8 +156,8 @@ extension Broadcaster {
         var lastPublished: UInt64 = 0
         var scale = scaleLevel.load(ordering: .relaxed)
         while isRunning {
-            if scaleLevel.load(ordering: .relaxed) != scale {
-                scale = scaleLevel.load(ordering: .relaxed)
+            if case let level = scaleLevel.load(ordering: .relaxed), level != scale {
+                scale = level
                 pool.resize(to: targetSize(for: reader.size))
             }
             let now = clock.nowNanos()

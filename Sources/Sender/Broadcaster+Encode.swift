@@ -200,14 +200,14 @@ extension Broadcaster {
     }
 
     /// Packetizes one encoded frame and sends it, paced so one burst does not overflow a
-    /// router queue (or the relay's) and get lost. Under congestion control (plain mode) the
+    /// router queue (or the relay's) and get lost. With congestion control the
     /// first two packets leave at once and the rest at 2.5 × the target, as libwebrtc's pacer;
     /// otherwise the first 16 kB leave at once, the rest of a big frame (a 1080p keyframe is
     /// 70–90 kB) at 4 × the bit rate (at least 8 Mbit/s). Each packet goes into the history
     /// for NACKs.
     ///
-    /// Under congestion control `motion` has a budget across frames that holds the stream to 1.1 × the target
-    /// (with a quarter of a second of burst): when the encoder overshoots for a while (libvpx
+    /// Under congestion control `motion` has a budget across frames that holds the stream to
+    /// 1.1 × the target (with a quarter of a second of burst): when the encoder overshoots for a while (libvpx
     /// can, for a second at 1.5 ×), packets wait here rather than in the path's queue, the encode
     /// thread with them, and the latest-frame mailbox skips the pictures meanwhile (libwebrtc's
     /// pacer queue does the same job). A keyframe is the one burst allowed (a late joiner waits
@@ -229,19 +229,14 @@ extension Broadcaster {
                 while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
             }
             let bits = packet.count * 8
-            if !networkLimited {
+            budget.drain(at: clock.nowNanos(), bitsPerSecond: budgetRate)
+            let wait = networkLimited ? budget.nanosUntil(atMost: max(0, burstBits - Double(bits)), bitsPerSecond: budgetRate) : 0
+            if wait > 0 {
+                let due = clock.nowNanos() + wait
+                while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
                 budget.drain(at: clock.nowNanos(), bitsPerSecond: budgetRate)
-                budget.add(bits: bits)
-            } else {
-                budget.drain(at: clock.nowNanos(), bitsPerSecond: budgetRate)
-                let wait = budget.nanosUntil(atMost: max(0, burstBits - Double(bits)), bitsPerSecond: budgetRate)
-                if wait > 0 {
-                    let due = clock.nowNanos() + wait
-                    while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
-                    budget.drain(at: clock.nowNanos(), bitsPerSecond: budgetRate)
-                }
-                budget.add(bits: bits)
             }
+            budget.add(bits: bits)
             frameBytes += packet.count
             frame.octets += packet.count
             let rc = sendRTP(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<packet.count]))

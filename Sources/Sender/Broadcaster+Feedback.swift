@@ -85,11 +85,15 @@ extension Broadcaster {
     /// The resend budget's depth: this long at its rate may go at once.
     static let resendBurstSeconds = 0.1
 
-    /// The rate resends may take (bit/s): half the encoder's target.
-    var resendRate: Int {
-        let asked = settings.bitrate.bitsPerSecond, network = networkTarget.load(ordering: .relaxed)
-        return (network == 0 ? asked : min(asked, network)) / 2
+    /// The rate the encoder aims at: `--bitrate` (or `ctl set`), or less when congestion
+    /// control says the path carries less (what `EncodeScheduler.bitrate` gives the encoder).
+    var encoderTarget: Bitrate {
+        let asked = settings.bitrate, network = networkTarget.load(ordering: .relaxed)
+        return network == 0 ? asked : min(asked, Bitrate(bitsPerSecond: network))
     }
+
+    /// The rate resends may take (bit/s): half the encoder's target.
+    var resendRate: Int { encoderTarget.bitsPerSecond / 2 }
 
     /// `warning` `network_busy`, at most once per 10 s.
     func warnNetworkBusy(_ message: String) {

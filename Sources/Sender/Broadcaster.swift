@@ -265,9 +265,8 @@ public final class Broadcaster: Sendable {
                     c.sendMillis.removeAll(keepingCapacity: true)
                     return copy
                 }
-                let network = networkTarget.load(ordering: .relaxed), asked = settings.bitrate.kbps
                 let report = statistics.second(second, audio: audioSender?.counters.withLock { $0 },
-                                               targetKbps: network == 0 ? asked : min(asked, network / 1000),
+                                               targetKbps: encoderTarget.kbps,
                                                estimateKbps: congestion?.withLock { $0.estimate.map { Int($0 / 1000) } },
                                                inRoom: config.room != nil, now: now)
                 events.emit(report.stats)

@@ -5,9 +5,10 @@ import MediaCore
 /// encoder's output (keyframes left out: a keyframe asked for by a receiver is not the size's
 /// fault) is weighed against the target: a second above 1.3 × it, half a second above 2 × it,
 /// or half a second above 1.1 × it at libvpx's coarsest quantizers (within 4 of the limit:
-/// nothing but a smaller picture can help), scale the picture down a step — ¾ of the side, then ½ (a quarter of the area, the least); the target growing to
-/// 1.2 × what the larger size needed, for three seconds, scales it back up. A resize restarts
-/// the encoder (a keyframe), so the half second after one is not weighed. Pure: sizes and time in, a level out.
+/// nothing but a smaller picture can help), scale the picture down a step — ¾ of the side,
+/// then ½ (a quarter of the area, the least); the target growing to 1.2 × what the larger size
+/// needed, for three seconds, scales it back up. A resize restarts the encoder (a keyframe), so
+/// the half second after one is not weighed. Pure: sizes and time in, a level out.
 struct ResolutionAdapter: Equatable {
     /// The steps, as fractions of each side.
     static let steps: [(num: Int, den: Int)] = [(1, 1), (3, 4), (1, 2)]

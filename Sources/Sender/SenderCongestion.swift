@@ -34,10 +34,15 @@ struct SenderCongestion {
         announced = controller.target
     }
 
-    private static func makeController(bitrate: Bitrate, minBitrate: Bitrate?, start: Double) -> CongestionController {
+    /// The controller's bounds (bit/s): `--min-bitrate` (or the default floor) to `--bitrate`.
+    private static func bounds(bitrate: Bitrate, minBitrate: Bitrate?) -> (minimum: Double, maximum: Double) {
         let maximum = Double(bitrate.bitsPerSecond)
-        let minimum = min(Double(minBitrate?.bitsPerSecond ?? defaultMinimum), maximum)
-        return CongestionController(minimum: minimum, maximum: maximum, start: start)
+        return (min(Double(minBitrate?.bitsPerSecond ?? defaultMinimum), maximum), maximum)
+    }
+
+    private static func makeController(bitrate: Bitrate, minBitrate: Bitrate?, start: Double) -> CongestionController {
+        let b = bounds(bitrate: bitrate, minBitrate: minBitrate)
+        return CongestionController(minimum: b.minimum, maximum: b.maximum, start: start)
     }
 
     /// A packet of `size` bytes leaves at `now` (in a probe cluster, or media): its
@@ -92,9 +97,9 @@ struct SenderCongestion {
 
     /// `ctl set bitrate`/`min-bitrate`: new bounds; the estimate carries on within them.
     mutating func setBounds(bitrate: Bitrate, minBitrate: Bitrate?) {
-        let maximum = Double(bitrate.bitsPerSecond)
-        controller.setBounds(minimum: min(Double(minBitrate?.bitsPerSecond ?? Self.defaultMinimum), maximum), maximum: maximum)
-        if !hasFeedback { controller = Self.makeController(bitrate: bitrate, minBitrate: minBitrate, start: maximum) }
+        let b = Self.bounds(bitrate: bitrate, minBitrate: minBitrate)
+        controller.setBounds(minimum: b.minimum, maximum: b.maximum)
+        if !hasFeedback { controller = Self.makeController(bitrate: bitrate, minBitrate: minBitrate, start: b.maximum) }
     }
 
     /// What the receiver got over the last 500 ms (bit/s), for `estimate_kbps`.

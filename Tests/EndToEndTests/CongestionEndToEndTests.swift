@@ -7,6 +7,15 @@ import X11TestSupport
 /// bottleneck with a drop-tail queue. The proxy measures what crossed it itself, second by
 /// second; the sender's rate is never taken from the sender's own account.
 @Suite(.serialized) struct CongestionEndToEndTests {
+    /// A number field of one of the proxy's lines (JSON gives Int or Double).
+    static func number(_ line: JSONObject, _ key: String) -> Double { (line[key] as? Double) ?? Double(line[key] as? Int ?? 0) }
+
+    /// The proxy's seconds, one line each, for a failure's message.
+    static func report(_ seconds: [JSONObject]) -> String {
+        seconds.map { "\($0["t"] ?? "?"): \(number($0, "delivered_kbps")) kbit/s, queue p95 \(number($0, "queue_ms_p95")) ms, dropped \(number($0, "dropped"))" }
+            .joined(separator: "\n")
+    }
+
     /// 720p motion at 30 fps asking for up to 3 Mbit/s (200 kbit/s at least), 25 ms each way,
     /// a 300 ms queue; the capacity is 1 Mbit/s, rises to 4 Mbit/s at 20 s and falls to
     /// 500 kbit/s at 35 s. Before this was built the sender kept 3 Mbit/s: the queue sat at
@@ -25,9 +34,7 @@ import X11TestSupport
         #expect(exits.viewer == 0, "\(session.viewer.stderr)")
         let seconds = session.seconds
         func at(_ range: ClosedRange<Int>) -> [JSONObject] { seconds.filter { range.contains($0["t"] as? Int ?? -1) } }
-        func number(_ line: JSONObject, _ key: String) -> Double { (line[key] as? Double) ?? Double(line[key] as? Int ?? 0) }
-        let report = seconds.map { "\($0["t"] ?? "?"): \(number($0, "delivered_kbps")) kbit/s, queue p95 \(number($0, "queue_ms_p95")) ms, dropped \(number($0, "dropped"))" }
-            .joined(separator: "\n")
+        let number = Self.number, report = Self.report(seconds)
         print("bottleneck 1 → 4 → 0.5 Mbit/s, second by second (the proxy's own):\n\(report)")
         #expect(seconds.count >= 44, "\(session.proxy.stdout)")
 
@@ -105,9 +112,7 @@ import X11TestSupport
         #expect(viewer.finish(within: 20) == 0, "\(viewer.stderr)")
         proxy.finish(within: 0)
         let seconds = EventLog(proxy).events(named: "second")
-        func number(_ line: JSONObject, _ key: String) -> Double { (line[key] as? Double) ?? Double(line[key] as? Int ?? 0) }
-        let report = seconds.map { "\($0["t"] ?? "?"): \(number($0, "delivered_kbps")) kbit/s, queue p95 \(number($0, "queue_ms_p95")) ms, dropped \(number($0, "dropped"))" }
-            .joined(separator: "\n")
+        let number = Self.number, report = Self.report(seconds)
         let steady = seconds.filter { (11...22).contains($0["t"] as? Int ?? -1) }
         #expect(steady.count >= 10, "\(proxy.stdout)")
         let delivered = steady.map { number($0, "delivered_kbps") }.reduce(0, +) / Double(max(steady.count, 1))
