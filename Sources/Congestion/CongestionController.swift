@@ -4,8 +4,9 @@
 /// it, caps both. The target is the smallest, between `minimum` and `maximum`.
 ///
 /// - Delay: on overuse the rate drops to 0.85 × what the receiver got in the last 500 ms; while
-///   normal it grows 8 % a second, or by about one packet per round trip once it is near the
-///   rate where it last had to drop (the link's capacity, as measured); underuse holds it.
+///   normal it grows 8 % a second, or by about one packet per two response times once the
+///   link's capacity is known (``LinkCapacity``: what got through at the decreases), until
+///   more than that gets through; underuse holds it.
 /// - Loss (over the feedback of the last second): under 2 % it may grow 8 % a second; over 10 %
 ///   it drops by half the loss above 10 %; in between it creeps up while the delay says no
 ///   queue builds (random loss, as on Wi-Fi, is not congestion).
@@ -28,8 +29,9 @@ public struct CongestionController: Sendable {
 
     private var lastDelayUpdate: UInt64?
     private var lastLossUpdate: UInt64?
-    /// The acknowledged rate at the last decrease: near it, the controller creeps (additive).
-    private var linkCapacity: Double?
+    /// What got through at the decreases (smoothed): while known, the controller creeps
+    /// (additive) instead of growing 8 % a second.
+    public private(set) var linkCapacity = LinkCapacity()
     /// Received bytes by arrival, for `acknowledged` (the last 500 ms).
     private var arrivals: [(time: UInt64, bytes: Int)] = []
     private var arrivalsHead = 0
@@ -133,7 +135,9 @@ public struct CongestionController: Sendable {
         guard detector.state != .overusing else { return }
         if found > delayBased {
             delayBased = min(found, maximum)
-            linkCapacity = nil
+            // A probe into a full link finds the link (and must not make the rate race again);
+            // one that found clearly more than the link seemed to carry: the link grew.
+            if let upper = linkCapacity.upperBound, found > upper { linkCapacity.reset() }
             if lossFraction < 0.02 { lossBased = max(lossBased, delayBased) }
         }
         // It found most of what it tried: try further.
@@ -216,7 +220,7 @@ public struct CongestionController: Sendable {
             if lastQueueCut.map({ now - $0 >= response }) ?? true, let got = acknowledged {
                 lastQueueCut = now
                 delayBased = max(min(delayBased, 0.8 * got), minimum)
-                linkCapacity = got
+                linkCapacity.onDecrease(got)
             }
             return
         }
@@ -225,26 +229,20 @@ public struct CongestionController: Sendable {
             let measured = acknowledged ?? delayBased
             let next = 0.85 * measured
             if next < delayBased {
+                // Far below what the link seemed to carry: it shrank, and is unknown again.
+                if let lower = linkCapacity.lowerBound, measured < lower { linkCapacity.reset() }
+                linkCapacity.onDecrease(measured)
                 delayBased = max(next, minimum)
-                linkCapacity = measured
             }
         case .underusing:
             break  // the queue drains: hold
         case .normal:
             // Never far above what actually gets through (1.5 × acknowledged + 10 kbit/s).
             let ceiling = acknowledged.map { 1.5 * $0 + 10_000 } ?? maximum
-            var next: Double
-            // More gets through than the capacity measured at the last decrease (by more than
-            // its usual spread, as libwebrtc's 3 σ): the link grew, and is unknown again.
-            if let capacity = linkCapacity, let got = acknowledged, got > 1.05 * capacity { linkCapacity = nil }
-            if let capacity = linkCapacity, delayBased > 0.9 * capacity, delayBased < 1.5 * capacity {
-                // Near the known capacity: about one 1200-byte packet per response time.
-                let response = Double(rttNanos) / 1e9 + 0.1
-                next = delayBased + max(1000, 1200 * 8 * elapsed / response)
-            } else {
-                if let capacity = linkCapacity, delayBased >= 1.5 * capacity { linkCapacity = nil }
-                next = delayBased * pow108(elapsed)
-            }
+            // More gets through than the link carried at the decreases (beyond their usual
+            // spread): it grew, and is unknown again.
+            if let upper = linkCapacity.upperBound, let got = acknowledged, got > upper { linkCapacity.reset() }
+            let next = linkCapacity.estimate == nil ? delayBased * pow108(elapsed) : delayBased + nearCapacityIncrease * min(elapsed, 1)
             delayBased = min(max(min(next, max(ceiling, delayBased)), minimum), maximum)
         }
     }
@@ -267,8 +265,54 @@ public struct CongestionController: Sendable {
         }
     }
 
+    /// Near the link's capacity the rate grows by about one packet per twice the response time
+    /// (round trip + 100 ms) a second, as libwebrtc's `AimdRateControl` does: a packet being
+    /// a 30 fps frame's share of at most 1200 bytes; 4 kbit/s a second at least. At 1 Mbit/s
+    /// and a 50 ms round trip that is 28 kbit/s a second, so the queue the rate finally
+    /// overshoots into builds slowly and the detector sees it before it is deep.
+    var nearCapacityIncrease: Double {
+        let frameBits = delayBased / 30
+        let packets = (frameBits / (1200 * 8)).rounded(.up)
+        let packetBits = frameBits / max(packets, 1)
+        let response = 2 * (Double(rttNanos) / 1e9 + 0.1)
+        return max(4000, packetBits / response)
+    }
+
     /// 1.08^seconds (8 % a second), for short steps.
     private func pow108(_ seconds: Double) -> Double {
         1 + 0.08 * min(seconds, 1)
     }
+}
+
+/// What the link carried when the rate last had to come down (libwebrtc's
+/// `LinkCapacityEstimator`): an exponential average of the throughput at the decreases, with
+/// its spread (a normalised variance, within 0.4–2.5), so that "more than the link carries"
+/// means more than the estimate plus 3 σ, not a measurement's noise.
+public struct LinkCapacity: Sendable, Equatable {
+    /// kbit/s, nil while unknown.
+    public private(set) var estimateKbps: Double?
+    private var deviation = 0.4
+    public init() {}
+
+    /// bit/s, nil while unknown.
+    public var estimate: Double? { estimateKbps.map { $0 * 1000 } }
+    public var upperBound: Double? { estimateKbps.map { ($0 + 3 * spread($0)) * 1000 } }
+    public var lowerBound: Double? { estimateKbps.map { max(0, $0 - 3 * spread($0)) * 1000 } }
+    private func spread(_ estimate: Double) -> Double { (deviation * estimate).squareRoot() }
+
+    /// The rate came down while `throughput` (bit/s) got through.
+    public mutating func onDecrease(_ throughput: Double) {
+        let sample = throughput / 1000
+        let alpha = 0.05
+        guard let e = estimateKbps else {
+            estimateKbps = sample
+            return
+        }
+        let next = (1 - alpha) * e + alpha * sample
+        let error = next - sample
+        deviation = min(max((1 - alpha) * deviation + alpha * error * error / max(next, 1), 0.4), 2.5)
+        estimateKbps = next
+    }
+
+    public mutating func reset() { estimateKbps = nil }
 }

@@ -66,9 +66,18 @@ public struct DelayBasedDetector: Sendable {
         for r in results {
             if r.probeCluster != nil {
                 ignoreUntil = max(ignoreUntil, r.sendTime + Self.afterProbeNanos)
+                // The groups after the probe are compared with each other, not with one from
+                // before it: the queue the probe left would read as a queue building.
+                group = nil
+                previous = nil
                 continue
             }
-            guard let arrival = r.arrivalTime, r.sendTime > ignoreUntil else { continue }
+            guard let arrival = r.arrivalTime else { continue }
+            guard r.sendTime > ignoreUntil else {
+                group = nil
+                previous = nil
+                continue
+            }
             // The one-way delay (with the clocks' offset) moved by 2 s or more from one packet to
             // the next: no queue does that; the receiver's clock restarted (a new relay, a new
             // viewer), and what was measured before means nothing now.

@@ -11,9 +11,15 @@ import X11TestSupport
     static func number(_ line: JSONObject, _ key: String) -> Double { (line[key] as? Double) ?? Double(line[key] as? Int ?? 0) }
 
     /// The proxy's seconds, one line each, for a failure's message.
-    static func report(_ seconds: [JSONObject]) -> String {
-        seconds.map { "\($0["t"] ?? "?"): \(number($0, "delivered_kbps")) kbit/s, queue p95 \(number($0, "queue_ms_p95")) ms, dropped \(number($0, "dropped"))" }
+    /// With the sender's `stats`, its target and size each second too.
+    static func report(_ seconds: [JSONObject], sender: Child? = nil) -> String {
+        let proxy = seconds.map { "\($0["t"] ?? "?"): \(number($0, "delivered_kbps")) kbit/s, queue p95 \(number($0, "queue_ms_p95")) ms, dropped \(number($0, "dropped"))" }
             .joined(separator: "\n")
+        guard let sender else { return proxy }
+        let stats = EventLog(sender).events(named: "stats").map {
+            "target \(number($0, "target_kbps")) rtt \(number($0, "rtt_ms")) estimate \(number($0, "estimate_kbps")) sent \(number($0, "kbps")) \(number($0, "width"))x\(number($0, "height"))"
+        }
+        return proxy + "\nsender, each second:\n" + stats.joined(separator: "\n")
     }
 
     /// 720p motion at 30 fps asking for up to 3 Mbit/s (200 kbit/s at least), 25 ms each way,
@@ -34,7 +40,7 @@ import X11TestSupport
         #expect(exits.viewer == 0, "\(session.viewer.stderr)")
         let seconds = session.seconds
         func at(_ range: ClosedRange<Int>) -> [JSONObject] { seconds.filter { range.contains($0["t"] as? Int ?? -1) } }
-        let number = Self.number, report = Self.report(seconds)
+        let number = Self.number, report = Self.report(seconds, sender: session.sender)
         print("bottleneck 1 → 4 → 0.5 Mbit/s, second by second (the proxy's own):\n\(report)")
         #expect(seconds.count >= 44, "\(session.proxy.stdout)")
 
@@ -112,7 +118,8 @@ import X11TestSupport
         #expect(viewer.finish(within: 20) == 0, "\(viewer.stderr)")
         proxy.finish(within: 0)
         let seconds = EventLog(proxy).events(named: "second")
-        let number = Self.number, report = Self.report(seconds)
+        let number = Self.number, report = Self.report(seconds, sender: presenter)
+        print("room uplink at 1 Mbit/s, second by second (the proxy's own):\n\(report)")
         let steady = seconds.filter { (11...22).contains($0["t"] as? Int ?? -1) }
         #expect(steady.count >= 10, "\(proxy.stdout)")
         let delivered = steady.map { number($0, "delivered_kbps") }.reduce(0, +) / Double(max(steady.count, 1))
