@@ -13,6 +13,10 @@
 ///      |   PictureID   |
 ///      +-+-+-+-+-+-+-+-+
 /// ```
+/// With temporal layers (``temporalLayers``) the descriptor also carries TL0PICIDX and
+/// TID/Y (6 bytes): TL0PICIDX counts the base-layer frames, TID is the frame's layer, Y is set
+/// on upper-layer frames (they depend on the base layer only), and N on them too (nothing
+/// references them).
 /// S is set on the first packet of a frame, the RTP marker bit on the last (§4.1). Payloads
 /// (descriptor + data) are at most `maxPayloadSize` bytes and of balanced sizes. Headers are
 /// written straight into the caller's buffer; nothing is allocated per packet.
@@ -28,6 +32,13 @@ public struct VP8Packetizer: Sendable {
     /// When set, every packet carries a transport-wide sequence number with this extension ID
     /// (``TransportWideSequence``; 0 until the sender stamps it), in 8 bytes taken from the payload.
     public var transportSequenceID: UInt8?
+    /// Whether frames carry their temporal layer (TL0PICIDX and TID in the descriptor).
+    public var temporalLayers = false
+    /// The base-layer frames' running index (TL0PICIDX), as of the last one sent.
+    public private(set) var tl0PictureIndex: UInt8 = 0
+
+    /// The descriptor's size: 4, or 6 with temporal layers.
+    public var descriptorLength: Int { temporalLayers ? 6 : Self.descriptorSize }
 
     /// The header's size: 12, or 20 with the transport-wide sequence number.
     public var headerSize: Int { RTPHeader.fixedSize + (transportSequenceID == nil ? 0 : TransportWideSequence.blockSize) }
@@ -45,11 +56,14 @@ public struct VP8Packetizer: Sendable {
     /// - Parameter buffer: at least 12 + `maxPayloadSize` bytes, reused for every packet.
     /// - Returns: the number of packets emitted (0 for an empty frame).
     @discardableResult
-    public mutating func packetize(frame: UnsafeRawBufferPointer, rtpTimestamp: UInt32, into buffer: UnsafeMutableRawBufferPointer,
-                                   emit: (UnsafeRawBufferPointer) -> Void) -> Int {
+    /// - Parameter temporalLayer: the frame's layer (0 or 1) when ``temporalLayers`` is on.
+    public mutating func packetize(frame: UnsafeRawBufferPointer, rtpTimestamp: UInt32, temporalLayer: UInt8 = 0,
+                                   into buffer: UnsafeMutableRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) -> Int {
         guard frame.count > 0 else { return 0 }
         precondition(buffer.count >= RTPHeader.fixedSize + maxPayloadSize, "packet buffer too small")
-        let perPacket = maxPayloadSize - Self.descriptorSize - (headerSize - RTPHeader.fixedSize)
+        let layered = temporalLayers, upper = layered && temporalLayer > 0
+        if layered && !upper { tl0PictureIndex &+= 1 }
+        let perPacket = maxPayloadSize - descriptorLength - (headerSize - RTPHeader.fixedSize)
         let count = (frame.count + perPacket - 1) / perPacket
         let base = frame.count / count, extra = frame.count % count
         var offset = 0
@@ -59,11 +73,15 @@ public struct VP8Packetizer: Sendable {
                                    timestamp: rtpTimestamp, ssrc: ssrc)
             var n = header.marshal(into: buffer)
             if let id = transportSequenceID { n += TransportWideSequence.writeBlock(id: id, into: buffer) }
-            buffer[n] = 0x80 | (i == 0 ? 0x10 : 0)  // X, S, PID 0
-            buffer[n + 1] = 0x80  // I
+            buffer[n] = 0x80 | (upper ? 0x20 : 0) | (i == 0 ? 0x10 : 0)  // X, N, S, PID 0
+            buffer[n + 1] = layered ? 0xE0 : 0x80  // I (L, T)
             buffer[n + 2] = 0x80 | UInt8(pictureID >> 8)  // M (15-bit PictureID)
             buffer[n + 3] = UInt8(pictureID & 0xFF)
-            n += Self.descriptorSize
+            if layered {
+                buffer[n + 4] = tl0PictureIndex
+                buffer[n + 5] = (temporalLayer & 0x03) << 6 | (upper ? 0x20 : 0)  // TID, Y, KEYIDX 0
+            }
+            n += descriptorLength
             UnsafeMutableRawBufferPointer(rebasing: buffer[n..<(n + size)])
                 .copyMemory(from: UnsafeRawBufferPointer(rebasing: frame[offset..<(offset + size)]))
             n += size

@@ -33,6 +33,8 @@ extension Broadcaster {
         var packetizer = VP8Packetizer(ssrc: ssrc, initialSequence: UInt16.random(in: 0...UInt16.max),
                                        initialPictureID: UInt16.random(in: 0...0x7FFF))
         if congestion != nil { packetizer.transportSequenceID = TransportWideSequence.defaultID }
+        // In a room the relay forwards to each viewer the layers its link carries.
+        packetizer.temporalLayers = config.room != nil
         var networkTarget = 0
         var adapter = ResolutionAdapter()
         var sendBudget = RateBucket()
@@ -109,7 +111,7 @@ extension Broadcaster {
                 try encoder!.encode(frame, pts: Int64(ts &- rtpBase), duration: UInt(90_000 / max(current.fps, 1))) { data, info in
                     produced = true
                     key = key || info.isKeyframe
-                    send(data, timestamp: ts, bitrate: scheduler.bitrate, packetizer: &packetizer, buffer: packetBuffer,
+                    send(data, timestamp: ts, layer: info.temporalLayer ?? 0, bitrate: scheduler.bitrate, packetizer: &packetizer, buffer: packetBuffer,
                          budget: &sendBudget, networkLimited: networkTarget != 0 && current.content == .motion && !info.isKeyframe,
                          into: &sent)
                 }
@@ -213,7 +215,7 @@ extension Broadcaster {
     /// pacer queue does the same job). A keyframe is the one burst allowed (a late joiner waits
     /// for it): it does not wait, but the frames after it pay for it. (`detail` waits for its
     /// own bit budget before encoding, in `EncodeScheduler`.)
-    func send(_ data: UnsafeRawBufferPointer, timestamp: UInt32, bitrate: Bitrate, packetizer: inout VP8Packetizer,
+    func send(_ data: UnsafeRawBufferPointer, timestamp: UInt32, layer: UInt8, bitrate: Bitrate, packetizer: inout VP8Packetizer,
               buffer: UnsafeMutableRawBufferPointer, budget: inout RateBucket, networkLimited: Bool, into sent: inout SentFrame) {
         let sendStart = clock.nowNanos()
         let budgetRate = Int(Double(bitrate.bitsPerSecond) * Self.budgetHeadroom)
@@ -223,7 +225,7 @@ extension Broadcaster {
         let unpacedBytes = paced ? 2400 : Self.unpacedBytes
         var frameBytes = 0
         var frame = SentFrame()
-        frame.packets = UInt32(packetizer.packetize(frame: data, rtpTimestamp: timestamp, into: buffer) { packet in
+        frame.packets = UInt32(packetizer.packetize(frame: data, rtpTimestamp: timestamp, temporalLayer: layer, into: buffer) { packet in
             if frameBytes > unpacedBytes {
                 let due = sendStart + UInt64(Double(frameBytes - unpacedBytes) * 8 / paceBitsPerSecond * 1e9)
                 while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
@@ -277,6 +279,7 @@ extension Broadcaster {
         // (16 − N)/16 of the frame time (8 gives it half, as ffmpeg's usual -cpu-used 8 does);
         // negative = a fixed speed. The bench showed 10 costing 5 dB on motion at 1080p30.
         c.cpuUsed = config.cpuUsed ?? (s.content == .motion ? 8 : 10)
+        c.temporalLayers = config.room != nil ? 2 : 1
         return c
     }
 }

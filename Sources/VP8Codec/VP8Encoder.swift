@@ -28,6 +28,10 @@ public struct VP8EncoderConfig: Sendable, Equatable {
     /// The largest keyframe, in percent of an average frame's bits (VP8E_SET_MAX_INTRA_BITRATE_PCT):
     /// 900 as libwebrtc has it at 30 fps; less keeps a keyframe from filling a slow path's queue.
     public var maxIntraBitratePercent: Int = 900
+    /// 1, or 2 for VP8 temporal layers: every other frame is a base-layer frame (TL0, which
+    /// references only the base layer), the frames between are TL1 (referenced by nothing), so
+    /// a relay can drop TL1 for a slow viewer and the rest still decodes, at half the rate.
+    public var temporalLayers: Int = 1
     public init(size: PixelSize) { self.size = size }
 
     func validate() throws {
@@ -36,13 +40,25 @@ public struct VP8EncoderConfig: Sendable, Equatable {
         }
         guard (1...120).contains(fps) else { throw VP8CodecError("encoder fps \(fps) is out of range (1 to 120)") }
         guard targetBitrateKbps >= 10 else { throw VP8CodecError("encoder bitrate \(targetBitrateKbps) kbps is too low (at least 10)") }
+        guard (1...2).contains(temporalLayers) else { throw VP8CodecError("encoder temporal layers \(temporalLayers) is not 1 or 2") }
     }
+
+    /// The base layer's share of the bit rate with two temporal layers (libwebrtc gives TL0
+    /// 60 % of a two-layer stream).
+    static let baseLayerShare = 0.6
 }
 
 /// One encoded frame's facts.
 public struct EncodedFrameInfo: Sendable, Equatable {
     public var isKeyframe: Bool
     public var byteCount: Int
+    /// The temporal layer (0 or 1) with two layers; nil with one.
+    public var temporalLayer: UInt8?
+    public init(isKeyframe: Bool, byteCount: Int, temporalLayer: UInt8? = nil) {
+        self.isKeyframe = isKeyframe
+        self.byteCount = byteCount
+        self.temporalLayer = temporalLayer
+    }
 }
 
 /// libvpx VP8 in realtime screen-content mode, CBR, one thread of use.
@@ -55,6 +71,8 @@ public final class VP8Encoder {
     private var image = vpx_image_t()
     private var forceKeyframe = true
     private var staticThreshold: Int32 = 1
+    /// With two temporal layers: the layer of the next frame (a keyframe starts at 0).
+    private var nextLayer = 0
 
     /// - Throws: `VP8CodecError` naming the bad setting or carrying libvpx's message.
     public init(config: VP8EncoderConfig) throws {
@@ -84,6 +102,18 @@ public final class VP8Encoder {
         // `detail` lowers the frame rate itself instead (RateBucket, in the pipeline).
         cfg.rc_dropframe_thresh = 0
         cfg.rc_resize_allowed = 0
+        if config.temporalLayers == 2 {
+            // libvpx's two-layer pattern (its vpx_temporal_svc_encoder mode 1): layer ids 0, 1,
+            // TL0 at half the frame rate with 60 % of the bits; the flags of each frame are set
+            // in `encode`.
+            cfg.ts_number_layers = 2
+            cfg.ts_periodicity = 2
+            cfg.ts_layer_id.0 = 0
+            cfg.ts_layer_id.1 = 1
+            cfg.ts_rate_decimator.0 = 2
+            cfg.ts_rate_decimator.1 = 1
+            Self.setLayerRates(&cfg, kbps: config.targetBitrateKbps)
+        }
         if let interval = config.keyframeIntervalSeconds, interval > 0 {
             cfg.kf_mode = VPX_KF_AUTO
             cfg.kf_min_dist = 0
@@ -127,6 +157,7 @@ public final class VP8Encoder {
         guard targetBitrateKbps >= 10 else { throw VP8CodecError("encoder bitrate \(targetBitrateKbps) kbps is too low (at least 10)") }
         var next = cfg
         next.rc_target_bitrate = UInt32(targetBitrateKbps)
+        if config.temporalLayers == 2 { Self.setLayerRates(&next, kbps: targetBitrateKbps) }
         next.rc_max_quantizer = content == .motion ? 63 : 56
         guard vpx_codec_enc_config_set(ctx, &next) == VPX_CODEC_OK else {
             throw VP8CodecError("VP8 encoder reconfiguration failed: \(String(cString: vpx_codec_error(ctx)))")
@@ -134,6 +165,12 @@ public final class VP8Encoder {
         cfg = next
         config.targetBitrateKbps = targetBitrateKbps
         config.content = content
+    }
+
+    /// The cumulative rates of the two layers: TL0 its share, TL0 + TL1 the whole.
+    private static func setLayerRates(_ cfg: inout vpx_codec_enc_cfg_t, kbps: Int) {
+        cfg.ts_target_bitrate.0 = UInt32(max(1, Int(Double(kbps) * VP8EncoderConfig.baseLayerShare)))
+        cfg.ts_target_bitrate.1 = UInt32(kbps)
     }
 
     /// Sets VP8E_SET_STATIC_THRESHOLD: macroblocks that changed less than this are skipped.
@@ -179,7 +216,15 @@ public final class VP8Encoder {
         image.stride.0 = Int32(frame.strideY)
         image.stride.1 = Int32(frame.strideUV)
         image.stride.2 = Int32(frame.strideUV)
-        let flags: vpx_enc_frame_flags_t = forceKeyframe ? vpx_enc_frame_flags_t(VPX_EFLAG_FORCE_KF) : 0
+        var flags: vpx_enc_frame_flags_t = forceKeyframe ? vpx_enc_frame_flags_t(VPX_EFLAG_FORCE_KF) : 0
+        var layer: UInt8?
+        if config.temporalLayers == 2 {
+            if forceKeyframe { nextLayer = 0 }
+            layer = UInt8(nextLayer)
+            flags |= vpx_enc_frame_flags_t(nextLayer == 0 ? Self.baseLayerFlags : Self.upperLayerFlags)
+            _ = cvpx_control_int(ctx, Int32(VP8E_SET_TEMPORAL_LAYER_ID.rawValue), Int32(nextLayer))
+            nextLayer = 1 - nextLayer
+        }
         forceKeyframe = false
         let rc = vpx_codec_encode(ctx, &image, pts, UInt(duration), flags, UInt(VPX_DL_REALTIME))
         guard rc == VPX_CODEC_OK else {
@@ -190,10 +235,21 @@ public final class VP8Encoder {
         while let pkt = vpx_codec_get_cx_data(ctx, &iter) {
             guard pkt.pointee.kind == VPX_CODEC_CX_FRAME_PKT else { continue }
             let f = pkt.pointee.data.frame
-            let info = EncodedFrameInfo(isKeyframe: (f.flags & UInt32(VPX_FRAME_IS_KEY)) != 0, byteCount: Int(f.sz))
+            let key = (f.flags & UInt32(VPX_FRAME_IS_KEY)) != 0
+            if key && layer == 1 { nextLayer = 1 }  // libvpx made a keyframe of its own: the pattern starts there
+            let info = EncodedFrameInfo(isKeyframe: key, byteCount: Int(f.sz), temporalLayer: key && layer != nil ? 0 : layer)
             body(UnsafeRawBufferPointer(start: f.buf, count: Int(f.sz)), info)
         }
     }
+}
+
+extension VP8Encoder {
+    /// TL0 references and refreshes only the last frame (which only TL0 frames write).
+    static let baseLayerFlags = Int(VP8_EFLAG_NO_REF_GF | VP8_EFLAG_NO_REF_ARF | VP8_EFLAG_NO_UPD_GF | VP8_EFLAG_NO_UPD_ARF)
+    /// TL1 references the last (TL0) frame and writes nothing a later frame reads: no
+    /// reference buffer, no entropy context. Dropping it leaves the rest decodable.
+    static let upperLayerFlags = Int(VP8_EFLAG_NO_REF_GF | VP8_EFLAG_NO_REF_ARF | VP8_EFLAG_NO_UPD_LAST | VP8_EFLAG_NO_UPD_GF
+                                     | VP8_EFLAG_NO_UPD_ARF | VP8_EFLAG_NO_UPD_ENTROPY)
 }
 
 /// A decoded picture, borrowed: valid only inside `VP8Decoder.decode`'s body.

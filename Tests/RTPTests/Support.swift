@@ -1,12 +1,12 @@
 import RTP
 
 /// Runs the packetizer over `frame` and returns copies of the packets it emitted.
-func packetize(_ packetizer: inout VP8Packetizer, _ frame: [UInt8], timestamp: UInt32) -> [[UInt8]] {
+func packetize(_ packetizer: inout VP8Packetizer, _ frame: [UInt8], timestamp: UInt32, layer: UInt8 = 0) -> [[UInt8]] {
     var packets: [[UInt8]] = []
     var buffer = [UInt8](repeating: 0, count: RTPHeader.fixedSize + packetizer.maxPayloadSize)
     let returned = frame.withUnsafeBytes { f in
         buffer.withUnsafeMutableBytes { b in
-            packetizer.packetize(frame: f, rtpTimestamp: timestamp, into: b) { packets.append(Array($0)) }
+            packetizer.packetize(frame: f, rtpTimestamp: timestamp, temporalLayer: layer, into: b) { packets.append(Array($0)) }
         }
     }
     precondition(returned == packets.count, "packetize returned \(returned) but emitted \(packets.count)")

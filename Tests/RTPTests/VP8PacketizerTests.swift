@@ -35,6 +35,44 @@ import TestSupport
         ]])
     }
 
+    /// With temporal layers the descriptor carries L and T (RFC 7741 §4.2): TL0PICIDX counts
+    /// the base-layer frames, TID the layer; an upper-layer frame has N (non-reference) and Y
+    /// (it depends on the base layer only), and the base frame's TL0PICIDX.
+    @Test func temporalLayersAreInTheDescriptorWithTheExactRFCBytes() throws {
+        var p = VP8Packetizer(ssrc: 0x1122_3344, payloadType: 96, initialSequence: 0x1234, initialPictureID: 0x2345)
+        p.temporalLayers = true
+        let base = packetize(&p, [0xDE, 0xAD], timestamp: 0xAABB_CCDD, layer: 0)
+        #expect(base == [[
+            0x80, 0xE0, 0x12, 0x34, 0xAA, 0xBB, 0xCC, 0xDD, 0x11, 0x22, 0x33, 0x44,
+            0x90,  // X=1 R=0 N=0 S=1 R=0 PID=0
+            0xE0,  // I=1 L=1 T=1 K=0
+            0xA3, 0x45,  // M=1, PictureID 0x2345
+            0x01,  // TL0PICIDX 1: the first base-layer frame
+            0x00,  // TID=0 Y=0 KEYIDX=0
+            0xDE, 0xAD,
+        ]])
+        let upper = packetize(&p, [0x42], timestamp: 0xAABB_CCDD &+ 3000, layer: 1)
+        #expect(upper.first.map { Array($0[12...]) } == [
+            0xB0,  // X=1 N=1 S=1
+            0xE0, 0xA3, 0x46,
+            0x01,  // the base frame it depends on
+            0x60,  // TID=1 Y=1
+            0x42,
+        ])
+        let next = packetize(&p, [0x43], timestamp: 0xAABB_CCDD &+ 6000, layer: 0)
+        #expect(next.first.map { Array($0[12..<18]) } == [0x90, 0xE0, 0xA3, 0x47, 0x02, 0x00])
+        // Our own parser reads back what the relay will look at.
+        let d = try next[0].withUnsafeBytes { try VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[12...])) }
+        #expect(d.temporalLayer == 0 && d.tl0PictureIndex == 2 && d.pictureID == 0x2347 && d.size == 6)
+        let u = try upper[0].withUnsafeBytes { try VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: $0[12...])) }
+        #expect(u.temporalLayer == 1 && u.layerSync && u.nonReference && u.tl0PictureIndex == 1)
+        // Payloads stay within the limit with the longer descriptor: 1194 data bytes a packet.
+        var big = VP8Packetizer(ssrc: 1, initialSequence: 0, initialPictureID: 0)
+        big.temporalLayers = true
+        #expect(packetize(&big, [UInt8](repeating: 7, count: 1194), timestamp: 0).map(\.count) == [12 + 1200])
+        #expect(packetize(&big, [UInt8](repeating: 7, count: 1195), timestamp: 0).count == 2)
+    }
+
     @Test func threePacketFrameHasExactHeadersOnEveryPacket() {
         // 3000 bytes with 1196 data bytes per packet → 3 packets of 1000.
         var p = VP8Packetizer(ssrc: 0xCAFE_BABE, payloadType: 100, initialSequence: 7, initialPictureID: 0x0102)

@@ -115,6 +115,46 @@ func config(_ w: Int, _ h: Int, content: ContentPreference = .motion, _ change: 
         #expect(last >= 30, "Y PSNR of the last scrolled frame: \(last)")
     }
 
+    /// Decodes the frames `keep` chooses of a scrolling page with a fresh decoder; the Y-PSNR
+    /// of each decoded frame against its source, and the layers the encoder said.
+    static func decodeSome(layers: Int, frames: Int = 20, keyframeAt: Int? = nil,
+                           keep: (Int, EncodedFrameInfo) -> Bool) throws -> (psnr: [Double], layers: [UInt8?], keys: [Bool]) {
+        let encoder = try VP8Encoder(config: config(640, 360) { $0.temporalLayers = layers })
+        let decoder = try VP8Decoder()
+        var psnr: [Double] = [], said: [UInt8?] = [], keys: [Bool] = []
+        for i in 0..<frames {
+            let picture = syntheticPicture(width: 640, height: 360, shift: i * 3)
+            if i == keyframeAt { encoder.requestKeyframe() }
+            for frame in try encode(encoder, picture, index: i) {
+                said.append(frame.info.temporalLayer)
+                keys.append(frame.info.isKeyframe)
+                guard keep(i, frame.info) else { continue }
+                try frame.bytes.withUnsafeBytes { data in
+                    try decoder.decode(data) { pic in
+                        psnr.append(PictureQuality.psnr(picture.y, strideA: picture.strideY, pic.y, strideB: pic.strideY, width: 640, height: 360))
+                    }
+                }
+            }
+        }
+        return (psnr, said, keys)
+    }
+
+    /// Two temporal layers: frames alternate TL0, TL1 (a keyframe is TL0 and starts the
+    /// pattern again), and the base layer decodes on its own — every TL0 frame as sharp as
+    /// with the TL1 frames — because nothing references a TL1 frame.
+    @Test func twoTemporalLayersAlternateAndTheBaseDecodesAlone() throws {
+        let all = try Self.decodeSome(layers: 2, keyframeAt: 7) { _, _ in true }
+        #expect(all.layers == [0, 1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0], "\(all.layers)")
+        #expect(all.keys.enumerated().filter(\.element).map(\.offset) == [0, 7], "\(all.keys)")
+        #expect(all.psnr.count == 20 && all.psnr.allSatisfy { $0 >= 28 }, "every frame: \(all.psnr)")
+        let base = try Self.decodeSome(layers: 2, keyframeAt: 7) { _, info in info.temporalLayer == 0 }
+        #expect(base.psnr.count == 11 && base.psnr.allSatisfy { $0 >= 28 }, "the base layer alone: \(base.psnr)")
+        // The measure would see it: one layer, every other frame dropped, goes wrong.
+        let broken = try Self.decodeSome(layers: 1) { i, _ in i % 2 == 0 }
+        #expect(broken.layers.allSatisfy { $0 == nil })
+        #expect(broken.psnr.dropFirst().contains { $0 < 20 }, "one layer, half the frames: \(broken.psnr)")
+    }
+
     @Test func firstFrameIsAKeyframeAndRequestKeyframeForcesTheNext() throws {
         let encoder = try VP8Encoder(config: config(320, 180))
         var keys: [Bool] = []
