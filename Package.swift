@@ -57,7 +57,7 @@ let package = Package(
         // UDP sockets, batched datagram I/O, endpoints and addresses; one errno → error path.
         .target(name: "Transport", dependencies: ["CSocketBatch", "MediaCore"]),
         // The room protocol, the relay's forwarding logic and the client's state machine.
-        .target(name: "Room", dependencies: ["RTP", "RTCP", "RTPSession", "Transport", "Events", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "Room", dependencies: ["MediaCore", "RTP", "RTCP", "RTPSession", "Transport", "Events", "Congestion", .product(name: "Crypto", package: "swift-crypto")]),
 
         // Modules wrapping C libraries.
         .target(name: "ScreenCapture", dependencies: [

@@ -160,6 +160,15 @@ public struct CongestionController: Sendable {
         lastProbeAt = now
     }
 
+    /// Something other than a probe found the path carries `rate` (bit/s): a relay forwarded
+    /// a viewer more for a while and no queue built. The estimate goes there if it was lower.
+    public mutating func raise(to rate: Double) {
+        guard detector.state != .overusing, rate > delayBased else { return }
+        delayBased = min(rate, maximum)
+        if let upper = linkCapacity.upperBound, rate > upper { linkCapacity.reset() }
+        if lossFraction < 0.02 { lossBased = max(lossBased, delayBased) }
+    }
+
     /// The probe to send now, if one is due (the sender sends it and tags its packets).
     public mutating func takeProbe(now: UInt64) -> ProbeCluster? {
         guard let p = pendingProbe else { return nil }

@@ -87,8 +87,9 @@ final class ViewerLoop {
     private var reportRTT: UInt64?
     /// When the next receiver report is due (ns).
     private var nextReport: UInt64 = 0
-    /// Plain mode, when the SDP names the transport-wide sequence number (`a=extmap`): its
-    /// extension ID, and the arrivals the sender's congestion control is told of every 100 ms.
+    /// Plain mode, when the SDP names the transport-wide sequence number (`a=extmap`), and in a
+    /// room: its extension ID, and the arrivals the sender's congestion control (the relay's
+    /// estimate of this viewer's link, in a room) is told of every 100 ms.
     private let transportSequenceID: UInt8?
     private var transportFeedback = TransportFeedbackRecorder()
 
@@ -104,7 +105,9 @@ final class ViewerLoop {
             throw FileError("the SDP's video is \(video.encoding.isEmpty ? "of unknown encoding" : video.encoding); only VP8 is supported")
         }
         payloadType = video.payloadType
-        transportSequenceID = config.room == nil ? video.transportSequenceID : nil
+        // In a room the relay estimates each viewer's link from it (and forwards the layers
+        // that fit): the presenter's numbers, as the relay forwards them.
+        transportSequenceID = config.room == nil ? video.transportSequenceID : RoomProtocol.transportSequenceID
         var audioPorts: (UInt16, UInt16)?
         var audio: AudioReceiver?
         var audioPlaybackWarning: String?
@@ -344,6 +347,7 @@ final class ViewerLoop {
             rtpSource = source
         case .newSender(let previous):
             if previous != nil { events.emit(SenderChanged(ssrc: header.ssrc)) }
+            transportFeedback = TransportFeedbackRecorder()  // another sender's numbers
             recording?.restart()
             resetSync()
             rtpSource = source

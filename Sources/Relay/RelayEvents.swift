@@ -48,12 +48,16 @@ public struct RelayStats: BroadcastEvent, Equatable {
     public var unknownSource: Int
     public var sendErrors: Int
     public var lostIn: Int
+    /// Viewers whose links carry only the base layer, now; layer switches in the last second.
+    public var viewersOnBaseLayer = 0
+    public var layerSwitches = 0
 
     public var name: String { "stats" }
     public var fields: [String: JSONValue] {
         ["rooms": .int(rooms), "peers": .int(peers), "browsers": .int(browsers), "packets_in": .int(packetsIn), "packets_out": .int(packetsOut),
          "kbps_out": .int(kbpsOut), "retransmitted": .int(retransmitted), "keyframe_requests": .int(keyframeRequests),
-         "rejected": .int(rejected), "unknown_source": .int(unknownSource), "send_errors": .int(sendErrors), "lost_in": .int(lostIn)]
+         "rejected": .int(rejected), "unknown_source": .int(unknownSource), "send_errors": .int(sendErrors), "lost_in": .int(lostIn),
+         "viewers_base_layer": .int(viewersOnBaseLayer), "layer_switches": .int(layerSwitches)]
     }
     public var humanText: String {
         "\(rooms) rooms  \(peers) peers (\(browsers) in browsers)  \(packetsIn) pkt/s in  \(packetsOut) pkt/s out  \(kbpsOut) kbps out"
@@ -75,6 +79,9 @@ public struct RelayStopped: BroadcastEvent, Equatable {
     public var sendErrors: Int
     public var lostIn: Int
     public var durationSeconds: Double
+    /// Transport feedback from viewers, and the layer switches it led to.
+    public var viewerFeedbacks = 0
+    public var layerSwitches = 0
 
     public var name: String { "stopped" }
     public var fields: [String: JSONValue] {
@@ -82,7 +89,7 @@ public struct RelayStopped: BroadcastEvent, Equatable {
          "rtcp_in": .int(rtcpIn), "control_in": .int(controlIn), "retransmitted": .int(retransmitted),
          "keyframe_requests": .int(keyframeRequests), "rejected": .int(rejected), "unknown_source": .int(unknownSource),
          "timeouts": .int(timeouts), "send_errors": .int(sendErrors), "lost_in": .int(lostIn),
-         "duration_s": .double(durationSeconds)]
+         "duration_s": .double(durationSeconds), "viewer_feedbacks": .int(viewerFeedbacks), "layer_switches": .int(layerSwitches)]
     }
     public var humanText: String { "relay stopped: \(rtpForwarded) packets forwarded, \(rejected) rejected" }
 }

@@ -206,7 +206,8 @@ public final class RelayServer: @unchecked Sendable {
                     kbpsOut: (c.bytesForwarded - last.bytesForwarded) * 8 / 1000,
                     retransmitted: c.retransmitted - last.retransmitted, keyframeRequests: c.keyframeRequests - last.keyframeRequests,
                     rejected: c.rejected + (browsers?.rejected ?? 0) + hops.rejected, unknownSource: c.unknownSource,
-                    sendErrors: transport.errors - lastErrors, lostIn: core.rtpLostIn))
+                    sendErrors: transport.errors - lastErrors, lostIn: core.rtpLostIn,
+                    viewersOnBaseLayer: core.viewersOnBaseLayer, layerSwitches: c.layerSwitches - last.layerSwitches))
                 last = c
                 lastErrors = transport.errors
             }
@@ -218,7 +219,7 @@ public final class RelayServer: @unchecked Sendable {
             rtcpIn: c.rtcpIn, controlIn: c.controlIn, retransmitted: c.retransmitted,
             keyframeRequests: c.keyframeRequests, rejected: c.rejected + (browsers?.rejected ?? 0) + hops.rejected, unknownSource: c.unknownSource,
             timeouts: c.timeouts, sendErrors: transport.errors, lostIn: core.rtpLostIn,
-            durationSeconds: Double(clock.nowNanos() - start) / 1e9)
+            durationSeconds: Double(clock.nowNanos() - start) / 1e9, viewerFeedbacks: c.viewerFeedbacks, layerSwitches: c.layerSwitches)
         let s = stopped.fields
         summary.withLock { $0 = s }
         events?.emit(stopped)

@@ -75,6 +75,10 @@ public struct RelayCounters: Sendable, Equatable {
     public var timeouts = 0
     /// Transport feedback sent to presenters (their congestion control).
     public var transportFeedbacks = 0
+    /// Transport feedback from viewers (their downlinks' estimates), and the layer switches
+    /// it led to (down to the base layer, or up to all).
+    public var viewerFeedbacks = 0
+    public var layerSwitches = 0
     public init() {}
 }
 
@@ -118,6 +122,8 @@ public final class RelayCore {
     private var joinsByRoom: [String: Int] = [:]
     private var nextReport: UInt64 = 0
     private var rtcpBuffer = [UInt8](repeating: 0, count: 1500)
+    /// A packet renumbered for one viewer (``sendEdited``).
+    private var editBuffer = [UInt8](repeating: 0, count: 1500)
     /// The size of the datagram being handled: what an unproven address may get back at most.
     private var received = 0
     /// The datagram being handled is a join with a valid cookie: its address receives what is
@@ -208,6 +214,22 @@ public final class RelayCore {
     /// What each subscriber of a stream last reported: loss fraction and round-trip time to the relay.
     public func subscriberReports(room: String, ssrc: UInt32) -> [(address: PeerAddress, fractionLost: Double, rttNanos: UInt64?)] {
         rooms[room]?.streams[ssrc]?.subscribers.map { ($0.address, $0.fractionLost, $0.rttNanos) } ?? []
+    }
+
+    /// Viewers that get only the base layer of a stream now (their links carry no more).
+    public var viewersOnBaseLayer: Int {
+        rooms.values.reduce(0) { sum, room in
+            room.streams.values.reduce(sum) { n, stream in n + stream.subscribers.filter { $0.downlink?.filter.maxLayer == 0 }.count }
+        }
+    }
+
+    /// Each subscriber of a stream that sends transport feedback: its link's estimate and the
+    /// layers it gets.
+    public func subscriberDownlinks(room: String, ssrc: UInt32)
+        -> [(address: PeerAddress, estimate: Double, maxLayer: UInt8?, switchesDown: Int, switchesUp: Int)] {
+        rooms[room]?.streams[ssrc]?.subscribers.compactMap { s in
+            s.downlink.map { (s.address, $0.controller.target, $0.filter.maxLayer, $0.switchesDown, $0.switchesUp) }
+        } ?? []
     }
 
     // MARK: - Input
@@ -309,16 +331,77 @@ public final class RelayCore {
         }
         stream.receive.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: length)
         stream.history.store(bytes, now: now)
+        var descriptor: VP8PayloadDescriptor?
         if stream.info.kind != .audio, length > 0 {
             let payload = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
-            if let d = try? VP8PayloadDescriptor.parse(payload), d.startsFrame, d.size < payload.count,
+            descriptor = try? VP8PayloadDescriptor.parse(payload)
+            if let d = descriptor, d.startsFrame, d.size < payload.count,
                VP8PayloadDescriptor.isKeyframe(vp8Data: UnsafeRawBufferPointer(rebasing: payload[d.size...])) {
                 stream.keyframePending = false  // whoever asked gets this one
             }
         }
-        transport.send(bytes, toEach: stream.addresses)
-        counters.rtpForwarded += stream.addresses.count
-        counters.bytesForwarded += stream.addresses.count * bytes.count
+        guard stream.downlinks > 0, let d = descriptor else {
+            transport.send(bytes, toEach: stream.addresses)
+            counters.rtpForwarded += stream.addresses.count
+            counters.bytesForwarded += stream.addresses.count * bytes.count
+            return
+        }
+        forwardPerViewer(bytes, header: header, payloadOffset: offset, descriptor: d, stream: stream, now: now)
+    }
+
+    /// A video packet of a stream some viewers of which send transport feedback: each of those
+    /// gets the layers its link carries (``ViewerDownlink``), renumbered when some were left
+    /// out; the others, and those whose numbers are still the source's, share one fan-out.
+    private func forwardPerViewer(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, descriptor d: VP8PayloadDescriptor,
+                                  stream: StreamState, now: UInt64) {
+        let transportSequence = TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: bytes)
+        if let t = transportSequence { stream.forwardLog.record(t, size: bytes.count + Self.srtpOverhead, now: now) }
+        stream.layerRates.add(bytes.count, layer: d.temporalLayer, now: now)
+        stream.shared.removeAll(keepingCapacity: true)
+        for i in stream.subscribers.indices {
+            guard let downlink = stream.subscribers[i].downlink else {
+                stream.shared.append(stream.subscribers[i].address)
+                continue
+            }
+            let out = downlink.filter.forward(sequence: header.sequenceNumber, pictureID: d.pictureID, temporalLayer: d.temporalLayer,
+                                              layerSync: d.layerSync, startsFrame: d.start)
+            if let t = transportSequence { downlink.noteForwarded(t, sent: out != nil) }
+            guard let out else { continue }
+            if out.sequence == header.sequenceNumber && out.pictureID == d.pictureID {
+                stream.shared.append(stream.subscribers[i].address)
+            } else {
+                sendEdited(bytes, sequence: out.sequence, pictureID: out.pictureID, pictureOffset: payloadOffset + 2, to: stream.subscribers[i].address)
+            }
+        }
+        transport.send(bytes, toEach: stream.shared)
+        counters.rtpForwarded += stream.shared.count
+        counters.bytesForwarded += stream.shared.count * bytes.count
+    }
+
+    /// What SRTP adds to a packet on a hop (its authentication tag), counted in what a viewer's
+    /// link carries.
+    static let srtpOverhead = 10
+
+    /// Sends a copy of a VP8 packet with its sequence number and picture ID (15 or 7 bits, at
+    /// `pictureOffset`, as the descriptor had it) replaced.
+    private func sendEdited(_ bytes: UnsafeRawBufferPointer, sequence: UInt16, pictureID: UInt16?, pictureOffset: Int, to address: PeerAddress) {
+        guard bytes.count <= editBuffer.count else { return }
+        editBuffer.withUnsafeMutableBytes { b in
+            b.copyMemory(from: bytes)
+            b[2] = UInt8(sequence >> 8)
+            b[3] = UInt8(sequence & 0xFF)
+            if let pictureID, pictureOffset + 1 < bytes.count, b[pictureOffset - 1] & 0x80 != 0 {  // X byte: I
+                if b[pictureOffset] & 0x80 != 0 {
+                    b[pictureOffset] = 0x80 | UInt8((pictureID >> 8) & 0x7F)
+                    b[pictureOffset + 1] = UInt8(pictureID & 0xFF)
+                } else {
+                    b[pictureOffset] = UInt8(pictureID & 0x7F)
+                }
+            }
+        }
+        editBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<bytes.count]), to: address) }
+        counters.rtpForwarded += 1
+        counters.bytesForwarded += bytes.count
     }
 
     // MARK: - RTCP
@@ -354,13 +437,49 @@ public final class RelayCore {
                     stream.subscribers[i] = s
                 }
             case .nack(let nack):
-                guard let stream = room.streams[nack.mediaSSRC], stream.subscriberIndex(peer) != nil else { continue }
+                guard let stream = room.streams[nack.mediaSSRC], let i = stream.subscriberIndex(peer) else { continue }
+                let downlink = stream.subscribers[i].downlink
+                let filter = downlink?.filter
+                // A viewer whose link is estimated gets resends within what its link has left.
+                let allow: (Int) -> Bool = { downlink?.allowResend($0, now: now) ?? true }
                 nack.forEachSequenceNumber { seq in
                     // Each viewer's NackGenerator spaces its own retries, so each request is
-                    // answered (no cross-viewer RTT gate).
-                    let outcome = stream.history.retransmit(sequenceNumber: seq, now: now, rtt: 0) { transport.send($0, to: peer.address) }
+                    // answered (no cross-viewer RTT gate). A viewer that was left some layers
+                    // names its own numbers: the source's packet goes back under them.
+                    guard let filter, filter.isShifted else {
+                        let outcome = stream.history.retransmit(sequenceNumber: seq, now: now, rtt: 0, allow: allow) {
+                            transport.send(UnsafeRawBufferPointer($0), to: peer.address)
+                        }
+                        if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
+                        return
+                    }
+                    guard let source = filter.original(seq) else { counters.retransmitMissed += 1; return }
+                    let outcome = stream.history.retransmit(sequenceNumber: source, now: now, rtt: 0, allow: allow) { stored in
+                        let packet = UnsafeRawBufferPointer(stored)
+                        var picture: UInt16?, pictureOffset = 0
+                        if let (_, offset, length) = try? RTPHeader.parse(packet), length > 0,
+                           let d = try? VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: packet[offset..<(offset + length)])) {
+                            picture = d.pictureID.flatMap { filter.outgoingPicture($0) }
+                            pictureOffset = offset + 2
+                        }
+                        sendEdited(packet, sequence: seq, pictureID: picture, pictureOffset: pictureOffset, to: peer.address)
+                    }
                     if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
                 }
+            case .transportFeedback(let feedback):
+                // A viewer's arrivals of a stream it receives: its downlink's estimate, and so
+                // the layers it gets.
+                guard let stream = room.streams[feedback.mediaSSRC], stream.info.kind != .audio,
+                      let i = stream.subscriberIndex(peer) else { continue }
+                if stream.subscribers[i].downlink == nil {
+                    stream.subscribers[i].downlink = ViewerDownlink()
+                    stream.downlinks += 1
+                }
+                let downlink = stream.subscribers[i].downlink!
+                let switches = downlink.switchesDown + downlink.switchesUp
+                downlink.onFeedback(feedback, log: stream.forwardLog, rates: stream.layerRates, now: now)
+                counters.viewerFeedbacks += 1
+                counters.layerSwitches += downlink.switchesDown + downlink.switchesUp - switches
             case .extendedReport(let xr):
                 // A viewer's RRTR (RFC 3611 §4.4): answered at once with a DLRR, so it learns
                 // its round trip to this relay (which answers its NACKs).
@@ -781,6 +900,8 @@ struct Subscriber {
     let address: PeerAddress
     var fractionLost = 0.0
     var rttNanos: UInt64?
+    /// Its link's estimate and the layers it gets, once it sends transport feedback.
+    var downlink: ViewerDownlink?
     init(peer: PeerState) {
         self.peer = peer
         address = peer.address
@@ -799,6 +920,13 @@ final class StreamState {
     var receive: ReceiveStatistics
     var lastKeyframeRequest: UInt64?
     var keyframePending = false
+    /// Subscribers with a ``ViewerDownlink`` (0: one fan-out for all, nothing parsed per viewer).
+    var downlinks = 0
+    /// When each packet was forwarded (made with the first downlink), the layers' rates, and
+    /// the addresses one packet goes to unchanged (reused).
+    lazy var forwardLog = ForwardLog()
+    var layerRates = LayerRates()
+    var shared: [PeerAddress] = []
     /// The last sender reports forwarded: NTP middle 32 bits → wall clock when forwarded.
     private var forwarded: [(middle: UInt32, wall: UInt64)] = Array(repeating: (0, 0), count: 8)
     private var forwardedNext = 0
@@ -825,6 +953,7 @@ final class StreamState {
     }
 
     func removeSubscriber(at i: Int) {
+        if subscribers[i].downlink != nil { downlinks -= 1 }
         subscribers.remove(at: i)
         addresses.remove(at: i)
     }

@@ -130,6 +130,61 @@ import X11TestSupport
         #expect((got["frames_decoded"] as? Int ?? 0) >= 20 * 30 / 2, "\(got)")
     }
 
+    /// A room with two viewers, one behind a 400 kbit/s bottleneck (300 ms queue, 25 ms): the
+    /// relay estimates each one's link from its transport feedback and gives the slow one the
+    /// base layer (half the frames, 60 % of the bits), sharp and without freezes, while the other
+    /// decodes every frame and the presenter keeps the rate its own link allows. Before the
+    /// relay chose layers the slow viewer's queue was full and most of its packets dropped.
+    @Test func aSlowViewerGetsTheBaseLayerAndTheOthersAreNotTouched() throws {
+        let dir = try makeTempDir()
+        let input = try PlainSession.motion(width: 640, height: 360, fps: 30, frames: 60, in: dir)
+        let relayPort = freeEvenPort()
+        var proxyPort = freeEvenPort()
+        while proxyPort == relayPort || proxyPort == relayPort + 1 || proxyPort + 1 == relayPort { proxyPort = freeEvenPort() }
+        let relay = try RoomEndToEndTests.serve(dir, port: relayPort, duration: 50)
+        defer { relay.finish(within: 0) }
+        let proxy = try Child(which("python3"), [scriptPath("lossy-proxy"), "--listen", "\(proxyPort)", "--to", "127.0.0.1:\(relayPort)",
+                                                 "--reverse", "--rate", "400k", "--queue-ms", "300", "--delay", "25"], dir: dir, name: "proxy")
+        try waitUntilBound(proxyPort)
+        func viewer(_ name: String, _ port: UInt16) throws -> Child {
+            try Child(screenshareBinary(), ["watch", "--room", "class", "--server", "127.0.0.1:\(port)", "--headless", "--name", name,
+                                            "--duration", "32", "--json"], dir: dir, name: name)
+        }
+        let fast = try viewer("fast", relayPort), slow = try viewer("slow", proxyPort)
+        let presenter = try Child(screenshareBinary(), [
+            "start", "--room", "class", "--server", "127.0.0.1:\(relayPort)", "--input", input, "--input-format", "nv12",
+            "--input-size", "640x360", "--fps", "30", "--bitrate", "600k", "--content", "motion", "--no-audio", "--duration", "30", "--json",
+        ], dir: dir, name: "presenter")
+        #expect(presenter.finish(within: 50) == 0, "\(presenter.stderr)")
+        let fastExit = fast.finish(within: 20), slowExit = slow.finish(within: 20)
+        proxy.finish(within: 0)
+        relay.finish(within: 5)
+        #expect(fastExit == 0 && slowExit == 0, "\(fast.stderr)\(slow.stderr)")
+        let seconds = EventLog(proxy).events(named: "second")
+        let report = Self.report(seconds, sender: presenter)
+        print("a slow viewer at 400 kbit/s, its link second by second (the proxy's own):\n\(report)")
+        let sent = try EventLog(presenter).stopped(), fastGot = try EventLog(fast).stopped(), slowGot = try EventLog(slow).stopped()
+        let framesSent = sent["frames_sent"] as? Int ?? 0
+        let relayStats = EventLog(relay).events(named: "stats").map { "\($0["viewers_base_layer"] ?? "?")/\($0["layer_switches"] ?? "?")/\($0["retransmitted"] ?? "?")" }
+        print("presenter \(framesSent) frames; fast \(fastGot); slow \(slowGot)\nrelay (base layer/switches/resent) \(relayStats)\n\(EventLog(relay).last(named: "stopped") ?? [:])")
+        // The fast viewer: every frame sent once it was subscribed (the first half second's may
+        // have gone before), none lost, no freeze.
+        #expect((fastGot["frames_decoded"] as? Int ?? 0) >= framesSent - 15, "\(fastGot)")
+        #expect(fastGot["packets_lost"] as? Int == 0 && (fastGot["total_freezes_duration_s"] as? Double ?? 99) == 0, "\(fastGot)")
+        // The slow one: about half the frames (the base layer), frozen under 5 % of the time.
+        let slowFrames = slowGot["frames_decoded"] as? Int ?? 0
+        #expect(slowFrames >= framesSent * 4 / 10 && slowFrames <= framesSent * 8 / 10, "\(slowFrames) of \(framesSent)\n\(report)")
+        #expect((slowGot["total_freezes_duration_s"] as? Double ?? 99) < 0.05 * 30, "\(slowGot)\n\(report)")
+        // Its link is not flooded once the relay has chosen (after 5 s): the queue short, few drops.
+        let steady = seconds.filter { (6...28).contains($0["t"] as? Int ?? -1) }
+        let dropped = steady.map { Self.number($0, "dropped") }.reduce(0, +)
+        let delivered = steady.map { Self.number($0, "delivered_kbps") * 1000 / 8 / 1100 }.reduce(0, +)
+        #expect(dropped < 0.05 * delivered, "\(dropped) of about \(Int(delivered)) packets dropped\n\(report)")
+        // The presenter kept its rate: the relay's estimate of its uplink is not the slow viewer's.
+        let targets = EventLog(presenter).events(named: "stats").compactMap { $0["target_kbps"] as? Int }
+        #expect(targets.suffix(20).allSatisfy { $0 >= 540 }, "\(targets)")
+    }
+
     /// Slides (`detail`) behind a 500 kbit/s bottleneck, 3 Mbit/s asked for: the picture keeps
     /// its full size, and once the slide has been still a few seconds the text is sharp at
     /// the viewer (Y-PSNR of its last picture against the slide drawn ≥ 40 dB).

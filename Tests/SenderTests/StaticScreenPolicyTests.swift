@@ -1,4 +1,5 @@
 import Testing
+import MediaCore
 @testable import Sender
 import TestSupport
 

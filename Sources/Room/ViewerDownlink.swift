@@ -1,0 +1,177 @@
+import Congestion
+import MediaCore
+import RTCP
+import RTPSession
+
+/// When the relay forwarded each packet of a stream, by the presenter's transport-wide number,
+/// and how big it was: what a viewer's transport feedback (on the same numbers) is measured
+/// against. One per video stream, shared by its viewers; a ring of fixed size.
+final class ForwardLog {
+    static let capacity = 8192
+    private var sequences = [UInt16](repeating: 0, count: ForwardLog.capacity)
+    private var times = [UInt64](repeating: 0, count: ForwardLog.capacity)
+    private var sizes = [Int32](repeating: 0, count: ForwardLog.capacity)
+
+    func record(_ sequence: UInt16, size: Int, now: UInt64) {
+        let i = Int(sequence) & (Self.capacity - 1)
+        sequences[i] = sequence
+        times[i] = now
+        sizes[i] = Int32(truncatingIfNeeded: size)
+    }
+
+    func lookup(_ sequence: UInt16) -> (time: UInt64, size: Int)? {
+        let i = Int(sequence) & (Self.capacity - 1)
+        return sequences[i] == sequence && times[i] != 0 ? (times[i], Int(sizes[i])) : nil
+    }
+}
+
+/// What a stream carries per temporal layer (bit/s over the last second, in half-second
+/// windows), for choosing what fits a viewer's link.
+struct LayerRates {
+    private var baseBytes = 0, upperBytes = 0
+    private var windowStart: UInt64?
+    /// The whole stream, and its base layer (TL0, and packets without a layer).
+    private(set) var total = 0.0
+    private(set) var base = 0.0
+
+    mutating func add(_ size: Int, layer: UInt8?, now: UInt64) {
+        if windowStart == nil { windowStart = now }
+        if now &- windowStart! >= 500_000_000 {
+            let seconds = Double(now &- windowStart!) / 1e9
+            // Half the last window's measure, half the new one's: a second's worth, smoothed.
+            let t = Double(baseBytes + upperBytes) * 8 / seconds, b = Double(baseBytes) * 8 / seconds
+            total = total == 0 ? t : (total + t) / 2
+            base = base == 0 ? b : (base + b) / 2
+            baseBytes = 0
+            upperBytes = 0
+            windowStart = now
+        }
+        if (layer ?? 0) > 0 { upperBytes += size } else { baseBytes += size }
+    }
+}
+
+/// One viewer's downlink as the relay sees it (a viewer that sends transport feedback): its
+/// estimate (``CongestionController``, from the packets' forward times and their arrivals) and
+/// the layers that fit it (``LayerFilter``). Down to the base layer when for a second both the
+/// estimate and what arrives are under 90 % of the stream; back up on trial, as a prober would: when the path has been calm
+/// for a while (4 s, doubling after each failed trial up to 32 s), all layers again for a
+/// second — overuse, a queue of 50 ms or loss over 2 % in that time and it goes back down at
+/// once; otherwise the estimate is raised to what got through. Loss over 5 % or a standing
+/// queue while less than the stream arrives moves it down at once.
+///
+/// Resends (answers to its NACKs) share what its link has left: the estimate less what is
+/// forwarded, at least a tenth of the estimate (libwebrtc takes NACK overhead from the encoder's
+/// budget the same way). Unbudgeted, the repair of a congested link's losses is what buries it.
+final class ViewerDownlink {
+    var controller = CongestionController(minimum: 30_000, maximum: 100_000_000, start: 100_000_000)
+    var filter = LayerFilter()
+    /// The newest number a feedback reported (a repeated feedback is not counted twice).
+    private var newestReported: UInt16?
+    /// Numbers of packets not forwarded to this viewer (the layers it did not get): a bit each.
+    private var notSent = [UInt64](repeating: 0, count: ForwardLog.capacity / 64)
+    private var results: [PacketResult] = []
+    private(set) var trialUntil: UInt64?
+    private(set) var nextTrial: UInt64 = 0
+    private var backoff: UInt64 = 4_000_000_000
+    private var starvedSince: UInt64?
+    private var resends = RateBucket()
+    /// What the viewer gets (bit/s): the whole stream or its base layer, as last chosen.
+    private var forwardedRate = 0.0
+    /// Resends refused for want of budget.
+    private(set) var resendsWithheld = 0
+    /// Layer switches, for stats and tests.
+    private(set) var switchesDown = 0
+    private(set) var switchesUp = 0
+
+    init() { results.reserveCapacity(512) }
+
+    /// Whether the packet numbered `sequence` went to this viewer.
+    func noteForwarded(_ sequence: UInt16, sent: Bool) {
+        let i = Int(sequence) & (ForwardLog.capacity - 1)
+        if sent { notSent[i >> 6] &= ~(1 << UInt64(i & 63)) } else { notSent[i >> 6] |= 1 << UInt64(i & 63) }
+    }
+
+    /// A feedback from the viewer: its estimate, then the layers it gets.
+    func onFeedback(_ feedback: TransportFeedback, log: ForwardLog, rates: LayerRates, now: UInt64) {
+        results.removeAll(keepingCapacity: true)
+        for (k, arrival) in feedback.arrivals.enumerated() {
+            let sequence = feedback.baseSequence &+ UInt16(truncatingIfNeeded: k)
+            if let newest = newestReported, Int16(bitPattern: sequence &- newest) <= 0 { continue }
+            let i = Int(sequence) & (ForwardLog.capacity - 1)
+            guard notSent[i >> 6] & (1 << UInt64(i & 63)) == 0, let sent = log.lookup(sequence) else { continue }
+            let time = arrival.map { UInt64(max(0, feedback.arrivalMicros(ticks: $0) + (1 << 40))) * 1000 }
+            results.append(PacketResult(sendTime: sent.time, size: sent.size, arrivalTime: time))
+        }
+        if !feedback.arrivals.isEmpty {
+            newestReported = feedback.baseSequence &+ UInt16(truncatingIfNeeded: feedback.arrivals.count - 1)
+        }
+        guard !results.isEmpty else { return }
+        controller.onFeedback(results, now: now)
+        choose(rates: rates, now: now)
+    }
+
+    /// Whether a resend of `bytes` fits the link's budget now (counted if it does).
+    func allowResend(_ bytes: Int, now: UInt64) -> Bool {
+        let estimate = controller.target
+        let rate = Int(max(0.1 * estimate, estimate - forwardedRate))
+        resends.drain(at: now, bitsPerSecond: rate)
+        guard resends.levelBits + Double(bytes * 8) <= max(Double(rate) * 0.1, 12_000) else {
+            resendsWithheld += 1
+            return false
+        }
+        resends.add(bits: bytes * 8)
+        return true
+    }
+
+    private func choose(rates: LayerRates, now: UInt64) {
+        defer { forwardedRate = filter.maxLayer == 0 ? rates.base : rates.total }
+        let queue = controller.queueDelay ?? 0
+        if let until = trialUntil {
+            let troubled = controller.detector.state == .overusing || controller.lossFraction > 0.02 || queue > 50_000_000
+            if troubled {
+                down(now: now)
+                backoff = min(backoff * 2, 32_000_000_000)
+                nextTrial = now + backoff
+            } else if now >= until {
+                trialUntil = nil
+                backoff = 4_000_000_000
+                if let got = controller.acknowledged { controller.raise(to: got) }
+            }
+            return
+        }
+        let arriving = controller.acknowledged ?? rates.total
+        if filter.maxLayer == nil {
+            // Drowning: losing or queueing while less than the stream gets through.
+            if rates.total > 0, arriving < 0.9 * rates.total,
+               controller.lossFraction > 0.05 || queue > CongestionController.standingQueueNanos {
+                starvedSince = nil
+                down(now: now)
+                nextTrial = now + backoff
+                return
+            }
+            // Starved for a second: the estimate and what actually arrives both under 90 % of
+            // the stream (one spurious overuse on a good link lowers only the estimate).
+            let starved = rates.total > 0 && controller.target < 0.9 * rates.total
+                && arriving < 0.9 * rates.total
+            if !starved {
+                starvedSince = nil
+            } else if let since = starvedSince, now &- since >= 1_000_000_000 {
+                starvedSince = nil
+                down(now: now)
+                nextTrial = now + backoff
+            } else if starvedSince == nil {
+                starvedSince = now
+            }
+        } else if now >= nextTrial, controller.detector.state == .normal, controller.lossFraction < 0.02, queue < 50_000_000 {
+            filter.maxLayer = nil
+            trialUntil = now + 1_000_000_000
+            switchesUp += 1
+        }
+    }
+
+    private func down(now: UInt64) {
+        trialUntil = nil
+        if filter.maxLayer != 0 { switchesDown += 1 }
+        filter.maxLayer = 0
+    }
+}

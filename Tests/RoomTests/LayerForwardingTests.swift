@@ -1,0 +1,145 @@
+import RTCP
+import RTP
+import RTPSession
+import Testing
+import Transport
+@testable import Room
+
+/// The relay's per-viewer layers, in simulated time: a presenter's two-layer stream, one viewer
+/// on a fast link and one behind a bottleneck smaller than the stream (a drop-tail queue in
+/// front of it), each sending transport feedback as `watch` does.
+@Suite struct LayerForwardingTests {
+    /// A viewer's link: a rate (nil: no limit), a 300 ms drop-tail queue, 10 ms of delay.
+    struct Link {
+        var rate: Double?
+        var free: UInt64 = 0
+        var inFlight: [(arrival: UInt64, bytes: [UInt8])] = []
+        var dropped = 0
+        mutating func send(_ bytes: [UInt8], now: UInt64) {
+            guard let rate else {
+                inFlight.append((now + 10 * ms, bytes))
+                return
+            }
+            let start = max(free, now)
+            guard start - now <= 300 * ms else { dropped += 1; return }
+            free = start + UInt64(Double(bytes.count * 8) / rate * 1e9)
+            inFlight.append((free + 10 * ms, bytes))
+        }
+        mutating func arrivals(until now: UInt64) -> [[UInt8]] {
+            let due = inFlight.filter { $0.arrival <= now }.map(\.bytes)
+            inFlight.removeAll { $0.arrival <= now }
+            return due
+        }
+    }
+
+    struct Viewer {
+        let address: PeerAddress
+        var link: Link
+        var recorder = TransportFeedbackRecorder()
+        var got: [(at: UInt64, bytes: [UInt8])] = []
+    }
+
+    /// Runs `seconds` of a 30 fps stream of 3 packets a frame (1000 bytes each: 720 kbit/s,
+    /// TL0 half of it) to both viewers; returns them with what each received.
+    static func run(seconds: Int, slowRate: Double) throws -> (fast: Viewer, slow: Viewer, relay: RelayCore, sent: [[UInt8]]) {
+        let wire = Wire()
+        let relay = RelayCore(ssrc: 0xAAAA, transport: wire)
+        let presenter = addr(1)
+        var viewers = [Viewer(address: addr(2), link: Link()), Viewer(address: addr(3), link: Link(rate: slowRate))]
+        func join(_ a: PeerAddress, _ name: String) -> UInt32 {
+            relay.receive(ControlEnvelope(requestID: 1, .join(room: "class", name: name, role: "viewer", token: nil, cookie: relay.cookie(for: a, now: 0))),
+                          from: a, now: 0)
+            for e in wire.controls(a) { if case let .welcome(peer, _, _, _) = e.message { return peer } }
+            return 0
+        }
+        let p = join(presenter, "teacher")
+        relay.receive(ControlEnvelope(requestID: 2, .publish(streams: [screen])), from: presenter, now: 0)
+        for v in viewers {
+            _ = join(v.address, "pupil")
+            relay.receive(ControlEnvelope(requestID: 3, .subscribe(publisher: p, kinds: [.screen])), from: v.address, now: 0)
+        }
+        wire.sent.removeAll()
+        var packetizer = VP8Packetizer(ssrc: screen.ssrc, initialSequence: 65000, initialPictureID: 32700)
+        packetizer.temporalLayers = true
+        packetizer.transportSequenceID = RoomProtocol.transportSequenceID
+        var transportSequence: UInt16 = 60000
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        var sent: [[UInt8]] = []
+        let frame = [UInt8](repeating: 0x01, count: 3 * 980)  // an interframe (P bit set), 3 packets
+        for tick in 0..<UInt64(seconds * 1000) {
+            let now = 1_000 * ms + tick * ms
+            if tick % 33 == 0 {
+                let index = tick / 33
+                var packets: [[UInt8]] = []
+                frame.withUnsafeBytes { f in
+                    buffer.withUnsafeMutableBytes { b in
+                        _ = packetizer.packetize(frame: f, rtpTimestamp: UInt32(index * 3000), temporalLayer: UInt8(index % 2), into: b) { packet in
+                            packets.append(Array(packet))
+                        }
+                    }
+                }
+                for var packet in packets {
+                    packet.withUnsafeMutableBytes { TransportWideSequence.stamp(transportSequence, into: $0) }
+                    transportSequence &+= 1
+                    sent.append(packet)
+                    relay.receive(packet, from: presenter, now: now)
+                }
+            }
+            if tick % 50 == 0 { relay.poll(now: now, wallNanos: 0) }
+            for i in viewers.indices {
+                for packet in wire.take(viewers[i].address) where DatagramKind.of(bytesOf: packet) == .rtp {
+                    viewers[i].link.send(packet, now: now)
+                }
+                for packet in viewers[i].link.arrivals(until: now) {
+                    viewers[i].got.append((now, packet))
+                    if let t = packet.withUnsafeBytes({ TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: $0) }) {
+                        viewers[i].recorder.onPacket(sequence: t, now: now)
+                    }
+                }
+                if let fb = viewers[i].recorder.poll(now: now, senderSSRC: 7, mediaSSRC: screen.ssrc) {
+                    var rtcp = [UInt8](repeating: 0, count: 1500)
+                    let n = rtcp.withUnsafeMutableBytes { RTCPPacket.transportFeedback(fb).marshal(into: $0) }
+                    relay.receive(Array(rtcp[0..<n]), from: viewers[i].address, now: now + 10 * ms)
+                }
+            }
+        }
+        return (viewers[0], viewers[1], relay, sent)
+    }
+
+    static func descriptor(_ packet: [UInt8]) throws -> (sequence: UInt16, d: VP8PayloadDescriptor) {
+        try packet.withUnsafeBytes { b in
+            let (h, offset, length) = try RTPHeader.parse(b)
+            return (h.sequenceNumber, try VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: b[offset..<(offset + length)])))
+        }
+    }
+
+    /// The slow viewer (500 kbit/s for a 720 kbit/s stream) is moved to the base layer (360
+    /// kbit/s), renumbered without holes, and stays there but for short trials; the fast one
+    /// gets every packet exactly as the presenter sent it.
+    @Test func aSlowViewerGetsTheBaseLayerAndTheFastOneEverything() throws {
+        let (fast, slow, relay, sent) = try Self.run(seconds: 20, slowRate: 500_000)
+        // (The last frame may still be on its way.)
+        #expect(fast.got.count >= sent.count - 3 && fast.got.map(\.bytes) == Array(sent.prefix(fast.got.count)),
+                "the fast viewer: \(fast.got.count) of \(sent.count)")
+        let late = try slow.got.filter { $0.at >= 12_000 * ms }.map { try Self.descriptor($0.bytes) }
+        let upper = late.filter { $0.d.temporalLayer == 1 }.count
+        #expect(late.count > 100 && Double(upper) < 0.25 * Double(late.count), "TL1 packets \(upper) of \(late.count) in the last 9 s")
+        // Renumbered: no holes among what it got (besides the link's own drops).
+        let sequences = late.map(\.sequence)
+        let holes = zip(sequences, sequences.dropFirst()).filter { $1 != $0 &+ 1 }.count
+        #expect(holes <= slow.link.dropped, "\(holes) holes, \(slow.link.dropped) dropped by the link")
+        let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
+        #expect(downlink.switchesDown >= 1)
+        print("slow viewer: \(downlink), link drops \(slow.link.dropped), TL1 \(upper) of \(late.count) after 12 s")
+        let fastDownlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == fast.address })
+        #expect(fastDownlink.switchesDown == 0 && fastDownlink.maxLayer == nil)
+    }
+
+    /// A viewer whose link carries the whole stream keeps it (none of its packets renumbered).
+    @Test func aViewerWithRoomToSpareKeepsEveryLayer() throws {
+        let (_, slow, relay, sent) = try Self.run(seconds: 10, slowRate: 2_000_000)
+        #expect(slow.got.count >= sent.count - 3 && slow.got.map(\.bytes) == Array(sent.prefix(slow.got.count)), "\(slow.got.count) of \(sent.count)")
+        let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
+        #expect(downlink.switchesDown == 0)
+    }
+}
