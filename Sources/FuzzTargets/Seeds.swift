@@ -16,7 +16,7 @@ extension FuzzTarget {
         case .rtcp: return Self.rtcpPackets()
         case .vp8: return Self.descriptors().map { Self.write($0) }
         case .room: return Self.controlMessages().map { $0.encoded() }
-        case .relay: return [Self.relaySession()]
+        case .relay: return [Self.relaySession(), Self.relayLayeredSession()]
         case .stun: return [Self.bindingRequest(nominate: true), Self.bindingRequest(nominate: false)]
         case .sdp: return [Array(Self.offer.utf8)]
         case .http:
@@ -172,6 +172,47 @@ extension FuzzTarget {
         out += relayDatagram(rtcp[3], from: 1)
         out += relayDatagram(messages[5].encoded(), from: 1)
         out += relayDatagram(messages[8].encoded(), from: 1)
+        return out
+    }
+
+    /// A presenter sends a two-layer stream numbered transport-wide; the viewer sends transport
+    /// feedback (its downlink's estimate: the relay's per-viewer layers) and a NACK.
+    static func relayLayeredSession() -> [UInt8] {
+        let messages = controlMessages()
+        var out: [UInt8] = []
+        out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "teacher", role: "presenter", token: nil,
+                                                                 cookie: relayCookie(sender: 0))).encoded(), from: 0)
+        out += relayDatagram(messages[3].encoded(), from: 0)
+        out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "pupil", role: "viewer", token: nil,
+                                                                 cookie: relayCookie(sender: 1))).encoded(), from: 1)
+        out += relayDatagram(messages[4].encoded(), from: 1)
+        var packetizer = VP8Packetizer(ssrc: 0x5EED_0001, initialSequence: 65530, initialPictureID: 0x7FFE)
+        packetizer.temporalLayers = true
+        packetizer.transportSequenceID = RoomProtocol.transportSequenceID
+        var buffer = [UInt8](repeating: 0, count: 1500)
+        var transport: UInt16 = 65534
+        let frame = [UInt8](repeating: 1, count: 1500)
+        for picture in 0..<6 {
+            var packets: [[UInt8]] = []
+            frame.withUnsafeBytes { f in
+                buffer.withUnsafeMutableBytes { b in
+                    _ = packetizer.packetize(frame: f, rtpTimestamp: UInt32(picture * 3000), temporalLayer: UInt8(picture % 2), into: b) {
+                        packets.append(Array($0))
+                    }
+                }
+            }
+            for var p in packets {
+                p.withUnsafeMutableBytes { TransportWideSequence.stamp(transport, into: $0) }
+                transport &+= 1
+                out += relayDatagram(p, from: 0)
+            }
+        }
+        var b = [UInt8](repeating: 0, count: 1500)
+        let feedback = TransportFeedback(senderSSRC: 0xAAAA, mediaSSRC: 0x5EED_0001, baseSequence: 65534, referenceTime: 1,
+                                         feedbackCount: 0, arrivals: [0, 40, nil, 80, 120, nil, 160, 200, 240, 280, 320, 360])
+        let n = b.withUnsafeMutableBytes { RTCPPacket.transportFeedback(feedback).marshal(into: $0) }
+        out += relayDatagram(Array(b[0..<n]), from: 1)
+        out += relayDatagram(rtcpPackets()[2], from: 1)
         return out
     }
 

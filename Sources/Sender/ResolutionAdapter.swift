@@ -7,8 +7,13 @@ import MediaCore
 /// or half a second above 1.1 × it at libvpx's coarsest quantizers (within 4 of the limit:
 /// nothing but a smaller picture can help), scale the picture down a step — ¾ of the side,
 /// then ½ (a quarter of the area, the least); the target growing to 1.2 × what the larger size
-/// needed, for three seconds, scales it back up. A resize restarts the encoder (a keyframe), so
-/// the half second after one is not weighed. Pure: sizes and time in, a level out.
+/// needed, for three seconds, scales it back up — or, as libwebrtc's quality scaler does, the
+/// smaller size encoding at fine quantizers (16 of 63 or less on average) within the target for
+/// as long: the target need not grow past what the larger size once took (it may never, when
+/// that was over `--bitrate`). If the larger size has to give way again within 10 s, the next
+/// such try waits twice as long (up to 32 s), so a size that cannot hold does not flap. A resize
+/// restarts the encoder (a keyframe), so the half second after one is not weighed. Pure: sizes
+/// and time in, a level out.
 struct ResolutionAdapter: Equatable {
     /// The steps, as fractions of each side.
     static let steps: [(num: Int, den: Int)] = [(1, 1), (3, 4), (1, 2)]
@@ -30,6 +35,13 @@ struct ResolutionAdapter: Equatable {
     private var roomToGrow = 0
     /// The window after a resize is not weighed (its keyframe).
     private var settling = false
+    /// Windows of fine quantizers within the target needed to grow back (doubles after a
+    /// grow-back that did not hold), and when the last such grow-back was.
+    private var fineWindowsNeeded = 6
+    private var fineWindows = 0
+    private var grewOnQuantizerAt: UInt64?
+    /// An average quantizer (0–63) at or under this is fine: the picture has bits to spare.
+    static let fineQuantizer = 16
 
     /// `size` scaled for `level` (even sides, at least 16).
     static func scaled(_ size: PixelSize, level: Int) -> PixelSize {
@@ -65,6 +77,7 @@ struct ResolutionAdapter: Equatable {
         guard now - start >= Self.windowNanos else { return nil }
         let produced = deltaFrames > 0 ? producedBits / Double(deltaFrames) * fps : 0, asked = targetSum / Double(frames)
         let coarsest = quantized > 0 && quantizerSum >= (maxQuantizer - 4) * quantized
+        let fine = quantized > 0 && quantizerSum <= Self.fineQuantizer * quantized && produced <= asked
         windowStart = now
         producedBits = 0
         targetSum = 0
@@ -79,16 +92,24 @@ struct ResolutionAdapter: Equatable {
         // At the coarsest quantizers nothing but a smaller picture helps: no need to wait.
         over = produced > 2 * asked || (coarsest && produced > 1.1 * asked) ? over + 2 : produced > 1.3 * asked ? over + 1 : 0
         roomToGrow = level > 0 && asked >= 1.2 * needed[level] ? roomToGrow + 1 : 0
+        fineWindows = level > 0 && fine ? fineWindows + 1 : 0
         if over >= 2, level < Self.steps.count - 1 {
             level += 1
             needed[level] = produced
+            // A grow-back on fine quantizers that did not hold: the next waits longer.
+            if let at = grewOnQuantizerAt, now - at < 10_000_000_000 { fineWindowsNeeded = min(fineWindowsNeeded * 2, 64) }
+            grewOnQuantizerAt = nil
         } else if roomToGrow >= 6 {
             level -= 1
+        } else if fineWindows >= fineWindowsNeeded {
+            level -= 1
+            grewOnQuantizerAt = now
         } else {
             return nil
         }
         over = 0
         roomToGrow = 0
+        fineWindows = 0
         settling = true
         return level
     }

@@ -69,4 +69,39 @@ import Testing
         }
         #expect(changed == [1])
     }
+
+    /// Feeds `seconds` at `quantizer`, 30 frames a second of `rate / 30` bits; returns the steps.
+    func feed(_ a: inout ResolutionAdapter, seconds: Double, rate: Double, quantizer: Int, target: Int, from start: inout UInt64) -> [Int] {
+        var steps: [Int] = []
+        for i in 0..<Int(seconds * 30) {
+            if let step = a.encoded(bits: Int(rate / 30), quantizer: quantizer, maxQuantizer: 63, target: target,
+                                    now: start + UInt64(i) * 33_333_334) { steps.append(step) }
+        }
+        start += UInt64(seconds * 1e9)
+        return steps
+    }
+
+    /// The smaller picture at fine quantizers within the target grows back even when the
+    /// target never reaches what the larger size once took (it was over `--bitrate`); if the
+    /// larger size has to give way again soon, the next try waits twice as long.
+    @Test func fineQuantizersBringTheSizeBackWithoutFlapping() {
+        var a = ResolutionAdapter()
+        var t: UInt64 = 0
+        #expect(feed(&a, seconds: 1.5, rate: 3_000_000, quantizer: 50, target: 2_000_000, from: &t) == [1])  // 1.5 × over
+        // At ¾: 1.8 Mbit/s at quantizer 30 (not fine): stays.
+        #expect(feed(&a, seconds: 6, rate: 1_800_000, quantizer: 30, target: 2_000_000, from: &t) == [])
+        // Quantizer 12 within the target: back after 3 s (the target 2M never reaches 1.2 × 3M).
+        #expect(feed(&a, seconds: 2.5, rate: 1_500_000, quantizer: 12, target: 2_000_000, from: &t) == [])
+        #expect(feed(&a, seconds: 1.5, rate: 1_500_000, quantizer: 12, target: 2_000_000, from: &t) == [0])
+        // The full size cannot hold it again (within 10 s): down, and the next grow-back on fine
+        // quantizers needs 6 s, not 3.
+        #expect(feed(&a, seconds: 2, rate: 3_000_000, quantizer: 50, target: 2_000_000, from: &t) == [1])
+        #expect(feed(&a, seconds: 5, rate: 1_500_000, quantizer: 12, target: 2_000_000, from: &t) == [])
+        #expect(feed(&a, seconds: 2, rate: 1_500_000, quantizer: 12, target: 2_000_000, from: &t) == [0])
+        // Fine quantizers but over the target: not a reason to grow.
+        var b = ResolutionAdapter()
+        t = 0
+        #expect(feed(&b, seconds: 1.5, rate: 3_000_000, quantizer: 50, target: 2_000_000, from: &t) == [1])
+        #expect(feed(&b, seconds: 8, rate: 2_100_000, quantizer: 12, target: 2_000_000, from: &t) == [])
+    }
 }
