@@ -151,6 +151,7 @@ extension FuzzTarget {
             ControlEnvelope(requestID: 5, .unsubscribe(publisher: 1, kinds: [.screen])),
             ControlEnvelope(requestID: 6, .sync),
             ControlEnvelope(requestID: 7, .leave),
+            ControlEnvelope(.link(publisher: 1, layers: .keyframes, estimateKbps: 120)),
         ]
     }
 

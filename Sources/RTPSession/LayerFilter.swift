@@ -7,7 +7,9 @@
 ///
 /// Switches take effect at a frame's first packet: down (drop TL1) at any TL1 frame, up
 /// (forward TL1 again) at a TL1 frame that depends on the base layer only (Y, layer sync), so
-/// the viewer never gets half a frame or a frame whose reference it lacks.
+/// the viewer never gets half a frame or a frame whose reference it lacks. With
+/// ``keyframesOnly`` (a link that carries less than the base layer) only keyframes pass; that
+/// mode ends at a keyframe, the one frame that needs nothing before it.
 ///
 /// Pure and of fixed size (rings of the recent pictures and packets); no allocation per packet.
 public struct LayerFilter: Sendable {
@@ -15,6 +17,9 @@ public struct LayerFilter: Sendable {
     public var maxLayer: UInt8?
     /// The highest layer forwarded now (nil: all), which follows `maxLayer` at switch points.
     public private(set) var currentMax: UInt8?
+    /// Only keyframes should pass; and whether only keyframes pass now.
+    public var keyframesOnly = false
+    public private(set) var currentKeyframesOnly = false
     /// Packets dropped and pictures dropped so far: what the numbers are shifted by.
     public private(set) var droppedPackets: UInt64 = 0
     public private(set) var droppedPictures: UInt64 = 0
@@ -37,9 +42,9 @@ public struct LayerFilter: Sendable {
 
     /// What to do with one packet: nil to drop it, or its outgoing sequence number and picture
     /// ID (the source's when nothing was dropped). A packet without a layer (no T bit, or not
-    /// VP8) is always forwarded.
+    /// VP8) is forwarded unless only keyframes are; `keyframe`: the packet starts a keyframe.
     public mutating func forward(sequence: UInt16, pictureID: UInt16?, temporalLayer: UInt8?, layerSync: Bool,
-                                 startsFrame: Bool) -> (sequence: UInt16, pictureID: UInt16?)? {
+                                 startsFrame: Bool, keyframe: Bool = false) -> (sequence: UInt16, pictureID: UInt16?)? {
         let newer = highest.map { Int16(bitPattern: sequence &- $0) > 0 } ?? true
         var drop = false
         var outPicture = pictureID
@@ -49,7 +54,14 @@ public struct LayerFilter: Sendable {
                 outPicture = pictures[i].out
             } else {
                 // A new picture: the switch points are here.
-                if let layer = temporalLayer {
+                if keyframe {
+                    // Needs nothing before it: every switch may happen here.
+                    currentKeyframesOnly = keyframesOnly
+                    currentMax = maxLayer
+                } else if keyframesOnly || currentKeyframesOnly {
+                    currentKeyframesOnly = true
+                    drop = true
+                } else if let layer = temporalLayer {
                     if let target = maxLayer, currentMax.map({ target < $0 }) ?? true, layer > target {
                         currentMax = target  // down: from any upper-layer frame on
                     } else if currentMax != maxLayer, layer > (currentMax ?? .max), startsFrame && (layerSync || layer == 0) {

@@ -216,19 +216,20 @@ public final class RelayCore {
         rooms[room]?.streams[ssrc]?.subscribers.map { ($0.address, $0.fractionLost, $0.rttNanos) } ?? []
     }
 
-    /// Viewers that get only the base layer of a stream now (their links carry no more).
+    /// Viewers that get only the base layer of a stream, or only its keyframes, now (their links
+    /// carry no more).
     public var viewersOnBaseLayer: Int {
         rooms.values.reduce(0) { sum, room in
-            room.streams.values.reduce(sum) { n, stream in n + stream.subscribers.filter { $0.downlink?.filter.maxLayer == 0 }.count }
+            room.streams.values.reduce(sum) { n, stream in n + stream.subscribers.filter { $0.downlink.map { $0.layers != .all } ?? false }.count }
         }
     }
 
     /// Each subscriber of a stream that sends transport feedback: its link's estimate and the
     /// layers it gets.
     public func subscriberDownlinks(room: String, ssrc: UInt32)
-        -> [(address: PeerAddress, estimate: Double, maxLayer: UInt8?, switchesDown: Int, switchesUp: Int)] {
+        -> [(address: PeerAddress, estimate: Double, layers: LinkLayers, switchesDown: Int, switchesUp: Int)] {
         rooms[room]?.streams[ssrc]?.subscribers.compactMap { s in
-            s.downlink.map { (s.address, $0.controller.target, $0.filter.maxLayer, $0.switchesDown, $0.switchesUp) }
+            s.downlink.map { (s.address, $0.controller.target, $0.layers, $0.switchesDown, $0.switchesUp) }
         } ?? []
     }
 
@@ -292,6 +293,17 @@ public final class RelayCore {
                 sendKeyframeRequest(stream, now: now)
             }
         }
+        // Viewers' links: trials, and keyframes for those that get only keyframes.
+        for room in rooms.values {
+            for stream in room.streams.values where stream.downlinks > 0 {
+                for s in stream.subscribers {
+                    guard let downlink = s.downlink else { continue }
+                    let before = downlink.layers
+                    if downlink.poll(rates: stream.layerRates, now: now) { requestKeyframe(stream, now: now) }
+                    tellIfChanged(downlink, was: before, stream: stream, viewer: s.peer)
+                }
+            }
+        }
         // Presenters' congestion control: what arrived of theirs, every 100 ms.
         for room in rooms.values {
             for peer in room.peers.values where peer.transportFeedback != nil {
@@ -332,12 +344,14 @@ public final class RelayCore {
         stream.receive.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: length)
         stream.history.store(bytes, now: now)
         var descriptor: VP8PayloadDescriptor?
+        var keyframe = false
         if stream.info.kind != .audio, length > 0 {
             let payload = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
             descriptor = try? VP8PayloadDescriptor.parse(payload)
             if let d = descriptor, d.startsFrame, d.size < payload.count,
                VP8PayloadDescriptor.isKeyframe(vp8Data: UnsafeRawBufferPointer(rebasing: payload[d.size...])) {
                 stream.keyframePending = false  // whoever asked gets this one
+                keyframe = true
             }
         }
         guard stream.downlinks > 0, let d = descriptor else {
@@ -346,14 +360,14 @@ public final class RelayCore {
             counters.bytesForwarded += stream.addresses.count * bytes.count
             return
         }
-        forwardPerViewer(bytes, header: header, payloadOffset: offset, descriptor: d, stream: stream, now: now)
+        forwardPerViewer(bytes, header: header, payloadOffset: offset, descriptor: d, keyframe: keyframe, stream: stream, now: now)
     }
 
     /// A video packet of a stream some viewers of which send transport feedback: each of those
     /// gets the layers its link carries (``ViewerDownlink``), renumbered when some were left
     /// out; the others, and those whose numbers are still the source's, share one fan-out.
     private func forwardPerViewer(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, descriptor d: VP8PayloadDescriptor,
-                                  stream: StreamState, now: UInt64) {
+                                  keyframe: Bool, stream: StreamState, now: UInt64) {
         let transportSequence = TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: bytes)
         if let t = transportSequence { stream.forwardLog.record(t, size: bytes.count + Self.srtpOverhead, now: now) }
         stream.layerRates.add(bytes.count, layer: d.temporalLayer, now: now)
@@ -364,7 +378,7 @@ public final class RelayCore {
                 continue
             }
             let out = downlink.filter.forward(sequence: header.sequenceNumber, pictureID: d.pictureID, temporalLayer: d.temporalLayer,
-                                              layerSync: d.layerSync, startsFrame: d.start)
+                                              layerSync: d.layerSync, startsFrame: d.start, keyframe: keyframe)
             if let t = transportSequence { downlink.noteForwarded(t, sent: out != nil) }
             guard let out else { continue }
             if out.sequence == header.sequenceNumber && out.pictureID == d.pictureID {
@@ -476,10 +490,10 @@ public final class RelayCore {
                     stream.downlinks += 1
                 }
                 let downlink = stream.subscribers[i].downlink!
-                let switches = downlink.switchesDown + downlink.switchesUp
+                let before = downlink.layers
                 downlink.onFeedback(feedback, log: stream.forwardLog, rates: stream.layerRates, now: now)
                 counters.viewerFeedbacks += 1
-                counters.layerSwitches += downlink.switchesDown + downlink.switchesUp - switches
+                tellIfChanged(downlink, was: before, stream: stream, viewer: peer)
             case .extendedReport(let xr):
                 // A viewer's RRTR (RFC 3611 §4.4): answered at once with a DLRR, so it learns
                 // its round trip to this relay (which answers its NACKs).
@@ -502,6 +516,13 @@ public final class RelayCore {
         if let stream = forwardTo {
             transport.send(bytes, toEach: stream.addresses)
         }
+    }
+
+    /// A viewer's link carries more or less of a stream than before: it is told (`link`).
+    private func tellIfChanged(_ downlink: ViewerDownlink, was before: LinkLayers, stream: StreamState, viewer: PeerState) {
+        guard downlink.layers != before else { return }
+        counters.layerSwitches += 1
+        send(.link(publisher: stream.owner.id, layers: downlink.layers, estimateKbps: Int(downlink.controller.target / 1000)), to: viewer.address)
     }
 
     func requestKeyframe(_ stream: StreamState, now: UInt64) {

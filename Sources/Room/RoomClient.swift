@@ -11,6 +11,8 @@ public enum RoomClientEvent: Sendable, Equatable {
     case unsubscribed(publisher: PeerInfo)
     /// Who receives our streams (publishers only).
     case subscribers([UInt32])
+    /// What our link carries of a publisher's screen, as the relay estimates it (viewers only).
+    case link(publisher: UInt32, layers: LinkLayers, estimateKbps: Int?)
     /// Lost the relay (or never reached it): trying again.
     case reconnecting(attempt: Int, delayNanos: UInt64, reason: String)
     /// Gave up after the retries; the caller should stop.
@@ -275,6 +277,8 @@ public struct RoomClient: Sendable {
         case let .subscribers(ids):
             subscribers = ids
             events.append(.subscribers(ids))
+        case let .link(publisher, layers, estimate):
+            events.append(.link(publisher: publisher, layers: layers, estimateKbps: estimate))
         case .join, .leave, .ping, .publish, .subscribe, .unsubscribe, .sync:
             break  // requests are the relay's to answer, not ours
         }

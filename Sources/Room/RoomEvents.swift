@@ -90,7 +90,46 @@ public struct RoomEventMapper {
         case .untrusted(let message):
             untrusted = message
             return [ErrorEvent(.untrustedRelay, message)]
+        case let .link(publisher, layers, estimate):
+            let name = client.peers[publisher]?.name ?? ""
+            var out: [any BroadcastEvent] = [LinkChanged(publisher: publisher, publisherName: name, layers: layers, estimateKbps: estimate)]
+            if layers == .keyframes {
+                out.append(WarningEvent(.networkBusy, "this viewer's link carries less than \(name.isEmpty ? "the presenter" : name)'s base layer"
+                    + (estimate.map { " (about \($0) kbit/s, the relay estimates)" } ?? "") + ": only keyframes come until it carries more"))
+            }
+            return out
         }
+    }
+}
+
+/// `link` (watch, in a room): what this viewer's link carries of the presenter's screen, as the
+/// relay estimates it, and so what the relay forwards: `all` layers, the `base` layer (half the
+/// frames, each as sharp) or only `keyframes` (with a `network_busy` warning).
+public struct LinkChanged: BroadcastEvent, Equatable {
+    public var publisher: UInt32
+    public var publisherName: String
+    public var layers: LinkLayers
+    public var estimateKbps: Int?
+    public init(publisher: UInt32, publisherName: String, layers: LinkLayers, estimateKbps: Int?) {
+        self.publisher = publisher
+        self.publisherName = publisherName
+        self.layers = layers
+        self.estimateKbps = estimateKbps
+    }
+
+    public var name: String { "link" }
+    public var fields: [String: JSONValue] {
+        ["publisher": .int(Int(publisher)), "publisher_name": .string(publisherName), "layers": .string(layers.rawValue),
+         "estimate_kbps": estimateKbps.map { .int($0) } ?? .null]
+    }
+    public var humanText: String {
+        let what = switch layers {
+        case .all: "every frame"
+        case .base: "every other frame (the base layer)"
+        case .keyframes: "keyframes only"
+        }
+        return "your link carries \(what) of \(publisherName.isEmpty ? "peer \(publisher)" : publisherName)'s screen"
+            + (estimateKbps.map { " (about \($0) kbit/s)" } ?? "")
     }
 }
 

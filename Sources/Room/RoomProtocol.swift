@@ -76,7 +76,7 @@ public enum DatagramKind: Sendable, Equatable {
 public enum MessageType: UInt8, Sendable, CaseIterable {
     case join = 1, welcome = 2, leave = 3, ping = 4, pong = 5, publish = 6, subscribe = 7, unsubscribe = 8
     case ok = 9, error = 10, peerJoined = 11, peerLeft = 12, streams = 13, sync = 14, state = 15, subscribers = 16
-    case retry = 17
+    case retry = 17, link = 18
 
     public var name: String {
         switch self {
@@ -97,6 +97,7 @@ public enum MessageType: UInt8, Sendable, CaseIterable {
         case .state: "state"
         case .subscribers: "subscribers"
         case .retry: "retry"
+        case .link: "link"
         }
     }
 }
@@ -104,6 +105,16 @@ public enum MessageType: UInt8, Sendable, CaseIterable {
 /// A stream kind: the screen substream, the "main" stream (reserved for a camera) or audio.
 public enum StreamKind: String, Codable, Sendable, CaseIterable {
     case screen, main, audio
+}
+
+/// What of a screen a viewer's link carries (``ControlMessage/link(publisher:layers:estimateKbps:)``).
+public enum LinkLayers: String, Codable, Sendable, CaseIterable {
+    /// Every temporal layer: the whole stream.
+    case all
+    /// The base layer: half the frames.
+    case base
+    /// Only keyframes: the link carries less than the base layer.
+    case keyframes
 }
 
 /// One published RTP stream.
@@ -208,6 +219,10 @@ public enum ControlMessage: Sendable, Equatable {
     /// relay → peer: the answer to a `join` without a valid cookie: send it again with this one.
     /// No larger than the join it answers, so a spoofed join reflects nothing bigger.
     case retry(cookie: String)
+    /// Relay → viewer: what the viewer's link carries of `publisher`'s screen, as the relay
+    /// estimates it from the viewer's transport feedback, and so what it forwards: every layer,
+    /// the base layer (half the frames), or only keyframes (the link carries less than the base).
+    case link(publisher: UInt32, layers: LinkLayers, estimateKbps: Int?)
 
     /// Whether a peer sends it to the relay (and pads it).
     public var isRequest: Bool {
@@ -236,6 +251,7 @@ public enum ControlMessage: Sendable, Equatable {
         case .sync: .sync
         case .state: .state
         case .subscribers: .subscribers
+        case .link: .link
         }
     }
 }
@@ -284,10 +300,12 @@ private struct Body: Codable {
     var reason: String?
     var peerInfo: PeerInfo?
     var subscriberIDs: [UInt32]?
+    var layers: LinkLayers?
+    var estimateKbps: Int?
 
     enum CodingKeys: String, CodingKey {
-        case room, name, role, token, cookie, peer, version, peers, subscribers, streams, publisher, kinds, code, message, reason
-        case peerInfo = "peer_info", subscriberIDs = "subscriber_ids"
+        case room, name, role, token, cookie, peer, version, peers, subscribers, streams, publisher, kinds, code, message, reason, layers
+        case peerInfo = "peer_info", subscriberIDs = "subscriber_ids", estimateKbps = "estimate_kbps"
     }
 }
 
@@ -312,6 +330,7 @@ extension ControlEnvelope {
         case let .streams(version, peer, streams): b.version = version; b.peer = peer; b.streams = streams
         case let .state(version, peers): b.version = version; b.peers = peers
         case let .subscribers(peers): b.subscriberIDs = peers
+        case let .link(publisher, layers, estimate): b.publisher = publisher; b.layers = layers; b.estimateKbps = estimate
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
@@ -381,6 +400,7 @@ extension ControlEnvelope {
         case .sync: message = .sync
         case .state: message = .state(version: try need(b.version, "version"), peers: try need(b.peers, "peers"))
         case .subscribers: message = .subscribers(peers: try need(b.subscriberIDs, "subscriber_ids"))
+        case .link: message = .link(publisher: try need(b.publisher, "publisher"), layers: try need(b.layers, "layers"), estimateKbps: b.estimateKbps)
         }
         return ControlEnvelope(requestID: id, message)
     }

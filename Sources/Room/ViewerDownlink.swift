@@ -52,12 +52,18 @@ struct LayerRates {
 
 /// One viewer's downlink as the relay sees it (a viewer that sends transport feedback): its
 /// estimate (``CongestionController``, from the packets' forward times and their arrivals) and
-/// the layers that fit it (``LayerFilter``). Down to the base layer when for a second both the
-/// estimate and what arrives are under 90 % of the stream; back up on trial, as a prober would: when the path has been calm
-/// for a while (4 s, doubling after each failed trial up to 32 s), all layers again for a
-/// second — overuse, a queue of 50 ms or loss over 2 % in that time and it goes back down at
-/// once; otherwise the estimate is raised to what got through. Loss over 5 % or a standing
-/// queue while less than the stream arrives moves it down at once.
+/// what of the stream fits it (``LayerFilter``): every layer, the base layer, or keyframes only.
+///
+/// - Down a step when for a second both the estimate and what arrives are under 90 % of what
+///   the viewer is sent (the whole stream, or its base layer), or at once when it loses over 5 %
+///   or a queue stands while less than that arrives. After a step down, 2 s pass before the
+///   next is judged (the queue the last one left drains).
+/// - Up a step on trial, as a prober would: when the path has been calm for a while (4 s,
+///   doubling after each failed trial up to 32 s), the next step for a second (from keyframes
+///   only, from the next keyframe, which is asked for) — overuse, a queue of 50 ms or loss over
+///   2 % in that time and it goes back at once; otherwise the estimate is raised to what got
+///   through.
+/// - Keyframes only: one is asked for every 5 s, so the viewer still sees the screen change.
 ///
 /// Resends (answers to its NACKs) share what its link has left: the estimate less what is
 /// forwarded, at least a tenth of the estimate (libwebrtc takes NACK overhead from the encoder's
@@ -74,6 +80,9 @@ final class ViewerDownlink {
     private(set) var nextTrial: UInt64 = 0
     private var backoff: UInt64 = 4_000_000_000
     private var starvedSince: UInt64?
+    private var settleUntil: UInt64 = 0
+    private var trialFrom = LinkLayers.all
+    private var nextKeyframe: UInt64 = 0
     private var resends = RateBucket()
     /// What the viewer gets (bit/s): the whole stream or its base layer, as last chosen.
     private var forwardedRate = 0.0
@@ -123,55 +132,94 @@ final class ViewerDownlink {
         return true
     }
 
+    /// What the viewer gets now.
+    var layers: LinkLayers { filter.keyframesOnly ? .keyframes : filter.maxLayer == 0 ? .base : .all }
+
+    private func set(_ layers: LinkLayers) {
+        let before = self.layers
+        filter.keyframesOnly = layers == .keyframes
+        filter.maxLayer = layers == .all ? nil : 0
+        if layers.rank < before.rank { switchesDown += 1 } else if layers.rank > before.rank { switchesUp += 1 }
+    }
+
+    /// Timers (the relay's poll): trials and keyframes for a viewer that may get no feedback
+    /// to act on (keyframes only: little arrives). Returns whether to ask for a keyframe.
+    func poll(rates: LayerRates, now: UInt64) -> Bool {
+        guard trialUntil == nil else { return false }
+        if layers == .keyframes, calm, now >= nextTrial {
+            startTrial(.base, now: now)
+            return true  // the base layer starts at a keyframe
+        }
+        if layers == .keyframes, now >= nextKeyframe {
+            nextKeyframe = now + 5_000_000_000
+            return true
+        }
+        return false
+    }
+
+    private var calm: Bool {
+        controller.detector.state == .normal && controller.lossFraction < 0.02 && (controller.queueDelay ?? 0) < 50_000_000
+    }
+
+    private func startTrial(_ layers: LinkLayers, now: UInt64) {
+        trialFrom = self.layers
+        set(layers)
+        trialUntil = now + (layers == .base ? 2_000_000_000 : 1_000_000_000)  // the base waits for its keyframe
+    }
+
     private func choose(rates: LayerRates, now: UInt64) {
-        defer { forwardedRate = filter.maxLayer == 0 ? rates.base : rates.total }
+        defer { forwardedRate = layers == .all ? rates.total : layers == .base ? rates.base : 0 }
         let queue = controller.queueDelay ?? 0
         if let until = trialUntil {
             let troubled = controller.detector.state == .overusing || controller.lossFraction > 0.02 || queue > 50_000_000
             if troubled {
-                down(now: now)
+                set(trialFrom)
+                trialUntil = nil
+                settleUntil = now + 2_000_000_000
                 backoff = min(backoff * 2, 32_000_000_000)
                 nextTrial = now + backoff
             } else if now >= until {
                 trialUntil = nil
                 backoff = 4_000_000_000
+                nextTrial = now + backoff
                 if let got = controller.acknowledged { controller.raise(to: got) }
             }
             return
         }
-        let arriving = controller.acknowledged ?? rates.total
-        if filter.maxLayer == nil {
-            // Drowning: losing or queueing while less than the stream gets through.
-            if rates.total > 0, arriving < 0.9 * rates.total,
-               controller.lossFraction > 0.05 || queue > CongestionController.standingQueueNanos {
+        guard now >= settleUntil else { return }
+        let sent = layers == .all ? rates.total : rates.base
+        let arriving = controller.acknowledged ?? sent
+        if layers != .keyframes, sent > 0, arriving < 0.9 * sent {
+            // Drowning (losing, or a queue standing) at once; starved (the estimate low too)
+            // after a second.
+            let drowning = controller.lossFraction > 0.05 || queue > CongestionController.standingQueueNanos
+            let starved = controller.target < 0.9 * sent
+            if drowning || (starved && starvedSince.map { now &- $0 >= 1_000_000_000 } == true) {
                 starvedSince = nil
-                down(now: now)
+                set(layers == .all ? .base : .keyframes)
+                settleUntil = now + 2_000_000_000
                 nextTrial = now + backoff
+                nextKeyframe = now + 5_000_000_000
                 return
             }
-            // Starved for a second: the estimate and what actually arrives both under 90 % of
-            // the stream (one spurious overuse on a good link lowers only the estimate).
-            let starved = rates.total > 0 && controller.target < 0.9 * rates.total
-                && arriving < 0.9 * rates.total
-            if !starved {
-                starvedSince = nil
-            } else if let since = starvedSince, now &- since >= 1_000_000_000 {
-                starvedSince = nil
-                down(now: now)
-                nextTrial = now + backoff
-            } else if starvedSince == nil {
-                starvedSince = now
-            }
-        } else if now >= nextTrial, controller.detector.state == .normal, controller.lossFraction < 0.02, queue < 50_000_000 {
-            filter.maxLayer = nil
-            trialUntil = now + 1_000_000_000
-            switchesUp += 1
+            if starved, starvedSince == nil { starvedSince = now }
+            if !starved { starvedSince = nil }
+        } else {
+            starvedSince = nil
+        }
+        if layers == .base, now >= nextTrial, calm {
+            startTrial(.all, now: now)
         }
     }
+}
 
-    private func down(now: UInt64) {
-        trialUntil = nil
-        if filter.maxLayer != 0 { switchesDown += 1 }
-        filter.maxLayer = 0
+extension LinkLayers {
+    /// Its order: keyframes < base < all.
+    var rank: Int {
+        switch self {
+        case .keyframes: 0
+        case .base: 1
+        case .all: 2
+        }
     }
 }

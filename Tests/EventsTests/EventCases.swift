@@ -176,7 +176,12 @@ enum EventCases {
             ("room.reconnecting", one(.reconnecting(attempt: 2, delayNanos: 1_000_000_000, reason: "no word from the relay for 3 s"))),
             ("room.error", one(.error(code: .unknownPeer, message: "no peer 'carol' in room class"))),
             ("room.disconnected", one(.disconnected(reason: "no answer after 3 retries"))),
+            ("room.link", one(.link(publisher: 1, layers: .base, estimateKbps: 420))),
         ]
+        // A link that carries only keyframes: the event, and a network_busy warning.
+        let busy = mapper.map(.link(publisher: 1, layers: .keyframes, estimateKbps: 120), client: presenter)
+        precondition(busy.count == 2)
+        cases += [("room.link.keyframes", busy[0]), ("room.link.network_busy", busy[1])]
         return cases
     }
 

@@ -121,6 +121,15 @@ enum PinnedOutput {
         "room.substream_stopped": (
             json: #"{"codec":"opus","event":"substream_stopped","kind":"audio","name":"ann@laptop","payload_type":111,"peer":1,"ssrc":8738,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"peer 1 stopped sharing audio"#),
+        "room.link": (
+            json: #"{"estimate_kbps":420,"event":"link","layers":"base","publisher":1,"publisher_name":"","time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"your link carries every other frame (the base layer) of peer 1's screen (about 420 kbit/s)"#),
+        "room.link.keyframes": (
+            json: #"{"estimate_kbps":120,"event":"link","layers":"keyframes","publisher":1,"publisher_name":"","time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"your link carries keyframes only of peer 1's screen (about 120 kbit/s)"#),
+        "room.link.network_busy": (
+            json: #"{"event":"warning","kind":"network_busy","message":"this viewer's link carries less than the presenter's base layer (about 120 kbit/s, the relay estimates): only keyframes come until it carries more","time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"warning: network_busy this viewer's link carries less than the presenter's base layer (about 120 kbit/s, the relay estimates): only keyframes come until it carries more"#),
         "room.subscribed": (
             json: #"{"event":"subscribed","kinds":["screen","audio"],"name":"ann@laptop","publisher":1,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"watching ann@laptop (peer 1)"#),

@@ -18,6 +18,7 @@ func names(_ events: [RoomClientEvent]) -> [String] {
         case .error(let code, _): "error \(code.rawValue)"
         case .refused(let message): "refused \(message)"
         case .untrusted(let message): "untrusted \(message)"
+        case .link(_, let layers, _): "link \(layers.rawValue)"
         }
     }
 }

@@ -37,6 +37,8 @@ import Transport
         var link: Link
         var recorder = TransportFeedbackRecorder()
         var got: [(at: UInt64, bytes: [UInt8])] = []
+        /// What the relay said of its link (`link` messages), in order.
+        var told: [LinkLayers] = []
     }
 
     /// Runs `seconds` of a 30 fps stream of 3 packets a frame (1000 bytes each: 720 kbit/s,
@@ -66,14 +68,24 @@ import Transport
         var buffer = [UInt8](repeating: 0, count: 1500)
         var sent: [[UInt8]] = []
         let frame = [UInt8](repeating: 0x01, count: 3 * 980)  // an interframe (P bit set), 3 packets
+        var key = frame
+        key[0] = 0x00  // P bit clear: a keyframe
+        var keyframeAsked = false, nextIsBase = true
         for tick in 0..<UInt64(seconds * 1000) {
             let now = 1_000 * ms + tick * ms
+            // A keyframe request (PLI) makes the next frame a keyframe, which starts the pattern.
+            if wire.take(presenter).contains(where: { DatagramKind.of(bytesOf: $0) == .rtcp && $0.count > 1 && $0[1] == 206 }) { keyframeAsked = true }
             if tick % 33 == 0 {
                 let index = tick / 33
+                let isKey = keyframeAsked
+                keyframeAsked = false
+                if isKey { nextIsBase = true }
+                let layer: UInt8 = nextIsBase ? 0 : 1
+                nextIsBase.toggle()
                 var packets: [[UInt8]] = []
-                frame.withUnsafeBytes { f in
+                (isKey ? key : frame).withUnsafeBytes { f in
                     buffer.withUnsafeMutableBytes { b in
-                        _ = packetizer.packetize(frame: f, rtpTimestamp: UInt32(index * 3000), temporalLayer: UInt8(index % 2), into: b) { packet in
+                        _ = packetizer.packetize(frame: f, rtpTimestamp: UInt32(index * 3000), temporalLayer: layer, into: b) { packet in
                             packets.append(Array(packet))
                         }
                     }
@@ -86,9 +98,17 @@ import Transport
                 }
             }
             if tick % 50 == 0 { relay.poll(now: now, wallNanos: 0) }
+            if tick % 2000 == 0 {  // the viewers' keep-alive, as their room clients send it
+                for v in viewers { relay.receive(ControlEnvelope(requestID: 9, .ping(version: 0)), from: v.address, now: now) }
+            }
             for i in viewers.indices {
-                for packet in wire.take(viewers[i].address) where DatagramKind.of(bytesOf: packet) == .rtp {
-                    viewers[i].link.send(packet, now: now)
+                for packet in wire.take(viewers[i].address) {
+                    switch DatagramKind.of(bytesOf: packet) {
+                    case .rtp: viewers[i].link.send(packet, now: now)
+                    case .control:
+                        if case let .link(_, layers, _)? = (try? ControlEnvelope.parse(packet))?.message { viewers[i].told.append(layers) }
+                    default: break
+                    }
                 }
                 for packet in viewers[i].link.arrivals(until: now) {
                     viewers[i].got.append((now, packet))
@@ -132,7 +152,9 @@ import Transport
         #expect(downlink.switchesDown >= 1)
         print("slow viewer: \(downlink), link drops \(slow.link.dropped), TL1 \(upper) of \(late.count) after 12 s")
         let fastDownlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == fast.address })
-        #expect(fastDownlink.switchesDown == 0 && fastDownlink.maxLayer == nil)
+        #expect(fastDownlink.switchesDown == 0 && fastDownlink.layers == .all && fast.told.isEmpty)
+        // It was told each switch: down, and back after each failed trial.
+        #expect(slow.told.first == .base && slow.told.last == .base && !slow.told.contains(.keyframes), "\(slow.told)")
     }
 
     /// A viewer whose link carries the whole stream keeps it (none of its packets renumbered).
@@ -141,5 +163,27 @@ import Transport
         #expect(slow.got.count >= sent.count - 3 && slow.got.map(\.bytes) == Array(sent.prefix(slow.got.count)), "\(slow.got.count) of \(sent.count)")
         let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
         #expect(downlink.switchesDown == 0)
+    }
+
+    /// A link that carries less than the base layer (150 kbit/s for 360): keyframes only, one
+    /// asked for every 5 s, and the viewer told (`link` … `keyframes`).
+    @Test func aLinkThatCarriesLessThanTheBaseGetsKeyframesOnly() throws {
+        let (fast, slow, relay, sent) = try Self.run(seconds: 30, slowRate: 150_000)
+        #expect(fast.got.count >= sent.count - 3 && fast.got.map(\.bytes) == Array(sent.prefix(fast.got.count)))
+        #expect(slow.told.contains(.keyframes), "\(slow.told)")
+        print("keyframes only: told \(slow.told), got \(slow.got.count), dropped \(slow.link.dropped), downlinks \(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc)), peers \(relay.peerCount)")
+        let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
+        #expect(downlink.layers == .keyframes, "\(downlink) told \(slow.told)")
+        // The last 10 s: keyframes, every packet of them, and more than one.
+        let late = try slow.got.filter { $0.at >= 21_000 * ms }.map { try Self.descriptor($0.bytes) }
+        let starts = late.filter { $0.d.start }
+        let keyframes = try slow.got.filter { $0.at >= 21_000 * ms }.filter { packet in
+            try packet.bytes.withUnsafeBytes { b in
+                let (_, offset, _) = try RTPHeader.parse(b)
+                let d = try VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: b[offset...]))
+                return d.start && b[offset + d.size] & 1 == 0
+            }
+        }
+        #expect(keyframes.count >= 2 && keyframes.count == starts.count, "\(keyframes.count) keyframes of \(starts.count) frames")
     }
 }

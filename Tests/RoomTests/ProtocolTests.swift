@@ -27,11 +27,25 @@ import TestSupport
             .error(code: .ssrcConflict, message: "x"), .peerJoined(version: 5, peer: peer), .peerLeft(version: 6, peer: 3, reason: "timeout"),
             .streams(version: 7, peer: 3, streams: []), .sync, .state(version: 8, peers: [peer]), .subscribers(peers: [1, 2]),
             .retry(cookie: "00112233445566778899aabb"), .join(room: "r", name: "n", role: "viewer", token: nil, cookie: "0011"),
+            .link(publisher: 3, layers: .base, estimateKbps: 420), .link(publisher: 3, layers: .keyframes, estimateKbps: nil),
         ]
         #expect(Set(messages.map(\.type.rawValue)) == Set(MessageType.allCases.map(\.rawValue)))
         for (i, m) in messages.enumerated() {
             let e = ControlEnvelope(requestID: UInt32(i), m)
             #expect(try ControlEnvelope.parse(e.encoded()) == e)
+        }
+    }
+
+    /// `link` (type 18): the relay's word to a viewer on what its link carries; exact bytes, and
+    /// a missing or unknown `layers` refused by name.
+    @Test func linkHasItsBytesAndRefusesWhatIsNotOneOfItsLayers() throws {
+        let bytes = ControlEnvelope(.link(publisher: 3, layers: .base, estimateKbps: 420)).encoded()
+        #expect(Array(bytes[0..<8]) == [0x53, 0x53, 3, 18, 0, 0, 0, 0])
+        #expect(String(decoding: bytes[8...], as: UTF8.self) == #"{"estimate_kbps":420,"layers":"base","publisher":3}"#)
+        func body(_ json: String) -> [UInt8] { [0x53, 0x53, 3, 18, 0, 0, 0, 0] + Array(json.utf8) }
+        #expect(throws: RoomProtocolError(.badMessage, "link: field 'layers' missing")) { try ControlEnvelope.parse(body(#"{"publisher":3}"#)) }
+        #expect(throws: RoomProtocolError(.badMessage, "link: body is not a valid JSON object of this protocol")) {
+            try ControlEnvelope.parse(body(#"{"publisher":3,"layers":"half"}"#))
         }
     }
 
