@@ -136,37 +136,8 @@ import X11TestSupport
     /// decodes every frame and the presenter keeps the rate its own link allows. Before the
     /// relay chose layers the slow viewer's queue was full and most of its packets dropped.
     @Test func aSlowViewerGetsTheBaseLayerAndTheOthersAreNotTouched() throws {
-        let dir = try makeTempDir()
-        let input = try PlainSession.motion(width: 640, height: 360, fps: 30, frames: 60, in: dir)
-        let relayPort = freeEvenPort()
-        var proxyPort = freeEvenPort()
-        while proxyPort == relayPort || proxyPort == relayPort + 1 || proxyPort + 1 == relayPort { proxyPort = freeEvenPort() }
-        let relay = try RoomEndToEndTests.serve(dir, port: relayPort, duration: 50)
-        defer { relay.finish(within: 0) }
-        let proxy = try Child(which("python3"), [scriptPath("lossy-proxy"), "--listen", "\(proxyPort)", "--to", "127.0.0.1:\(relayPort)",
-                                                 "--reverse", "--rate", "400k", "--queue-ms", "300", "--delay", "25"], dir: dir, name: "proxy")
-        try waitUntilBound(proxyPort)
-        func viewer(_ name: String, _ port: UInt16) throws -> Child {
-            try Child(screenshareBinary(), ["watch", "--room", "class", "--server", "127.0.0.1:\(port)", "--headless", "--name", name,
-                                            "--duration", "32", "--json"], dir: dir, name: name)
-        }
-        let fast = try viewer("fast", relayPort), slow = try viewer("slow", proxyPort)
-        let presenter = try Child(screenshareBinary(), [
-            "start", "--room", "class", "--server", "127.0.0.1:\(relayPort)", "--input", input, "--input-format", "nv12",
-            "--input-size", "640x360", "--fps", "30", "--bitrate", "600k", "--content", "motion", "--no-audio", "--duration", "30", "--json",
-        ], dir: dir, name: "presenter")
-        #expect(presenter.finish(within: 50) == 0, "\(presenter.stderr)")
-        let fastExit = fast.finish(within: 20), slowExit = slow.finish(within: 20)
-        proxy.finish(within: 0)
-        relay.finish(within: 5)
-        #expect(fastExit == 0 && slowExit == 0, "\(fast.stderr)\(slow.stderr)")
-        let seconds = EventLog(proxy).events(named: "second")
-        let report = Self.report(seconds, sender: presenter)
-        print("a slow viewer at 400 kbit/s, its link second by second (the proxy's own):\n\(report)")
-        let sent = try EventLog(presenter).stopped(), fastGot = try EventLog(fast).stopped(), slowGot = try EventLog(slow).stopped()
-        let framesSent = sent["frames_sent"] as? Int ?? 0
-        let relayStats = EventLog(relay).events(named: "stats").map { "\($0["viewers_base_layer"] ?? "?")/\($0["layer_switches"] ?? "?")/\($0["retransmitted"] ?? "?")" }
-        print("presenter \(framesSent) frames; fast \(fastGot); slow \(slowGot)\nrelay (base layer/switches/resent) \(relayStats)\n\(EventLog(relay).last(named: "stopped") ?? [:])")
+        let run = try SlowViewerRoom(rate: "400k", queueMs: 300)
+        let (framesSent, fastGot, slowGot, seconds, report) = (run.framesSent, run.fastGot, run.slowGot, run.seconds, run.report)
         // The fast viewer: every frame sent once it was subscribed (the first half second's may
         // have gone before), none lost, no freeze.
         #expect((fastGot["frames_decoded"] as? Int ?? 0) >= framesSent - 15, "\(fastGot)")
@@ -175,14 +146,30 @@ import X11TestSupport
         let slowFrames = slowGot["frames_decoded"] as? Int ?? 0
         #expect(slowFrames >= framesSent * 4 / 10 && slowFrames <= framesSent * 8 / 10, "\(slowFrames) of \(framesSent)\n\(report)")
         #expect((slowGot["total_freezes_duration_s"] as? Double ?? 99) < 0.05 * 30, "\(slowGot)\n\(report)")
+        #expect(run.slowLinks.first == "base", "\(run.slowLinks)")
         // Its link is not flooded once the relay has chosen (after 5 s): the queue short, few drops.
         let steady = seconds.filter { (6...28).contains($0["t"] as? Int ?? -1) }
         let dropped = steady.map { Self.number($0, "dropped") }.reduce(0, +)
         let delivered = steady.map { Self.number($0, "delivered_kbps") * 1000 / 8 / 1100 }.reduce(0, +)
         #expect(dropped < 0.05 * delivered, "\(dropped) of about \(Int(delivered)) packets dropped\n\(report)")
         // The presenter kept its rate: the relay's estimate of its uplink is not the slow viewer's.
-        let targets = EventLog(presenter).events(named: "stats").compactMap { $0["target_kbps"] as? Int }
-        #expect(targets.suffix(20).allSatisfy { $0 >= 540 }, "\(targets)")
+        #expect(run.targets.suffix(20).allSatisfy { $0 >= 540 }, "\(run.targets)")
+    }
+
+    /// A viewer behind 150 kbit/s of a 600 kbit/s stream (its base layer alone is 360): the relay
+    /// sends it keyframes only, asking for one every 5 s, and tells it (`link` … `keyframes` and
+    /// a `network_busy` warning); it still sees the screen change, and the other viewer and the
+    /// presenter are not touched. (The queue is 2 s deep: a keyframe must fit in it.)
+    @Test func aLinkThatCarriesLessThanTheBaseGetsKeyframesAndIsTold() throws {
+        let run = try SlowViewerRoom(rate: "150k", queueMs: 2000)
+        #expect(run.slowLinks.contains("keyframes"), "\(run.slowLinks)")
+        let busy = EventLog(run.slow).events(named: "warning").filter { $0["kind"] as? String == "network_busy" }
+        #expect(!busy.isEmpty, "\(EventLog(run.slow).events(named: "warning"))")
+        let keyframes = run.slowGot["keyframes_decoded"] as? Int ?? 0, frames = run.slowGot["frames_decoded"] as? Int ?? 0
+        #expect(keyframes >= 3, "\(run.slowGot)\n\(run.report)")
+        #expect(frames < run.framesSent / 4, "\(frames) of \(run.framesSent) frames reached a 150 kbit/s link")
+        #expect((run.fastGot["frames_decoded"] as? Int ?? 0) >= run.framesSent - 15, "\(run.fastGot)")
+        #expect(run.targets.suffix(20).allSatisfy { $0 >= 540 }, "\(run.targets)")
     }
 
     /// Slides (`detail`) behind a 500 kbit/s bottleneck, 3 Mbit/s asked for: the picture keeps
@@ -229,5 +216,57 @@ import X11TestSupport
         #expect(stats.count >= 3)
         #expect(stats.allSatisfy { $0["target_kbps"] as? Int == 700 && $0["estimate_kbps"] is NSNull }, "\(stats)")
         #expect(!EventLog(session.sender).contains("bitrate_changed"))
+    }
+}
+
+/// A room for the per-viewer tests: a relay, a presenter (640x360 motion at 30 fps, 600 kbit/s)
+/// and two viewers, one straight to the relay and one behind `Scripts/lossy-proxy --reverse`
+/// (`rate`, `queueMs`, 25 ms), for 30 s.
+struct SlowViewerRoom {
+    let presenter: Child, fast: Child, slow: Child, proxy: Child, relay: Child
+    let framesSent: Int
+    let fastGot: JSONObject, slowGot: JSONObject
+    let seconds: [JSONObject]
+    let report: String
+    /// The slow viewer's `link` events' layers, in order; the presenter's targets.
+    let slowLinks: [String]
+    let targets: [Int]
+
+    init(rate: String, queueMs: Int) throws {
+        let dir = try makeTempDir()
+        let input = try PlainSession.motion(width: 640, height: 360, fps: 30, frames: 60, in: dir)
+        let relayPort = freeEvenPort()
+        var proxyPort = freeEvenPort()
+        while proxyPort == relayPort || proxyPort == relayPort + 1 || proxyPort + 1 == relayPort { proxyPort = freeEvenPort() }
+        relay = try RoomEndToEndTests.serve(dir, port: relayPort, duration: 50)
+        proxy = try Child(which("python3"), [scriptPath("lossy-proxy"), "--listen", "\(proxyPort)", "--to", "127.0.0.1:\(relayPort)",
+                                             "--reverse", "--rate", rate, "--queue-ms", "\(queueMs)", "--delay", "25"], dir: dir, name: "proxy")
+        try waitUntilBound(proxyPort)
+        func viewer(_ name: String, _ port: UInt16) throws -> Child {
+            try Child(screenshareBinary(), ["watch", "--room", "class", "--server", "127.0.0.1:\(port)", "--headless", "--name", name,
+                                            "--duration", "32", "--json"], dir: dir, name: name)
+        }
+        fast = try viewer("fast", relayPort)
+        slow = try viewer("slow", proxyPort)
+        presenter = try Child(screenshareBinary(), [
+            "start", "--room", "class", "--server", "127.0.0.1:\(relayPort)", "--input", input, "--input-format", "nv12",
+            "--input-size", "640x360", "--fps", "30", "--bitrate", "600k", "--content", "motion", "--no-audio", "--duration", "30", "--json",
+        ], dir: dir, name: "presenter")
+        #expect(presenter.finish(within: 50) == 0, "\(presenter.stderr)")
+        let fastExit = fast.finish(within: 20), slowExit = slow.finish(within: 20)
+        proxy.finish(within: 0)
+        relay.finish(within: 5)
+        #expect(fastExit == 0 && slowExit == 0, "\(fast.stderr)\(slow.stderr)")
+        seconds = EventLog(proxy).events(named: "second")
+        report = CongestionEndToEndTests.report(seconds, sender: presenter)
+        print("a viewer behind \(rate) (queue \(queueMs) ms), its link second by second (the proxy's own):\n\(report)")
+        framesSent = try EventLog(presenter).stopped()["frames_sent"] as? Int ?? 0
+        fastGot = try EventLog(fast).stopped()
+        slowGot = try EventLog(slow).stopped()
+        slowLinks = EventLog(slow).events(named: "link").compactMap { $0["layers"] as? String }
+        targets = EventLog(presenter).events(named: "stats").compactMap { $0["target_kbps"] as? Int }
+        let relayStats = EventLog(relay).events(named: "stats").map { "\($0["viewers_base_layer"] ?? "?")/\($0["layer_switches"] ?? "?")/\($0["retransmitted"] ?? "?")" }
+        print("presenter \(framesSent) frames; fast \(fastGot); slow \(slowGot), told \(slowLinks)\n"
+              + "relay (viewers on fewer layers/switches/resent) \(relayStats)\n\(EventLog(relay).last(named: "stopped") ?? [:])")
     }
 }
