@@ -1,6 +1,7 @@
 import SRTP
 import Logging
 import Room
+import RTP
 import Synchronization
 import Transport
 import WebRTC
@@ -24,6 +25,10 @@ final class BrowserSession {
     let audioPT: UInt8?
     let videoSSRC: UInt32
     let audioSSRC: UInt32
+    /// The transport-wide sequence number's extension ID the browser agreed to (nil: none): the
+    /// presenter's numbers are forwarded under it, and the browser's transport feedback on them
+    /// is its link's estimate (the layers it gets).
+    var transportSequenceID: UInt8?
     /// The presenter's SSRC → what it is here (learned from the room when a packet comes).
     var presenterKinds: [UInt32: StreamKind] = [:]
     /// The answer's two streams, running on across presenters.
@@ -277,6 +282,11 @@ final class BrowserGateway {
                 guard let out else { return false }
                 b[2] = UInt8(out.sequence >> 8)
                 b[3] = UInt8(out.sequence & 0xFF)
+                // The presenter's transport-wide number, under the ID the browser gave it.
+                if !isAudio, let id = s.transportSequenceID, TransportWideSequence.isStamped(UnsafeRawBufferPointer(b)),
+                   b[16] >> 4 == RoomProtocol.transportSequenceID {
+                    b[16] = id << 4 | 1
+                }
                 Self.write32(out.timestamp, into: b, at: 4)
                 b[1] = (b[1] & 0x80) | (isAudio ? s.audioPT! : s.videoPT)
             } else if b[1] == 200, bytes.count >= 20 {  // a sender report: its RTP timestamp at +16

@@ -93,6 +93,7 @@ struct WHEPSessionFactory: Sendable {
             videoPT: video!.payloadType!, audioPT: audio?.payloadType, videoSSRC: videoSSRC, audioSSRC: audioSSRC,
             now: clock.nowNanos())
         session.name = name
+        session.transportSequenceID = video?.transportSequenceID
         let sdp = answer.render(iceUfrag: ufrag, icePassword: password,
                                 fingerprint: SDPOffer.Fingerprint(algorithm: "sha-256", bytes: certificate.fingerprint),
                                 host: localHost, port: udpPort, cname: "screenshare-relay", sessionID: UInt64.random(in: 1...UInt64.max >> 1))

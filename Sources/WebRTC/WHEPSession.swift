@@ -19,6 +19,9 @@ public struct SDPOffer: Sendable, Equatable {
         public var feedback: [UInt8: [String]]
         public var direction: String
         public var rtcpMux: Bool
+        /// extmap (RFC 8285): extension URI → the ID the browser gave it (1–14, the one-byte
+        /// form; others are not kept). At most 16.
+        public var extensions: [String: UInt8] = [:]
         /// Media-level ICE credentials and fingerprint (when not at session level).
         var iceUfrag: String?
         var icePassword: String?
@@ -173,6 +176,11 @@ public struct SDPOffer: Sendable, Equatable {
             if attr.hasPrefix("* ") { return }
             let (pt, rest) = try ptAndRest()
             if m.feedback[pt, default: []].count < 16 { m.feedback[pt, default: []].append(String(rest.prefix(32))) }
+        case "extmap":
+            // "ID[/direction] URI [attributes]"
+            let parts = attr.split(separator: " ")
+            guard parts.count >= 2, let id = UInt8(parts[0].split(separator: "/")[0]), (1...14).contains(id) else { return }
+            if m.extensions.count < 16 { m.extensions[String(parts[1].prefix(128))] = id }
         case "sendrecv", "sendonly", "recvonly", "inactive": m.direction = String(name)
         case "rtcp-mux": m.rtcpMux = true
         case "ice-ufrag": m.iceUfrag = String(attr)
@@ -204,10 +212,15 @@ public struct WHEPAnswer: Sendable {
         public var fmtp: String?
         public var feedback: [String]
         public var ssrc: UInt32
+        /// The transport-wide sequence number's extension ID in the browser's offer, when it
+        /// offered it (then it sends transport feedback: the relay estimates its link).
+        public var transportSequenceID: UInt8?
     }
 
     public var media: [Media]
     public let offer: SDPOffer
+    /// draft-holmer-rmcat-transport-wide-cc-extensions-01's URI.
+    public static let transportSequenceURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
 
     /// Chooses, per media section of the offer, what to send: VP8 for video, Opus for audio.
     /// - Throws: `SDPError` when the browser cannot receive VP8 video or Opus audio, or would
@@ -227,7 +240,12 @@ public struct WHEPAnswer: Sendable {
                 answer.payloadType = pt
                 answer.encoding = "VP8/90000"
                 let accepted = Set(m.feedback[pt] ?? [])
-                answer.feedback = ["nack", "nack pli", "ccm fir", "goog-remb", "transport-cc"].filter(accepted.contains)
+                // transport-cc with its header extension (the relay forwards the presenter's
+                // numbers; the browser's feedback on them is its link's estimate), not without.
+                answer.transportSequenceID = m.extensions[Self.transportSequenceURI]
+                answer.feedback = ["nack", "nack pli", "ccm fir", "goog-remb", "transport-cc"].filter {
+                    accepted.contains($0) && ($0 != "transport-cc" || answer.transportSequenceID != nil)
+                }
                 answer.ssrc = videoSSRC
                 haveVideo = true
             case "audio" where wants && !haveAudio:
@@ -279,6 +297,7 @@ public struct WHEPAnswer: Sendable {
                 "a=setup:passive", "a=mid:\(m.mid)", "a=sendonly", "a=rtcp-mux", "a=rtpmap:\(pt) \(m.encoding)",
             ]
             if let fmtp = m.fmtp { lines.append("a=fmtp:\(pt) \(fmtp)") }
+            if let id = m.transportSequenceID { lines.append("a=extmap:\(id) \(Self.transportSequenceURI)") }
             lines += m.feedback.map { "a=rtcp-fb:\(pt) \($0)" }
             lines += ["a=ssrc:\(m.ssrc) cname:\(cname)", "a=msid:screenshare \(m.kind)",
                       "a=candidate:1 1 udp 2130706431 \(host) \(port) typ host", "a=end-of-candidates"]

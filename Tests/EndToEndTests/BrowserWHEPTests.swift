@@ -154,6 +154,27 @@ import X11TestSupport
         _ = try EventLog.wait(for: "subscribed", in: presenter)
     }
 
+    /// Chromium agrees to transport-wide feedback (the answer's `a=extmap` in its ID) and sends
+    /// it on the presenter's numbers: the relay estimates its link as it does a `watch`'s (and
+    /// would give it fewer layers on a slow one). Without the extension agreed it sends none.
+    @Test func chromiumSendsTheTransportFeedbackTheRelayMeasuresItsLinkBy() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 40)
+        defer { _ = serve.finish(within: 0) }
+        let presenter = try Self.presenter(dir, at: ["--server", "127.0.0.1:\(port)"], size: 320)
+        defer { _ = presenter.finish(within: 0) }
+        try EventLog.wait(for: "substream_started", in: serve)
+        let chromium = try Child(Self.python, [Self.script("browser-watch.py"), "http://127.0.0.1:\(port)/class", "5"], dir: dir, name: "chromium")
+        #expect(chromium.finish(within: 60) == 0, "\(chromium.stderr.suffix(2000))")
+        #expect(EventLog(chromium.stdout).first(named: "first_picture") != nil, "\(chromium.stdout.suffix(1500))")
+        _ = presenter.finish(within: 0)
+        _ = serve.finish(within: 0)
+        let stopped = try EventLog(serve).stopped()
+        // Every 100 ms or so for about 5 s.
+        #expect((stopped["viewer_feedbacks"] as? Int ?? 0) >= 20, "\(stopped)")
+    }
+
     /// The page opened without the link's token (or with an altered one) is not admitted, and
     /// one whose link pins another certificate trusts no answer: it says why, shows nothing,
     /// and does not keep asking.

@@ -115,6 +115,29 @@ import TestSupport
         #expect(offer.media[0].payloadType(for: "VP8", clock: 90_000) == 96)
         #expect(offer.media[1].payloadType(for: "opus", clock: 48_000) == 111)
         #expect(offer.media[0].feedback[96] == ["goog-remb", "transport-cc", "ccm fir", "nack", "nack pli"])
+        #expect(offer.media[0].extensions == [WHEPAnswer.transportSequenceURI: 3] && offer.media[1].extensions.isEmpty)
+    }
+
+    /// transport-cc is answered with its header extension in the browser's ID (the browser then
+    /// sends transport feedback: the relay estimates its link); offered without the extension
+    /// (Firefox's offer here), it is not answered at all.
+    @Test func transportWideFeedbackIsAgreedOnlyWithItsExtension() throws {
+        let chromium = try WHEPAnswer(offer: SDPOffer(parsing: Self.chromiumOffer), videoSSRC: 1, audioSSRC: 2)
+        #expect(chromium.media[0].transportSequenceID == 3 && chromium.media[0].feedback.contains("transport-cc"))
+        let text = chromium.render(iceUfrag: "u", icePassword: "p", fingerprint: fingerprint, host: "127.0.0.1", port: 7600, cname: "c", sessionID: 1)
+        let lines = text.components(separatedBy: "\r\n")
+        #expect(lines.contains("a=extmap:3 http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"))
+        #expect(lines.contains("a=rtcp-fb:96 transport-cc"))
+        #expect(lines.filter { $0.hasPrefix("a=extmap") }.count == 1, "only in the video section:\n\(text)")
+        // Another ID, as the browser numbers it.
+        let renumbered = try WHEPAnswer(offer: SDPOffer(parsing: Self.chromiumOffer.replacingOccurrences(of: "a=extmap:3 ", with: "a=extmap:11/recvonly ")),
+                                        videoSSRC: 1, audioSSRC: 2)
+        #expect(renumbered.media[0].transportSequenceID == 11)
+        let firefox = try WHEPAnswer(offer: SDPOffer(parsing: Self.firefoxOffer), videoSSRC: 1, audioSSRC: 2)
+        #expect(firefox.media[1].transportSequenceID == nil && !firefox.media[1].feedback.contains("transport-cc"))
+        // IDs outside the one-byte form (15 is reserved; two-byte IDs) are not taken.
+        let twoByte = try SDPOffer(parsing: Self.chromiumOffer.replacingOccurrences(of: "a=extmap:3 ", with: "a=extmap:200 "))
+        #expect(twoByte.media[0].extensions.isEmpty)
     }
 
     @Test func answersChromiumInItsPayloadTypes() throws {
