@@ -202,6 +202,9 @@ public struct ViewerStopped: BroadcastEvent, Equatable {
     public var durationSeconds: Double
     public var recordedAudioPackets: Int
     public var audio: ViewerAudioStats?
+    /// Transport feedback packets sent (to the sender's congestion control, or in a room to
+    /// the relay's estimate of this viewer's link).
+    public var transportFeedbacks = 0
 
     public var name: String { "stopped" }
     public var fields: [String: JSONValue] {
@@ -220,6 +223,7 @@ public struct ViewerStopped: BroadcastEvent, Equatable {
             "recorded_frames": .int(recordedFrames),
             "duration_s": .double(durationSeconds),
             "recorded_audio_packets": .int(recordedAudioPackets),
+            "transport_feedbacks": .int(transportFeedbacks),
         ]
         if let srtpRejected { f["srtp_rejected"] = .int(srtpRejected) }
         if let audio { f.merge(audio.fields) { a, _ in a } }

@@ -92,6 +92,7 @@ final class ViewerLoop {
     /// estimate of this viewer's link, in a room) is told of every 100 ms.
     private let transportSequenceID: UInt8?
     private var transportFeedback = TransportFeedbackRecorder()
+    private var transportFeedbacksSent = 0
 
     /// Opens the ports, the audio, the decoder, the MD5 file and the window (see ``Viewer``).
     init(config: ViewerConfig, events: EventSink, logger: Logger, clock: MediaClock, stop: ViewerStopSignal) throws {
@@ -219,10 +220,11 @@ final class ViewerLoop {
             flushRoom()
         }
         let recorded = recording?.finish() ?? true
-        let stopped = stats.summary(reason: stop.stopReason, path: &path, now: clock.nowNanos(), packetsRejected: packetsRejected,
+        var stopped = stats.summary(reason: stop.stopReason, path: &path, now: clock.nowNanos(), packetsRejected: packetsRejected,
                                     srtpRejected: srtpRejected,
                                     size: output.pictureSize, rttMillis: rttMillis, recording: recording,
                                     durationSeconds: Double(clock.nowNanos() - startNanos) / 1e9, audio: audio, sync: sync)
+        stopped.transportFeedbacks = transportFeedbacksSent
         // PulseAudio's mainloop thread must be gone before the process exits: left running it
         // was seen crashing exit's destructors (status 139 after the summary, ~1 run in 8).
         audio?.stopPlayback()
@@ -246,6 +248,7 @@ final class ViewerLoop {
         if transportSequenceID != nil,
            let fb = transportFeedback.poll(now: now, senderSSRC: ssrc, mediaSSRC: path.senderSSRC ?? 0) {
             sendRTCP(outgoing.withUnsafeMutableBytes { RTCPPacket.transportFeedback(fb).marshal(into: $0) })
+            transportFeedbacksSent += 1
         }
         let clockRate = path.clockRate
         while true {
