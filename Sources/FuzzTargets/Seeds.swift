@@ -159,13 +159,7 @@ extension FuzzTarget {
     /// subscribes, asks for a retransmission and a keyframe, pings and leaves.
     static func relaySession() -> [UInt8] {
         let messages = controlMessages()
-        var out: [UInt8] = []
-        out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "teacher", role: "presenter", token: nil,
-                                                                 cookie: relayCookie(sender: 0))).encoded(), from: 0)
-        out += relayDatagram(messages[3].encoded(), from: 0)
-        out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "pupil", role: "viewer", token: nil,
-                                                                 cookie: relayCookie(sender: 1))).encoded(), from: 1)
-        out += relayDatagram(messages[4].encoded(), from: 1)
+        var out = relayRoomOfTwo(messages)
         for seq in 1...3 { out += relayDatagram(vp8Packet(seq: UInt16(seq), keyframe: seq == 1), from: 0) }
         let rtcp = rtcpPackets()
         out += relayDatagram(rtcp[0], from: 0)
@@ -176,10 +170,8 @@ extension FuzzTarget {
         return out
     }
 
-    /// A presenter sends a two-layer stream numbered transport-wide; the viewer sends transport
-    /// feedback (its downlink's estimate: the relay's per-viewer layers) and a NACK.
-    static func relayLayeredSession() -> [UInt8] {
-        let messages = controlMessages()
+    /// A presenter (sender 0) joins and publishes, a viewer (sender 1) joins and subscribes.
+    static func relayRoomOfTwo(_ messages: [ControlEnvelope]) -> [UInt8] {
         var out: [UInt8] = []
         out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "teacher", role: "presenter", token: nil,
                                                                  cookie: relayCookie(sender: 0))).encoded(), from: 0)
@@ -187,6 +179,14 @@ extension FuzzTarget {
         out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "pupil", role: "viewer", token: nil,
                                                                  cookie: relayCookie(sender: 1))).encoded(), from: 1)
         out += relayDatagram(messages[4].encoded(), from: 1)
+        return out
+    }
+
+    /// A presenter sends a two-layer stream numbered transport-wide; the viewer sends transport
+    /// feedback (its downlink's estimate: the relay's per-viewer layers) and a NACK.
+    static func relayLayeredSession() -> [UInt8] {
+        let messages = controlMessages()
+        var out = relayRoomOfTwo(messages)
         var packetizer = VP8Packetizer(ssrc: 0x5EED_0001, initialSequence: 65530, initialPictureID: 0x7FFE)
         packetizer.temporalLayers = true
         packetizer.transportSequenceID = RoomProtocol.transportSequenceID

@@ -31,6 +31,24 @@ import X11TestSupport
         ] + extra, dir: dir, name: name, environment: environment)
     }
 
+    /// `screenshare serve` (open) and a presenter publishing grey pictures in room "class" to it,
+    /// once the relay has the presenter's screen.
+    static func servedRoom(_ dir: String, size: Int = 320, duration: Int = 30, relaySeconds: Double = 40) throws -> (serve: Child, presenter: Child, port: UInt16) {
+        let port = freeEvenPort()
+        let serve = try RoomEndToEndTests.serve(dir, port: port, duration: relaySeconds)
+        let presenter: Child
+        do { presenter = try Self.presenter(dir, at: ["--server", "127.0.0.1:\(port)"], size: size, duration: duration) } catch {
+            _ = serve.finish(within: 0)
+            throw error
+        }
+        do { try EventLog.wait(for: "substream_started", in: serve) } catch {
+            _ = presenter.finish(within: 0)
+            _ = serve.finish(within: 0)
+            throw error
+        }
+        return (serve, presenter, port)
+    }
+
     /// A script of Scripts/lib.
     static func script(_ name: String) -> String { FileManager.default.currentDirectoryPath + "/Scripts/lib/" + name }
 
@@ -95,12 +113,8 @@ import X11TestSupport
     /// timestamps onto the last ones sent).
     @Test func fromPicksAPresenterAndTheNextTakesOverWhenTheFirstLeaves() throws {
         let dir = try makeTempDir()
-        let port = freeEvenPort()
-        let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 60)
-        defer { _ = serve.finish(within: 0) }
-        let teacher = try Self.presenter(dir, at: ["--server", "127.0.0.1:\(port)"], duration: 40)
-        defer { _ = teacher.finish(within: 0) }
-        try EventLog.wait(for: "substream_started", in: serve)
+        let (serve, teacher, port) = try Self.servedRoom(dir, size: 64, duration: 40, relaySeconds: 60)
+        defer { _ = serve.finish(within: 0); _ = teacher.finish(within: 0) }
         let guest = try Self.presenter(dir, "guest", at: ["--server", "127.0.0.1:\(port)"], size: 96, duration: 40)
         defer { _ = guest.finish(within: 0) }
         try EventLog.wait(for: "substream_started", in: serve, count: 2)
@@ -159,17 +173,13 @@ import X11TestSupport
     /// would give it fewer layers on a slow one). Without the extension agreed it sends none.
     @Test func chromiumSendsTheTransportFeedbackTheRelayMeasuresItsLinkBy() throws {
         let dir = try makeTempDir()
-        let port = freeEvenPort()
-        let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 40)
-        defer { _ = serve.finish(within: 0) }
-        let presenter = try Self.presenter(dir, at: ["--server", "127.0.0.1:\(port)"], size: 320)
-        defer { _ = presenter.finish(within: 0) }
-        try EventLog.wait(for: "substream_started", in: serve)
+        let (serve, presenter, port) = try Self.servedRoom(dir)
+        defer { _ = serve.finish(within: 0); _ = presenter.finish(within: 0) }
         let chromium = try Child(Self.python, [Self.script("browser-watch.py"), "http://127.0.0.1:\(port)/class", "5"], dir: dir, name: "chromium")
         #expect(chromium.finish(within: 60) == 0, "\(chromium.stderr.suffix(2000))")
         #expect(EventLog(chromium.stdout).first(named: "first_picture") != nil, "\(chromium.stdout.suffix(1500))")
         _ = presenter.finish(within: 0)
-        _ = serve.finish(within: 0)
+        _ = serve.finish(within: 0)  // its `stopped` has the totals
         let stopped = try EventLog(serve).stopped()
         // Every 100 ms or so for about 5 s.
         #expect((stopped["viewer_feedbacks"] as? Int ?? 0) >= 20, "\(stopped)")
@@ -209,12 +219,8 @@ import X11TestSupport
     /// answers from its history, mapped back to the presenter's stream.
     @Test func aBrowsersLostPacketsAreResentFromTheRelaysHistory() throws {
         let dir = try makeTempDir()
-        let port = freeEvenPort()
-        let serve = try RoomEndToEndTests.serve(dir, port: port, duration: 40)
-        defer { _ = serve.finish(within: 0) }
-        let presenter = try Self.presenter(dir, at: ["--server", "127.0.0.1:\(port)"], size: 320)
-        defer { _ = presenter.finish(within: 0) }
-        try EventLog.wait(for: "substream_started", in: serve)
+        let (serve, presenter, port) = try Self.servedRoom(dir)
+        defer { _ = serve.finish(within: 0); _ = presenter.finish(within: 0) }
         let script = Self.script("whep-client.py")
         let c = try Child(Self.python, [script, "http://127.0.0.1:\(port)/whep/class", "6", "--loopback-only", "--drop-video", "0.1"],
                           dir: dir, name: "lossy")
