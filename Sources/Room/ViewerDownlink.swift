@@ -54,16 +54,19 @@ struct LayerRates {
 /// estimate (``CongestionController``, from the packets' forward times and their arrivals) and
 /// what of the stream fits it (``LayerFilter``): every layer, the base layer, or keyframes only.
 ///
-/// - Down a step when for a second both the estimate and what arrives are under 90 % of what
-///   the viewer is sent (the whole stream, or its base layer), or at once when it loses over 5 %
-///   or a queue stands while less than that arrives. After a step down, 2 s pass before the
-///   next is judged (the queue the last one left drains).
+/// - Down to the base layer when for a second both the estimate and what arrives are under 90 %
+///   of the whole stream, or at once when it loses over 5 % or a queue stands while less than
+///   that arrives; down to keyframes only when both are under 80 % of the base layer for 2 s.
+///   After a step down 2 s pass before the next is judged, 4 s after a failed trial (the queue
+///   it left drains).
 /// - Up a step on trial, as a prober would: when the path has been calm for a while (4 s,
 ///   doubling after each failed trial up to 32 s), the next step for a second (from keyframes
 ///   only, from the next keyframe, which is asked for) — overuse, a queue of 50 ms or loss over
 ///   2 % in that time and it goes back at once; otherwise the estimate is raised to what got
 ///   through.
-/// - Keyframes only: one is asked for every 5 s, so the viewer still sees the screen change.
+/// - Keyframes only: one is asked for at once and every 5 s, so the viewer still sees the
+///   screen change;
+///   its trials wait only for a path without loss (each keyframe queues on such a link).
 ///
 /// Resends (answers to its NACKs) share what its link has left: the estimate less what is
 /// forwarded, at least a tenth of the estimate (libwebrtc takes NACK overhead from the encoder's
@@ -146,7 +149,9 @@ final class ViewerDownlink {
     /// to act on (keyframes only: little arrives). Returns whether to ask for a keyframe.
     func poll(rates: LayerRates, now: UInt64) -> Bool {
         guard trialUntil == nil else { return false }
-        if layers == .keyframes, calm, now >= nextTrial {
+        // Keyframes only: each keyframe is a burst that queues on a slow link, so the queue and
+        // the delay trend say nothing here; losses do.
+        if layers == .keyframes, controller.lossFraction < 0.05, now >= nextTrial {
             startTrial(.base, now: now)
             return true  // the base layer starts at a keyframe
         }
@@ -175,7 +180,9 @@ final class ViewerDownlink {
             if troubled {
                 set(trialFrom)
                 trialUntil = nil
-                settleUntil = now + 2_000_000_000
+                // The queue the trial built drains only as fast as the link has room to spare
+                // over the layers it gets (with the base layer, little): more time to settle.
+                settleUntil = now + 4_000_000_000
                 backoff = min(backoff * 2, 32_000_000_000)
                 nextTrial = now + backoff
             } else if now >= until {
@@ -189,17 +196,23 @@ final class ViewerDownlink {
         guard now >= settleUntil else { return }
         let sent = layers == .all ? rates.total : rates.base
         let arriving = controller.acknowledged ?? sent
-        if layers != .keyframes, sent > 0, arriving < 0.9 * sent {
+        // Keyframes only is for a link that carries clearly less than the base layer (under
+        // 80 % of it), not one that just fills with it.
+        let share = layers == .all ? 0.9 : 0.8
+        if layers != .keyframes, sent > 0, arriving < share * sent {
             // Drowning (losing, or a queue standing) at once; starved (the estimate low too)
             // after a second.
-            let drowning = controller.lossFraction > 0.05 || queue > CongestionController.standingQueueNanos
-            let starved = controller.target < 0.9 * sent
-            if drowning || (starved && starvedSince.map { now &- $0 >= 1_000_000_000 } == true) {
+            // Keyframes only costs the viewer its moving picture: only when starved for 2 s,
+            // never on a queue alone (the one the last step left may still be draining).
+            let drowning = layers == .all && (controller.lossFraction > 0.05 || queue > CongestionController.standingQueueNanos)
+            let starved = controller.target < share * sent
+            let starvedFor: UInt64 = layers == .all ? 1_000_000_000 : 2_000_000_000
+            if drowning || (starved && starvedSince.map { now &- $0 >= starvedFor } == true) {
                 starvedSince = nil
                 set(layers == .all ? .base : .keyframes)
                 settleUntil = now + 2_000_000_000
                 nextTrial = now + backoff
-                nextKeyframe = now + 5_000_000_000
+                nextKeyframe = now  // keyframes only: the first one at once
                 return
             }
             if starved, starvedSince == nil { starvedSince = now }

@@ -166,7 +166,8 @@ import Transport
     }
 
     /// A link that carries less than the base layer (150 kbit/s for 360): keyframes only, one
-    /// asked for every 5 s, and the viewer told (`link` … `keyframes`).
+    /// asked for every 5 s (trials of the base layer aside), and the viewer told (`link` …
+    /// `keyframes`).
     @Test func aLinkThatCarriesLessThanTheBaseGetsKeyframesOnly() throws {
         let (fast, slow, relay, sent) = try Self.run(seconds: 30, slowRate: 150_000)
         #expect(fast.got.count >= sent.count - 3 && fast.got.map(\.bytes) == Array(sent.prefix(fast.got.count)))
@@ -184,6 +185,7 @@ import Transport
                 return d.start && b[offset + d.size] & 1 == 0
             }
         }
-        #expect(keyframes.count >= 2 && keyframes.count == starts.count, "\(keyframes.count) keyframes of \(starts.count) frames")
+        // Keyframes, but for the base layer's trials (each at most 2 s: 30 frames at 15 fps).
+        #expect(keyframes.count >= 2 && starts.count - keyframes.count <= 30, "\(keyframes.count) keyframes of \(starts.count) frames")
     }
 }
