@@ -300,7 +300,7 @@ public final class RelayCore {
                     guard let downlink = s.downlink else { continue }
                     let before = downlink.layers
                     if downlink.poll(rates: stream.layerRates, now: now) { requestKeyframe(stream, now: now) }
-                    tellIfChanged(downlink, was: before, stream: stream, viewer: s.peer)
+                    tellIfChanged(downlink, was: before, stream: stream, viewer: s.peer, now: now)
                 }
             }
         }
@@ -493,7 +493,7 @@ public final class RelayCore {
                 let before = downlink.layers
                 downlink.onFeedback(feedback, log: stream.forwardLog, rates: stream.layerRates, now: now)
                 counters.viewerFeedbacks += 1
-                tellIfChanged(downlink, was: before, stream: stream, viewer: peer)
+                tellIfChanged(downlink, was: before, stream: stream, viewer: peer, now: now)
             case .extendedReport(let xr):
                 // A viewer's RRTR (RFC 3611 §4.4): answered at once with a DLRR, so it learns
                 // its round trip to this relay (which answers its NACKs).
@@ -518,10 +518,14 @@ public final class RelayCore {
         }
     }
 
-    /// A viewer's link carries more or less of a stream than before: it is told (`link`).
-    private func tellIfChanged(_ downlink: ViewerDownlink, was before: LinkLayers, stream: StreamState, viewer: PeerState) {
-        guard downlink.layers != before else { return }
-        counters.layerSwitches += 1
+    /// A viewer's link carries more or less of a stream than before: it is told (`link`). A
+    /// viewer that gets fewer layers is told again every 5 s (the message may be lost on the
+    /// very link that is short; the viewer says only what changed).
+    private func tellIfChanged(_ downlink: ViewerDownlink, was before: LinkLayers, stream: StreamState, viewer: PeerState, now: UInt64) {
+        let changed = downlink.layers != before
+        if changed { counters.layerSwitches += 1 }
+        guard changed || (downlink.layers != .all && now >= downlink.nextTell) else { return }
+        downlink.nextTell = now + 5_000_000_000
         send(.link(publisher: stream.owner.id, layers: downlink.layers, estimateKbps: Int(downlink.controller.target / 1000)), to: viewer.address)
     }
 

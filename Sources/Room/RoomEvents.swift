@@ -44,6 +44,8 @@ public struct RoomEventMapper {
     public private(set) var refused: String?
     /// Set when the relay is not the one pinned (why): the caller stops (exit 76).
     public private(set) var untrusted: String?
+    /// What the relay last said our link carries, per publisher (it repeats itself).
+    private var links: [UInt32: LinkLayers] = [:]
 
     public init(server: String) { self.server = server }
 
@@ -91,6 +93,8 @@ public struct RoomEventMapper {
             untrusted = message
             return [ErrorEvent(.untrustedRelay, message)]
         case let .link(publisher, layers, estimate):
+            guard links[publisher] != layers else { return [] }  // said again: nothing new
+            links[publisher] = layers
             let name = client.peers[publisher]?.name ?? ""
             var out: [any BroadcastEvent] = [LinkChanged(publisher: publisher, publisherName: name, layers: layers, estimateKbps: estimate)]
             if layers == .keyframes {

@@ -86,6 +86,8 @@ final class ViewerDownlink {
     private var settleUntil: UInt64 = 0
     private var trialFrom = LinkLayers.all
     private var nextKeyframe: UInt64 = 0
+    /// When the viewer is next told what it gets again (while it gets fewer layers).
+    var nextTell: UInt64 = 0
     private var resends = RateBucket()
     /// What the viewer gets (bit/s): the whole stream or its base layer, as last chosen.
     private var forwardedRate = 0.0

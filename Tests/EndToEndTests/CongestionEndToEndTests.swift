@@ -146,7 +146,8 @@ import X11TestSupport
         let slowFrames = slowGot["frames_decoded"] as? Int ?? 0
         #expect(slowFrames >= framesSent * 4 / 10 && slowFrames <= framesSent * 8 / 10, "\(slowFrames) of \(framesSent)\n\(report)")
         #expect((slowGot["total_freezes_duration_s"] as? Double ?? 99) < 0.05 * 30, "\(slowGot)\n\(report)")
-        #expect(run.slowLinks.first == "base", "\(run.slowLinks)")
+        // Told it gets the base layer (the first word may be lost on that link: it is said again).
+        #expect(run.slowLinks.contains("base"), "\(run.slowLinks)")
         // Its link is not flooded once the relay has chosen (after 5 s): the queue short, few drops.
         let steady = seconds.filter { (6...28).contains($0["t"] as? Int ?? -1) }
         let dropped = steady.map { Self.number($0, "dropped") }.reduce(0, +)
