@@ -45,6 +45,12 @@ public struct TransportHistory: Sendable {
     /// differences matter.
     static let arrivalBiasMicros: Int64 = 1 << 40
 
+    /// A feedback's arrival time (its `ticks`) in ns on a positive scale: what a
+    /// ``PacketResult`` carries.
+    public static func arrivalNanos(_ feedback: TransportFeedback, ticks: Int64) -> UInt64 {
+        UInt64(max(0, feedback.arrivalMicros(ticks: ticks) + arrivalBiasMicros)) * 1000
+    }
+
     /// The results one feedback gives, in send order (``results``, valid until the next call).
     /// A packet reported before (a repeated feedback) or unknown (never sent, or overwritten)
     /// is left out.
@@ -56,7 +62,7 @@ public struct TransportHistory: Sendable {
             let index = Int(sequence) & (Self.capacity - 1)
             guard slots[index].used, slots[index].sequence == sequence, !slots[index].reported else { unknown += 1; continue }
             slots[index].reported = true
-            let time = arrival.map { UInt64(max(0, feedback.arrivalMicros(ticks: $0) + Self.arrivalBiasMicros)) * 1000 }
+            let time = arrival.map { Self.arrivalNanos(feedback, ticks: $0) }
             let cluster = slots[index].probeCluster
             results.append(PacketResult(sendTime: slots[index].sendTime, size: slots[index].size, arrivalTime: time,
                                         probeCluster: cluster < 0 ? nil : Int(cluster)))

@@ -337,7 +337,8 @@ public final class RelayCore {
             return
         }
         guard let (header, offset, length) = try? RTPHeader.parse(bytes) else { counters.rejected += 1; return }
-        if let sequence = TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: bytes) {
+        let transportSequence = TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: bytes)
+        if let sequence = transportSequence {
             if peer.transportFeedback == nil { peer.transportFeedback = TransportFeedbackRecorder() }
             peer.transportFeedback?.onPacket(sequence: sequence, now: now)
         }
@@ -360,15 +361,15 @@ public final class RelayCore {
             counters.bytesForwarded += stream.addresses.count * bytes.count
             return
         }
-        forwardPerViewer(bytes, header: header, payloadOffset: offset, descriptor: d, keyframe: keyframe, stream: stream, now: now)
+        forwardPerViewer(bytes, header: header, payloadOffset: offset, descriptor: d, keyframe: keyframe,
+                         transportSequence: transportSequence, stream: stream, now: now)
     }
 
     /// A video packet of a stream some viewers of which send transport feedback: each of those
     /// gets the layers its link carries (``ViewerDownlink``), renumbered when some were left
     /// out; the others, and those whose numbers are still the source's, share one fan-out.
     private func forwardPerViewer(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, descriptor d: VP8PayloadDescriptor,
-                                  keyframe: Bool, stream: StreamState, now: UInt64) {
-        let transportSequence = TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: bytes)
+                                  keyframe: Bool, transportSequence: UInt16?, stream: StreamState, now: UInt64) {
         if let t = transportSequence { stream.forwardLog.record(t, size: bytes.count + Self.srtpOverhead, now: now) }
         stream.layerRates.add(bytes.count, layer: d.temporalLayer, now: now)
         stream.shared.removeAll(keepingCapacity: true)

@@ -91,8 +91,6 @@ final class ViewerDownlink {
     private var resends = RateBucket()
     /// What the viewer gets (bit/s): the whole stream or its base layer, as last chosen.
     private var forwardedRate = 0.0
-    /// Resends refused for want of budget.
-    private(set) var resendsWithheld = 0
     /// Layer switches, for stats and tests.
     private(set) var switchesDown = 0
     private(set) var switchesUp = 0
@@ -113,7 +111,7 @@ final class ViewerDownlink {
             if let newest = newestReported, Int16(bitPattern: sequence &- newest) <= 0 { continue }
             let i = Int(sequence) & (ForwardLog.capacity - 1)
             guard notSent[i >> 6] & (1 << UInt64(i & 63)) == 0, let sent = log.lookup(sequence) else { continue }
-            let time = arrival.map { UInt64(max(0, feedback.arrivalMicros(ticks: $0) + (1 << 40))) * 1000 }
+            let time = arrival.map { TransportHistory.arrivalNanos(feedback, ticks: $0) }
             results.append(PacketResult(sendTime: sent.time, size: sent.size, arrivalTime: time))
         }
         if !feedback.arrivals.isEmpty {
@@ -129,10 +127,7 @@ final class ViewerDownlink {
         let estimate = controller.target
         let rate = Int(max(0.1 * estimate, estimate - forwardedRate))
         resends.drain(at: now, bitsPerSecond: rate)
-        guard resends.levelBits + Double(bytes * 8) <= max(Double(rate) * 0.1, 12_000) else {
-            resendsWithheld += 1
-            return false
-        }
+        guard resends.levelBits + Double(bytes * 8) <= max(Double(rate) * 0.1, 12_000) else { return false }
         resends.add(bits: bytes * 8)
         return true
     }

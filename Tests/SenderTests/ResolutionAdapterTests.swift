@@ -4,15 +4,15 @@ import Testing
 
 /// `motion` trades resolution for the bit rate, a step at a time, with hysteresis.
 @Suite struct ResolutionAdapterTests {
-    /// Feeds `seconds` of 30 frames a second, each `rate / 30` bits, at `target`; returns the
-    /// steps taken.
-    func feed(_ a: inout ResolutionAdapter, seconds: Double, rate: Double, target: Int, keyframeEvery: Int = 0,
+    /// Feeds `seconds` of 30 frames a second, each `rate / 30` bits (at `quantizer`, if given),
+    /// at `target`; returns the steps taken.
+    func feed(_ a: inout ResolutionAdapter, seconds: Double, rate: Double, quantizer: Int? = nil, target: Int, keyframeEvery: Int = 0,
               from start: inout UInt64) -> [Int] {
         var steps: [Int] = []
         for i in 0..<Int(seconds * 30) {
             let key = keyframeEvery > 0 && i % keyframeEvery == 0
-            if let step = a.encoded(bits: Int(rate / 30) * (key ? 10 : 1), keyframe: key, target: target,
-                                    now: start + UInt64(i) * 33_333_334) { steps.append(step) }
+            if let step = a.encoded(bits: Int(rate / 30) * (key ? 10 : 1), keyframe: key, quantizer: quantizer, maxQuantizer: 63,
+                                    target: target, now: start + UInt64(i) * 33_333_334) { steps.append(step) }
         }
         start += UInt64(seconds * 1e9)
         return steps
@@ -68,17 +68,6 @@ import Testing
             if let step = d.encoded(bits: 100_000, target: 1_000_000, fps: 30, now: UInt64(i) * 100_000_000) { changed.append(step) }
         }
         #expect(changed == [1])
-    }
-
-    /// Feeds `seconds` at `quantizer`, 30 frames a second of `rate / 30` bits; returns the steps.
-    func feed(_ a: inout ResolutionAdapter, seconds: Double, rate: Double, quantizer: Int, target: Int, from start: inout UInt64) -> [Int] {
-        var steps: [Int] = []
-        for i in 0..<Int(seconds * 30) {
-            if let step = a.encoded(bits: Int(rate / 30), quantizer: quantizer, maxQuantizer: 63, target: target,
-                                    now: start + UInt64(i) * 33_333_334) { steps.append(step) }
-        }
-        start += UInt64(seconds * 1e9)
-        return steps
     }
 
     /// The smaller picture at fine quantizers within the target grows back even when the
