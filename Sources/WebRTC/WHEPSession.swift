@@ -179,7 +179,7 @@ public struct SDPOffer: Sendable, Equatable {
         case "extmap":
             // "ID[/direction] URI [attributes]"
             let parts = attr.split(separator: " ")
-            guard parts.count >= 2, let id = UInt8(parts[0].split(separator: "/")[0]), (1...14).contains(id) else { return }
+            guard parts.count >= 2, let id = UInt8(parts[0].prefix(while: { $0 != "/" })), (1...14).contains(id) else { return }
             if m.extensions.count < 16 { m.extensions[String(parts[1].prefix(128))] = id }
         case "sendrecv", "sendonly", "recvonly", "inactive": m.direction = String(name)
         case "rtcp-mux": m.rtcpMux = true

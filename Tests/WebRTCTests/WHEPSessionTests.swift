@@ -138,6 +138,11 @@ import TestSupport
         // IDs outside the one-byte form (15 is reserved; two-byte IDs) are not taken.
         let twoByte = try SDPOffer(parsing: Self.chromiumOffer.replacingOccurrences(of: "a=extmap:3 ", with: "a=extmap:200 "))
         #expect(twoByte.media[0].extensions.isEmpty)
+        // A malformed ID (found by the fuzzer: "/" alone split into nothing and trapped) is skipped.
+        for bad in ["a=extmap:/ ", "a=extmap:/3 ", "a=extmap: ", "a=extmap:3/ "] {
+            let offer = try SDPOffer(parsing: Self.chromiumOffer.replacingOccurrences(of: "a=extmap:3 ", with: bad))
+            #expect(offer.media[0].extensions.values.contains(3) == (bad == "a=extmap:3/ "), "\(bad)")
+        }
     }
 
     @Test func answersChromiumInItsPayloadTypes() throws {
