@@ -95,6 +95,13 @@ public struct VP8Packetizer: Sendable {
         return count
     }
 
+    /// Takes `count` sequence numbers for packets sent among the frame's (FEC) and returns the
+    /// first.
+    public mutating func reserveSequenceNumbers(_ count: Int) -> UInt16 {
+        defer { sequenceNumber &+= UInt16(truncatingIfNeeded: count) }
+        return sequenceNumber
+    }
+
     /// Parses an RFC 7741 §4.2 payload descriptor (the fields a depacketizer needs; see
     /// ``VP8PayloadDescriptor`` for all of them).
     public static func parseDescriptor(_ p: UnsafeRawBufferPointer) throws -> (start: Bool, partitionID: UInt8, pictureID: UInt16?, headerLength: Int) {
