@@ -105,9 +105,11 @@ public struct NackGenerator: Sendable {
     /// Records a packet's arrival (a retransmission too).
     /// - Parameter endsFrame: the packet's RTP marker (the last packet of a video frame), if
     ///   the caller knows it; nil turns tail probing off for this packet.
+    /// - Parameter recovered: rebuilt from FEC, not arrived: it fills its hole but says nothing
+    ///   of the path's reordering or round trip.
     /// - Returns: true if it filled a hole this generator had asked for.
     @discardableResult
-    public mutating func onPacket(sequenceNumber seq: UInt16, now: UInt64, endsFrame: Bool? = nil) -> Bool {
+    public mutating func onPacket(sequenceNumber seq: UInt16, now: UInt64, endsFrame: Bool? = nil, recovered fromFEC: Bool = false) -> Bool {
         let e = unwrapper.extended(seq)
         guard let top = newest else {
             newest = unwrapper.unwrap(seq)
@@ -159,6 +161,10 @@ public struct NackGenerator: Sendable {
         }
         guard let i = index(of: e) else { return false }
         let asked = list[i].retries > 0
+        if fromFEC {
+            list.remove(at: i)
+            return asked
+        }
         // Reordering: filled before it was asked for, or sooner after than half an RTT.
         let rtt = measuredRTT ?? 100_000_000
         if !asked || list[i].firstSentAt.map({ now < $0 &+ rtt / 2 }) == true {

@@ -55,6 +55,9 @@ public struct VP8FrameAssembler: Sendable {
     /// First sequence number of the next frame in the decoding chain; nil when broken.
     private var chainNext: Int64?
     private var keyframeStarts = 0
+    /// The last frame delivered: its picture ID, and whether its last packet had the marker.
+    private var lastPictureID: UInt16?
+    private var lastEndedWithMarker = false
     private var suspect: Int64?
 
     public private(set) var framesDelivered = 0
@@ -223,6 +226,13 @@ public struct VP8FrameAssembler: Sendable {
                 emit(from: next, through: end, now: now, deliver: deliver)
                 continue
             }
+            if let next = chainNext, let start = nextPictureAcrossGap(from: next) {
+                // Numbers between two consecutive pictures carried no VP8 (FEC packets): the
+                // chain goes on at the next picture.
+                advanceFloor(to: start)
+                chainNext = start
+                continue
+            }
             // No next frame in the chain: a complete keyframe, if any, restarts it.
             guard keyframeStarts > 0, let top = highest else { return }
             var found: (Int64, Int64)?
@@ -238,8 +248,27 @@ public struct VP8FrameAssembler: Sendable {
         }
     }
 
+    /// Where the chain goes on when the numbers from `next` are missing but the next picture,
+    /// within 16 numbers, is the one after the last delivered (its picture ID + 1) and that one
+    /// ended with its marker: the missing numbers cannot be VP8 of any frame (FEC packets, in
+    /// the same sequence). Nil otherwise.
+    private func nextPictureAcrossGap(from next: Int64) -> Int64? {
+        guard slot(next) == nil, lastEndedWithMarker, let last = lastPictureID, let top = highest else { return nil }
+        var e = next + 1
+        while e <= min(top, next + 16) {
+            if let s = slot(e) {
+                guard s.startsFrame, let id = s.pictureID, id == (last &+ 1) & 0x7FFF else { return nil }
+                return e
+            }
+            e += 1
+        }
+        return nil
+    }
+
     private mutating func emit(from start: Int64, through end: Int64, now: UInt64, deliver: (AssembledFrame) -> Void) {
         let first = slots[slotIndex(start)]
+        lastPictureID = first.pictureID
+        lastEndedWithMarker = slots[slotIndex(end)].marker
         frame.removeAll(keepingCapacity: true)
         storage.withUnsafeBytes { bytes in
             var e = start

@@ -94,6 +94,13 @@ struct VideoReceivePath {
     private(set) var packetsForeign = 0
     /// Frames the decoder failed on.
     private(set) var decodeErrors = 0
+    /// The payload type of FEC packets in the stream (ULPFEC, RFC 5109; plain mode); nil: none.
+    let fecPayloadType: UInt8?
+    /// The FEC decoder, made at the first FEC packet (its rings are 800 kB).
+    private var fec: ULPFECDecoder?
+    /// FEC packets taken and packets they recovered.
+    private(set) var fecPackets = 0
+    private(set) var fecRecovered = 0
 
     /// - Parameters:
     ///   - startedAt: when the viewer started (ns), the origin of the time to first frame.
@@ -101,6 +108,7 @@ struct VideoReceivePath {
         self.payloadType = payloadType
         self.clockRate = clockRate
         self.inRoom = inRoom
+        fecPayloadType = inRoom || payloadType == ULPFEC.payloadType ? nil : ULPFEC.payloadType
         stats = ReceiverStats(clockRate: UInt32(max(clockRate, 1)), startedAt: startedAt)
         nacks.reserveCapacity(512)
     }
@@ -125,8 +133,13 @@ struct VideoReceivePath {
 
     // MARK: - Packets
 
-    /// Takes one RTP packet of the video flow that arrived at `now`.
-    mutating func receive(_ header: RTPHeader, payload: UnsafeRawBufferPointer, now: UInt64) -> Outcome {
+    /// Takes one RTP packet of the video flow that arrived at `now`: `payload` within `packet`
+    /// (the whole packet, which FEC needs; nil: no FEC).
+    mutating func receive(_ header: RTPHeader, payload: UnsafeRawBufferPointer, packet: UnsafeRawBufferPointer? = nil,
+                          now: UInt64) -> Outcome {
+        if header.payloadType == fecPayloadType, let packet {
+            return receiveFEC(header, payload: payload, packet: packet, now: now)
+        }
         guard header.payloadType == payloadType else {
             packetsRejected += 1
             return .rejected
@@ -148,6 +161,7 @@ struct VideoReceivePath {
             outcome = .newSender(previous: senderSSRC)
             senderSSRC = header.ssrc
             receive = ReceiveStatistics(ssrc: header.ssrc)
+            fec = nil
             nack = Self.makeNackGenerator()
             assembler = VP8FrameAssembler()
             jitter = JitterBuffer()
@@ -160,7 +174,49 @@ struct VideoReceivePath {
             repairedNext = (repairedNext + 1) % repairedTimestamps.count
         }
         Self.assemble(&assembler, &jitter, &stats, repaired: repairedTimestamps, header: header, payload: payload, now: now)
+        if fec != nil, let packet {
+            fec?.addMedia(packet)
+            recoverFromFEC(now: now)
+        }
         return outcome
+    }
+
+    /// An FEC packet of the sender followed: it counts in the stream's sequence numbers (its
+    /// loss is asked for like any other), and may recover a missing packet now.
+    private mutating func receiveFEC(_ header: RTPHeader, payload: UnsafeRawBufferPointer, packet: UnsafeRawBufferPointer,
+                                     now: UInt64) -> Outcome {
+        guard header.ssrc == senderSSRC, let base = packet.baseAddress, let start = payload.baseAddress else {
+            packetsRejected += 1
+            return .rejected
+        }
+        lastPacketAt = now
+        receive?.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now,
+                          payloadBytes: payload.count)
+        nack.onPacket(sequenceNumber: header.sequenceNumber, now: now, endsFrame: true)
+        fecPackets += 1
+        if fec == nil { fec = ULPFECDecoder() }
+        fec?.addFEC(packet, payloadOffset: start - base, payloadLength: payload.count)
+        recoverFromFEC(now: now)
+        return .accepted
+    }
+
+    /// Packets the FEC packets kept can rebuild go the way of arrived ones (but say nothing of
+    /// the path: not in the loss counts, nor the NACK timing).
+    private mutating func recoverFromFEC(now: UInt64) {
+        guard fec?.hasPending == true else { return }
+        withUnsafeTemporaryAllocation(byteCount: ULPFEC.maxPacketSize, alignment: 16) { buffer in
+            while let n = fec?.recoverOne(into: buffer) {
+                let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+                guard let (h, offset, length) = try? RTPHeader.parse(bytes), h.ssrc == senderSSRC, h.payloadType == payloadType else { continue }
+                fecRecovered += 1
+                if nack.onPacket(sequenceNumber: h.sequenceNumber, now: now, endsFrame: h.marker, recovered: true) {
+                    repairedTimestamps[repairedNext] = h.timestamp
+                    repairedNext = (repairedNext + 1) % repairedTimestamps.count
+                }
+                Self.assemble(&assembler, &jitter, &stats, repaired: repairedTimestamps, header: h,
+                              payload: UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)]), now: now)
+            }
+        }
     }
 
     /// The assembler hands complete frames to the jitter buffer (separate parameters: the

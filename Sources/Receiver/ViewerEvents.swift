@@ -205,6 +205,9 @@ public struct ViewerStopped: BroadcastEvent, Equatable {
     /// Transport feedback packets sent (to the sender's congestion control, or in a room to
     /// the relay's estimate of this viewer's link).
     public var transportFeedbacks = 0
+    /// FEC packets received, and the packets they recovered (with no resend).
+    public var fecPackets = 0
+    public var fecRecovered = 0
 
     public var name: String { "stopped" }
     public var fields: [String: JSONValue] {
@@ -224,6 +227,7 @@ public struct ViewerStopped: BroadcastEvent, Equatable {
             "duration_s": .double(durationSeconds),
             "recorded_audio_packets": .int(recordedAudioPackets),
             "transport_feedbacks": .int(transportFeedbacks),
+            "fec_packets": .int(fecPackets), "fec_recovered": .int(fecRecovered),
         ]
         if let srtpRejected { f["srtp_rejected"] = .int(srtpRejected) }
         if let audio { f.merge(audio.fields) { a, _ in a } }

@@ -225,6 +225,8 @@ final class ViewerLoop {
                                     size: output.pictureSize, rttMillis: rttMillis, recording: recording,
                                     durationSeconds: Double(clock.nowNanos() - startNanos) / 1e9, audio: audio, sync: sync)
         stopped.transportFeedbacks = transportFeedbacksSent
+        stopped.fecPackets = path.fecPackets
+        stopped.fecRecovered = path.fecRecovered
         // PulseAudio's mainloop thread must be gone before the process exits: left running it
         // was seen crashing exit's destructors (status 139 after the summary, ~1 run in 8).
         audio?.stopPlayback()
@@ -345,7 +347,7 @@ final class ViewerLoop {
         if let id = transportSequenceID, let sequence = TransportWideSequence.find(id: id, in: bytes) {
             transportFeedback.onPacket(sequence: sequence, now: now)
         }
-        switch path.receive(header, payload: payload, now: now) {
+        switch path.receive(header, payload: payload, packet: bytes, now: now) {
         case .accepted:
             rtpSource = source
         case .newSender(let previous):

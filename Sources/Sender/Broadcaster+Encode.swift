@@ -25,6 +25,9 @@ extension Broadcaster {
         var busy = 0
         /// Time spent sending (pacing waits included), not encoding.
         var nanos: UInt64 = 0
+        /// FEC packets among them, and their bytes.
+        var fecPackets = 0
+        var fecBytes = 0
     }
 
     func encodeLoop() {
@@ -40,6 +43,8 @@ extension Broadcaster {
         var sendBudget = RateBucket()
         let packetBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
         defer { packetBuffer.deallocate() }
+        // Forward error correction: each frame's packets kept as sent, then its FEC packets.
+        let fec = FECFrame()
         // Probes resend the newest packets (made once: up to 16 of them).
         let probeBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.maxProbePackets * 1500, alignment: 16)
         defer { probeBuffer.deallocate() }
@@ -108,12 +113,13 @@ extension Broadcaster {
             var produced = false, key = false
             var sent = SentFrame()
             do {
+                fec.protection = congestion?.withLock { $0.fec.protection } ?? 0
                 try encoder!.encode(frame, pts: Int64(ts &- rtpBase), duration: UInt(90_000 / max(current.fps, 1))) { data, info in
                     produced = true
                     key = key || info.isKeyframe
                     send(data, timestamp: ts, layer: info.temporalLayer ?? 0, bitrate: scheduler.bitrate, packetizer: &packetizer, buffer: packetBuffer,
                          budget: &sendBudget, networkLimited: networkTarget != 0 && current.content == .motion && !info.isKeyframe,
-                         into: &sent)
+                         fec: fec, into: &sent)
                 }
             } catch {
                 events.emit(.error(.encodeFailure, "\(error)"))
@@ -142,6 +148,8 @@ extension Broadcaster {
                     c.packetsSent &+= sent.packets
                     c.octetsSent &+= UInt32(truncatingIfNeeded: sent.octets - Int(sent.packets) * packetizer.headerSize)
                     c.bytesSent += sent.octets
+                    c.fecPackets += sent.fecPackets
+                    c.fecBytes += sent.fecBytes
                     c.lastRTPTimestamp = ts
                 }
                 c.sendErrors += sent.errors
@@ -216,7 +224,8 @@ extension Broadcaster {
     /// for it): it does not wait, but the frames after it pay for it. (`detail` waits for its
     /// own bit budget before encoding, in `EncodeScheduler`.)
     func send(_ data: UnsafeRawBufferPointer, timestamp: UInt32, layer: UInt8, bitrate: Bitrate, packetizer: inout VP8Packetizer,
-              buffer: UnsafeMutableRawBufferPointer, budget: inout RateBucket, networkLimited: Bool, into sent: inout SentFrame) {
+              buffer: UnsafeMutableRawBufferPointer, budget: inout RateBucket, networkLimited: Bool, fec: FECFrame,
+              into sent: inout SentFrame) {
         let sendStart = clock.nowNanos()
         let budgetRate = Int(Double(bitrate.bitsPerSecond) * Self.budgetHeadroom)
         let burstBits = Double(bitrate.bitsPerSecond) * Self.budgetBurstSeconds
@@ -225,7 +234,8 @@ extension Broadcaster {
         let unpacedBytes = paced ? 2400 : Self.unpacedBytes
         var frameBytes = 0
         var frame = SentFrame()
-        frame.packets = UInt32(packetizer.packetize(frame: data, rtpTimestamp: timestamp, temporalLayer: layer, into: buffer) { packet in
+        let protecting = fec.protection > 0
+        func out(_ packet: UnsafeMutableRawBufferPointer) {
             if frameBytes > unpacedBytes {
                 let due = sendStart + UInt64(Double(frameBytes - unpacedBytes) * 8 / paceBitsPerSecond * 1e9)
                 while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
@@ -241,18 +251,46 @@ extension Broadcaster {
             budget.add(bits: bits)
             frameBytes += packet.count
             frame.octets += packet.count
-            let rc = sendRTP(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<packet.count]))
+            let rc = sendRTP(packet)  // stamps the transport-wide number: FEC protects the bytes as sent
             if rc != 0 {
                 frame.errors += 1
                 if rc == ENOBUFS || rc == EAGAIN { frame.busy += 1 }
             }
-            history.withLock { _ = $0.store(packet, now: sendStart) }
+            history.withLock { _ = $0.store(UnsafeRawBufferPointer(packet), now: sendStart) }
+        }
+        frame.packets = UInt32(packetizer.packetize(frame: data, rtpTimestamp: timestamp, temporalLayer: layer, into: buffer) { packet in
+            let p = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<packet.count])
+            out(p)
+            if protecting { fec.encoder.add(UnsafeRawBufferPointer(p)) }
         })
+        if protecting {
+            // The FEC packets follow the frame's, numbered after them.
+            let count = fec.encoder.fecCount(protection: fec.protection)
+            let first = packetizer.reserveSequenceNumbers(count)
+            fec.encoder.finish(protection: fec.protection, payloadType: ULPFEC.payloadType, sequence: first,
+                               transportSequenceID: packetizer.transportSequenceID, into: fec.buffer) { packet in
+                out(packet)
+                frame.packets += 1
+                frame.fecPackets += 1
+                frame.fecBytes += packet.count
+            }
+        }
         sent.packets += frame.packets
         sent.octets += frame.octets
         sent.errors += frame.errors
         sent.busy += frame.busy
+        sent.fecPackets += frame.fecPackets
+        sent.fecBytes += frame.fecBytes
         sent.nanos &+= clock.nowNanos() &- sendStart
+    }
+
+    /// The encode thread's FEC state: the protection for the frame being sent, the frame's
+    /// packets, and a buffer for the FEC packets (made once).
+    final class FECFrame {
+        var protection = 0.0
+        var encoder = ULPFECEncoder()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ULPFEC.maxPacketSize, alignment: 16)
+        deinit { buffer.deallocate() }
     }
 
     /// The send budget under congestion control: its rate over the target, and its burst.

@@ -1,5 +1,6 @@
 import SRTP
 import AudioIO
+import Congestion
 import Foundation
 import Logging
 import MediaCore
@@ -48,6 +49,9 @@ public struct BroadcastConfig: Sendable {
     public var room: RoomSettings?
     /// Plain mode: protect every packet with SRTP (`--srtp`), fresh keys in the SDP's `a=crypto`.
     public var srtp = false
+    /// Forward error correction (ULPFEC, `--fec`): by loss and round trip, always, or never.
+    /// Plain mode only for now (in a room it is off).
+    public var fec: FECPolicy.Mode = .auto
     public init(source: VideoSource, destination: Endpoint, cname: String) {
         self.source = source
         self.destination = destination
@@ -79,6 +83,9 @@ struct SenderCounters: Sendable {
     var sendErrors = 0
     var encodeErrors = 0
     var retransmitted = 0
+    /// FEC packets sent and their bytes (counted in the packets and bytes sent too).
+    var fecPackets = 0
+    var fecBytes = 0
     /// Resends asked for and refused by the resend budget.
     var resendsOverBudget = 0
     var nacksReceived = 0
@@ -194,7 +201,8 @@ public final class Broadcaster: Sendable {
         // Plain mode (the SDP names the extension: a `watch` answers with feedback) and in a
         // room (the relay answers).
         congestion = Mutex(SenderCongestion(bitrate: config.bitrate, minBitrate: config.minBitrate,
-                                            firstSequence: UInt16.random(in: 0...UInt16.max)))
+                                            firstSequence: UInt16.random(in: 0...UInt16.max),
+                                            fec: config.room == nil ? config.fec : .off))
     }
 
     /// Asks the broadcast to stop (from a signal handler thread or a timer).
@@ -268,6 +276,7 @@ public final class Broadcaster: Sendable {
                 let report = statistics.second(second, audio: audioSender?.counters.withLock { $0 },
                                                targetKbps: encoderTarget.kbps,
                                                estimateKbps: congestion?.withLock { $0.estimate.map { Int($0 / 1000) } },
+                                               fecProtection: congestion?.withLock { $0.fec.protection } ?? 0,
                                                inRoom: config.room != nil, now: now)
                 events.emit(report.stats)
                 if let message = report.networkBusy { warnNetworkBusy(message) }
@@ -288,7 +297,7 @@ public final class Broadcaster: Sendable {
             retransmitted: c.retransmitted, receiverReports: c.receiverReports,
             packetsRejected: c.packetsRejected, rttMillis: c.rttMillis,
             packetsLost: c.cumulativeLost, size: c.outputSize,
-            durationSeconds: Double(clock.nowNanos() &- startNanos) / 1e9,
+            durationSeconds: Double(clock.nowNanos() &- startNanos) / 1e9, fecPackets: c.fecPackets, fecBytes: c.fecBytes,
             audio: audioCounters.map { a in
                 SenderStopped.Audio(
                     frames: a.framesEncoded, packetsSent: Int(a.packetsSent), bytesSent: a.bytesSent, dtxFrames: a.dtxFrames,

@@ -27,8 +27,12 @@ struct SenderCongestion {
     private var resentBits = 0
     private var resentSecond: UInt64 = 0
     private(set) var resendRate = 0.0
+    /// Forward error correction: when and how much, from the loss and round trip of each
+    /// feedback. Its share comes off the encoder's rate.
+    private(set) var fec: FECPolicy
 
-    init(bitrate: Bitrate, minBitrate: Bitrate?, firstSequence: UInt16) {
+    init(bitrate: Bitrate, minBitrate: Bitrate?, firstSequence: UInt16, fec: FECPolicy.Mode = .off) {
+        self.fec = FECPolicy(mode: fec)
         history = TransportHistory(firstSequence: firstSequence)
         controller = Self.makeController(bitrate: bitrate, minBitrate: minBitrate, start: Double(bitrate.bitsPerSecond))
         announced = controller.target
@@ -60,6 +64,8 @@ struct SenderCongestion {
         var target: Double
         /// Set when the target moved by more than 20 % since the last announced one: the previous.
         var announcedFrom: Double?
+        /// FEC went on or off.
+        var fecChanged = false
     }
 
     /// `bytes` were resent at `now` (answering NACKs).
@@ -76,9 +82,9 @@ struct SenderCongestion {
         resentSecond = second
     }
 
-    /// What the encoder may use: the path's target less what resends took in the last second
-    /// (never under the minimum).
-    var encoderTarget: Double { max(controller.minimum, controller.target - resendRate) }
+    /// What the encoder may use: the path's target less what FEC and resends took in the last
+    /// second (never under the minimum).
+    var encoderTarget: Double { max(controller.minimum, controller.target / (1 + fec.protection) - resendRate) }
 
     /// Takes a receiver's feedback at `now`, with the round trip RTCP measured.
     mutating func take(_ feedback: TransportFeedback, rttNanos: UInt64, now: UInt64) -> Update {
@@ -86,8 +92,9 @@ struct SenderCongestion {
         controller.rttNanos = rttNanos
         controller.onFeedback(history.take(feedback), now: now)
         rollResends(now: now)
+        let fecChanged = fec.update(loss: controller.lossFraction, rttNanos: rttNanos, now: now)
         let target = encoderTarget
-        var update = Update(target: target)
+        var update = Update(target: target, fecChanged: fecChanged)
         if abs(target - announced) > Self.announceChange * announced {
             update.announcedFrom = announced
             announced = target

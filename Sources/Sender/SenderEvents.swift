@@ -116,6 +116,10 @@ public struct SenderStats: BroadcastEvent, Equatable {
     public var targetKbps: Int = 0
     /// What the receiver got over the last 500 ms, from its transport feedback; nil without one.
     public var estimateKbps: Int?
+    /// Forward error correction sent in the last second (kbit/s; 0 when off), and its
+    /// protection now (FEC packets per media packet).
+    public var fecKbps: Int = 0
+    public var fecProtection: Double = 0
 
     public var name: String { "stats" }
     public var fields: [String: JSONValue] {
@@ -129,6 +133,7 @@ public struct SenderStats: BroadcastEvent, Equatable {
             "rtt_ms": rttMillis.map { .double($0) } ?? .null, "loss": loss.map { .double($0) } ?? .null,
             "retransmitted": .int(retransmitted),
             "target_kbps": .int(targetKbps), "estimate_kbps": estimateKbps.map { .int($0) } ?? .null,
+            "fec_kbps": .int(fecKbps), "fec_protection": .double(fecProtection),
         ]
         if let viewers { f["viewers"] = .int(viewers) }
         if let audio {
@@ -203,6 +208,9 @@ public struct SenderStopped: BroadcastEvent, Equatable {
     public var packetsLost: Int?
     public var size: PixelSize
     public var durationSeconds: Double
+    /// FEC packets sent and their bytes.
+    public var fecPackets = 0
+    public var fecBytes = 0
     public var audio: Audio?
 
     public var name: String { "stopped" }
@@ -216,7 +224,7 @@ public struct SenderStopped: BroadcastEvent, Equatable {
             "receiver_reports": .int(receiverReports), "packets_rejected": .int(packetsRejected), "rtt_ms": rttMillis.map { .double($0) } ?? .null,
             "packets_lost": packetsLost.map { .int($0) } ?? .null,
             "width": .int(size.width), "height": .int(size.height),
-            "duration_s": .double(durationSeconds),
+            "duration_s": .double(durationSeconds), "fec_packets": .int(fecPackets), "fec_bytes": .int(fecBytes),
         ]
         if let a = audio {
             f["audio_frames"] = .int(a.frames)

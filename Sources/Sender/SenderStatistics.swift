@@ -29,8 +29,8 @@ struct SenderStatistics {
 
     /// The report for the second that ends with counters `c` and `audio` at `now`; `targetKbps`
     /// is the bit rate asked for, `inRoom` whether viewers are counted.
-    mutating func second(_ c: SenderCounters, audio: AudioCounters?, targetKbps: Int, estimateKbps: Int? = nil, inRoom: Bool,
-                         now: UInt64) -> Second {
+    mutating func second(_ c: SenderCounters, audio: AudioCounters?, targetKbps: Int, estimateKbps: Int? = nil,
+                         fecProtection: Double = 0, inRoom: Bool, now: UInt64) -> Second {
         let p = last
         defer { last = c; lastAudio = audio }
         var audioStats: SenderStats.Audio?
@@ -49,7 +49,8 @@ struct SenderStatistics {
             convertMillis: Self.quantiles(c.convertMillis), sendMillis: Self.quantiles(c.sendMillis),
             size: c.outputSize, sendErrors: c.sendErrors, rttMillis: c.rttMillis, loss: c.fractionLost,
             retransmitted: c.retransmitted, viewers: inRoom ? c.viewers : nil, audio: audioStats,
-            targetKbps: targetKbps, estimateKbps: estimateKbps))
+            targetKbps: targetKbps, estimateKbps: estimateKbps, fecKbps: (c.fecBytes - p.fecBytes) * 8 / 1000,
+            fecProtection: fecProtection))
         // Receivers asked for many packets again: the path is losing them (even if the
         // retransmissions repair it, it is a sign of congestion).
         let sentPackets = Int(c.packetsSent &- p.packetsSent), resent = c.retransmitted - p.retransmitted

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Congestion
 import Foundation
 import AudioIO
 import MediaCore
@@ -17,6 +18,7 @@ import WebRTC
 // failable and would drop that reason ("'fast' is not a bit rate (examples: 2M, 1600k)").
 
 extension ContentPreference: ExpressibleByArgument {}
+extension FECPolicy.Mode: ExpressibleByArgument {}
 extension RawPixelFormat: ExpressibleByArgument {}
 
 /// The parsers `@Option(transform:)` uses.

@@ -1,6 +1,7 @@
 import Access
 import ArgumentParser
 import AudioIO
+import Congestion
 import Control
 import Events
 import Foundation
@@ -93,6 +94,13 @@ struct Start: ParsableCommand {
     @Flag(help: "With --to: encrypt every packet (SRTP, AES_CM_128_HMAC_SHA1_80) with fresh keys written in the --sdp file (mode 0600).")
     var srtp = false
 
+    @Option(help: ArgumentHelp("""
+        With --to: forward error correction (ULPFEC, RFC 5109, payload type 117 in the video stream). \
+        auto: on when the receiver's feedback shows loss × round trip too high for resends alone (a `watch` sends it); \
+        on: always (for GStreamer's rtpulpfecdec too); off: never.
+        """, valueName: "mode"))
+    var fec: FECPolicy.Mode = .auto
+
     @Option(help: ArgumentHelp("Stop cleanly (RTCP BYE) after this many seconds.", valueName: "seconds"))
     var duration: Double?
 
@@ -176,6 +184,7 @@ struct Start: ParsableCommand {
         if room != nil {
             if sdp != nil { throw ValidationError("--sdp describes a plain RTP stream: use it with --to, not --room") }
             if srtp { throw ValidationError("--srtp is for plain RTP (--to); in a room every hop is encrypted (DTLS-SRTP) already") }
+            if fec == .on { throw ValidationError("--fec on is for plain RTP (--to) for now; in a room the relay's viewers are repaired by resends") }
             if server != nil {
                 if secretFile != nil || openRoom { throw ValidationError("--secret-file and --open-room are for the room this command hosts, not with --server") }
             } else if token != nil {
@@ -281,6 +290,7 @@ struct Start: ParsableCommand {
         config.cpuUsed = cpuUsed
         config.sdpPath = sdp
         config.srtp = srtp
+        config.fec = fec
         config.durationSeconds = duration
         config.controlSocketPath = controlSocket ?? ControlSocket.path(label: room ?? "pid-\(getpid())")
         config.audio = audioConfig()

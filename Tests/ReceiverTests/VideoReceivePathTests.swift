@@ -227,4 +227,48 @@ import Testing
         #expect(fromSender)
         #expect(path.receive?.lastSenderReport?.rtpTimestamp == 1234)
     }
+
+    /// Twenty 3-packet frames, each followed by one ULPFEC packet (as `start --fec` sends
+    /// them). One packet lost in each of frames 3, 7 and 11 and frame 5's FEC packet lost: every
+    /// frame still plays, with no resend (no NACK is answered here), and the chain goes on across
+    /// the FEC packets' numbers. Without the FEC packets the same losses stop the picture at
+    /// frame 3.
+    @Test func fecRepairsLossesWithoutAResendAndTheChainGoesOnAcrossItsNumbers() {
+        func run(withFEC: Bool) -> (played: Int, recovered: Int, pli: Bool) {
+            var path = plainPath()
+            var packetizer = VP8Packetizer(ssrc: Self.screen, initialSequence: 65500, initialPictureID: 0x7FF0, maxPayloadSize: 100)
+            var encoder = ULPFECEncoder()
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 8)
+            let fecBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ULPFEC.maxPacketSize, alignment: 8)
+            defer { buffer.deallocate(); fecBuffer.deallocate() }
+            var now = Self.t0
+            func deliver(_ packet: UnsafeRawBufferPointer) {
+                let (header, offset, length) = try! RTPHeader.parse(packet)
+                _ = path.receive(header, payload: UnsafeRawBufferPointer(rebasing: packet[offset..<(offset + length)]), packet: packet, now: now)
+            }
+            for frame in 0..<20 {
+                now += 33 * Self.ms
+                let data = [UInt8](repeating: UInt8(frame), count: 250).enumerated().map { $0.offset == 0 ? (frame == 0 ? 0x00 : 0x01) : $0.element }
+                var index = 0
+                _ = data.withUnsafeBytes { d in
+                    packetizer.packetize(frame: d, rtpTimestamp: UInt32(frame * 3000), into: buffer) { packet in
+                        encoder.add(packet)
+                        if !([3, 7, 11].contains(frame) && index == 1) { deliver(packet) }
+                        index += 1
+                    }
+                }
+                #expect(index == 3)
+                let first = packetizer.reserveSequenceNumbers(encoder.fecCount(protection: 0.3))
+                encoder.finish(protection: 0.3, payloadType: ULPFEC.payloadType, sequence: first, transportSequenceID: nil, into: fecBuffer) { fec in
+                    if withFEC && frame != 5 { deliver(UnsafeRawBufferPointer(fec)) }
+                }
+            }
+            let (played, pli) = playOut(&path, at: now + 2_000 * Self.ms)
+            return (played.count, path.fecRecovered, pli)
+        }
+        let protected = run(withFEC: true)
+        #expect(protected.played == 20 && protected.recovered == 3 && !protected.pli, "\(protected)")
+        let bare = run(withFEC: false)
+        #expect(bare.played == 3 && bare.recovered == 0, "\(bare)")
+    }
 }
