@@ -4,7 +4,9 @@
 /// repairs by NACK would stall the picture too often, as libwebrtc's hybrid NACK/FEC mode does:
 /// from 1 % loss at a 100 ms round trip, 2 % at 50 ms, 5 % at 20 ms (loss × RTT ≥ 1 ms);
 /// it stops when that stays under half for 5 s. The protection (FEC packets per media packet)
-/// follows the loss: 2.5 × loss + 5 %, from 10 % to 50 % (5 % loss: 17.5 %).
+/// follows the loss: 2.5 × loss + 5 %, from 10 % to 50 % (5 % loss: 17.5 %). Loss while a
+/// queue stands or builds is congestion, not the link's: FEC would only add to it, so such
+/// feedback is left out (the rate controller answers it).
 public struct FECPolicy: Sendable, Equatable {
     public enum Mode: String, Sendable, CaseIterable {
         /// Switched on and off by loss and round trip.
@@ -37,10 +39,12 @@ public struct FECPolicy: Sendable, Equatable {
     /// The protection for a loss fraction.
     public static func size(loss: Double) -> Double { min(0.5, max(0.1, 2.5 * loss + 0.05)) }
 
-    /// Takes one feedback's loss fraction (of the last second of feedback) and round trip.
+    /// Takes one feedback's loss fraction (of the last second of feedback) and round trip;
+    /// `congested`: a queue stands or builds on the path (the loss is left out).
     /// - Returns: whether FEC went on or off.
     @discardableResult
-    public mutating func update(loss: Double, rttNanos: UInt64, now: UInt64) -> Bool {
+    public mutating func update(loss: Double, rttNanos: UInt64, congested: Bool = false, now: UInt64) -> Bool {
+        if congested && mode == .auto { return false }
         let loss = min(1, max(0, loss.isFinite ? loss : 0))
         averageLoss += (loss - averageLoss) * 0.1  // feedback every 100 ms or so: about 2 s
         let wasOn = protection > 0

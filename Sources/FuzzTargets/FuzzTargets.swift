@@ -42,6 +42,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// its transport feedback fed to a sender's congestion control after 2000 packets went
     /// out (some of them probes): matching, delays, loss, probes and queue must never trap.
     case congestion
+    /// RTP packets of one stream (2-byte big-endian length, then the packet, repeated): ULPFEC
+    /// packets (payload type 117) and media, to a receiver's FEC decoder, which recovers what it
+    /// can after each. A recovered packet must be a whole RTP packet of at most 1500 bytes.
+    case fec
 
     /// Makes what the targets need that only async code can make (the token authority: jwt-kit's
     /// key collection is an actor). Call once before `run` (`prepareBlocking` off Swift's
@@ -117,6 +121,34 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             return buffer.withUnsafeMutableBytes { flow.unprotect($0, length: bytes.count) } != nil
         case .congestion:
             return Self.congestion(bytes)
+        case .fec:
+            return Self.fec(bytes)
+        }
+    }
+
+    /// See ``FuzzTarget/fec``: whether something was recovered.
+    private static func fec(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var decoder = ULPFECDecoder(mediaSlots: 64, fecSlots: 8)
+        var offset = 0, recovered = 0
+        return withUnsafeTemporaryAllocation(byteCount: ULPFEC.maxPacketSize, alignment: 16) { buffer in
+            while offset + 2 <= bytes.count {
+                let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+                offset += 2
+                guard offset + length <= bytes.count else { break }
+                let packet = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
+                offset += length
+                guard let (header, payloadOffset, payloadLength) = try? RTPHeader.parse(packet) else { continue }
+                if header.payloadType == ULPFEC.payloadType {
+                    decoder.addFEC(packet, payloadOffset: payloadOffset, payloadLength: payloadLength)
+                } else {
+                    decoder.addMedia(packet)
+                }
+                while let n = decoder.recoverOne(into: buffer) {
+                    precondition(n >= RTPHeader.fixedSize && n <= ULPFEC.maxPacketSize, "recovered \(n) bytes")
+                    recovered += 1
+                }
+            }
+            return recovered > 0
         }
     }
 

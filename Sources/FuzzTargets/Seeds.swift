@@ -39,6 +39,26 @@ extension FuzzTarget {
                 "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJzY3JlZW5zaGFyZSIsInN1YiI6InZpZXdlci0xIiwibmFtZSI6IkFkYSIsIm5iZiI6MTcwMDAwMDAwMCwiZXhwIjo0MTAyNDQ0ODAwLCJ2aWRlbyI6eyJyb29tIjoiY2xhc3MiLCJyb29tSm9pbiI6dHJ1ZSwiY2FuUHVibGlzaCI6ZmFsc2UsImNhblN1YnNjcmliZSI6dHJ1ZX19.980Bu27fbF9C6Jjtq_R5ZjRmGQ8HOs8eP4zur3sPsiM",
                 "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ0ZWFjaGVyIiwiZXhwIjo0MTAyNDQ0ODAwLCJ2aWRlbyI6eyJyb29tIjoiY2xhc3MiLCJyb29tSm9pbiI6dHJ1ZSwiY2FuUHVibGlzaCI6dHJ1ZX19.RF_3VJQQTIIVe7GsXzXm3jzRFCmneJc__Rb9bcUz9vw",
             ].map { Array($0.utf8) }
+        case .fec:
+            // A frame of five packets and its two FEC packets, one media packet missing (and, in
+            // the second, the FEC packets first).
+            var encoder = ULPFECEncoder(capacity: 8)
+            var media: [[UInt8]] = []
+            for i in 0..<5 {
+                var p = Self.vp8Packet(seq: UInt16(10 + i), keyframe: i == 0)
+                if i == 4 { p[1] |= 0x80 }
+                media.append(p)
+                p.withUnsafeBytes { encoder.add($0) }
+            }
+            var fecs: [[UInt8]] = []
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ULPFEC.maxPacketSize, alignment: 16)
+            defer { buffer.deallocate() }
+            encoder.finish(protection: 0.4, payloadType: ULPFEC.payloadType, sequence: 15, transportSequenceID: nil, into: buffer) {
+                fecs.append(Array($0))
+            }
+            func framed(_ packets: [[UInt8]]) -> [UInt8] { packets.flatMap { [UInt8($0.count >> 8), UInt8($0.count & 0xFF)] + $0 } }
+            return [framed(media.enumerated().filter { $0.offset != 2 }.map(\.element) + fecs),
+                    framed(fecs + media.enumerated().filter { $0.offset != 3 }.map(\.element))]
         case .congestion:
             // Feedback as a receiver sends it every 100 ms, then one whose clock went back (a
             // restarted receiver) and one far ahead.

@@ -19,15 +19,20 @@ public enum ULPFEC {
     public static let maxPacketSize = 1500
 
     /// How many FEC packets protect `media` packets at `protection` (FEC packets per media
-    /// packet; 0: none), over blocks of at most ``maxProtected``.
-    public static func fecCount(media: Int, protection: Double) -> Int {
+    /// packet; 0: none), over blocks of at most ``maxProtected``. A frame of one block gets the
+    /// whole part of `media × protection + credit` (what earlier frames left over), so small
+    /// frames share FEC packets over time instead of each rounding up (6 packets at 17.5 %:
+    /// one FEC packet, and now and then two); each block of a bigger frame gets its rounded-up
+    /// share.
+    public static func fecCount(media: Int, protection: Double, credit: Double = 0) -> Int {
         guard media > 0, protection > 0 else { return 0 }
+        if media <= maxProtected { return min(media, Int(Double(media) * protection + credit)) }
         var total = 0
         forEachBlock(media: media) { _, size in total += blockFEC(size: size, protection: protection) }
         return total
     }
 
-    /// FEC packets for one block: at least one, at most one per packet.
+    /// FEC packets for one block of a frame of several: at least one, at most one per packet.
     static func blockFEC(size: Int, protection: Double) -> Int {
         min(size, max(1, Int((Double(size) * protection).rounded(.up))))
     }
@@ -58,6 +63,8 @@ public struct ULPFECEncoder: Sendable {
     private var firstSequence: UInt16 = 0
     /// Packets kept for the frame so far.
     public private(set) var count = 0
+    /// The fraction of an FEC packet earlier frames were owed (see ``ULPFEC/fecCount(media:protection:credit:)``).
+    public private(set) var credit = 0.0
 
     public init(capacity: Int = 256) {
         self.capacity = capacity
@@ -84,7 +91,7 @@ public struct ULPFECEncoder: Sendable {
 
     /// FEC packets ``finish(protection:payloadType:sequence:transportSequenceID:into:emit:)``
     /// will make.
-    public func fecCount(protection: Double) -> Int { ULPFEC.fecCount(media: count, protection: protection) }
+    public func fecCount(protection: Double) -> Int { ULPFEC.fecCount(media: count, protection: protection, credit: credit) }
 
     /// Makes the FEC packets for the packets kept and forgets them. They take the sequence
     /// numbers from `sequence` on (reserved by the caller, after the frame's), the SSRC and
@@ -96,14 +103,17 @@ public struct ULPFECEncoder: Sendable {
     public mutating func finish(protection: Double, payloadType: UInt8, sequence: UInt16, transportSequenceID: UInt8?,
                                 into buffer: UnsafeMutableRawBufferPointer, emit: (UnsafeMutableRawBufferPointer) -> Void) -> Int {
         defer { count = 0 }
-        guard count > 0, protection > 0 else { return 0 }
+        guard count > 0, protection > 0 else { credit = 0; return 0 }
         precondition(buffer.count >= ULPFEC.maxPacketSize, "FEC buffer too small")
+        let planned = fecCount(protection: protection)
+        credit = count <= ULPFEC.maxProtected ? min(1, max(0, Double(count) * protection + credit - Double(planned))) : 0
+        guard planned > 0 else { return 0 }
         var made = 0
         store.withUnsafeBytes { store in
             let last = (count - 1) * ULPFEC.maxPacketSize
             let timestamp = readUInt32(store, last + 4), ssrc = readUInt32(store, last + 8)
             ULPFEC.forEachBlock(media: count) { first, size in
-                let k = ULPFEC.blockFEC(size: size, protection: protection)
+                let k = size == count ? planned : ULPFEC.blockFEC(size: size, protection: protection)
                 for j in 0..<k {
                     let header = RTPHeader(payloadType: payloadType, sequenceNumber: sequence &+ UInt16(truncatingIfNeeded: made),
                                            timestamp: timestamp, ssrc: ssrc)

@@ -117,6 +117,7 @@ extension Broadcaster {
                 try encoder!.encode(frame, pts: Int64(ts &- rtpBase), duration: UInt(90_000 / max(current.fps, 1))) { data, info in
                     produced = true
                     key = key || info.isKeyframe
+                    fec.keyframe = info.isKeyframe
                     send(data, timestamp: ts, layer: info.temporalLayer ?? 0, bitrate: scheduler.bitrate, packetizer: &packetizer, buffer: packetBuffer,
                          budget: &sendBudget, networkLimited: networkTarget != 0 && current.content == .motion && !info.isKeyframe,
                          fec: fec, into: &sent)
@@ -227,14 +228,20 @@ extension Broadcaster {
               buffer: UnsafeMutableRawBufferPointer, budget: inout RateBucket, networkLimited: Bool, fec: FECFrame,
               into sent: inout SentFrame) {
         let sendStart = clock.nowNanos()
-        let budgetRate = Int(Double(bitrate.bitsPerSecond) * Self.budgetHeadroom)
-        let burstBits = Double(bitrate.bitsPerSecond) * Self.budgetBurstSeconds
+        // `bitrate` is the encoder's: FEC comes on top of it (congestion control took its share
+        // off the encoder's target), so the budget and the pacer make room for it.
+        let fecShare = 1 + fec.protection
+        let budgetRate = Int(Double(bitrate.bitsPerSecond) * Self.budgetHeadroom * fecShare)
+        let burstBits = Double(bitrate.bitsPerSecond) * Self.budgetBurstSeconds * fecShare
         let paced = congestion != nil
-        let paceBitsPerSecond = paced ? Double(bitrate.bitsPerSecond) * 2.5 : Double(max(bitrate.bitsPerSecond * 4, 8_000_000))
+        let paceBitsPerSecond = (paced ? Double(bitrate.bitsPerSecond) * 2.5 : Double(max(bitrate.bitsPerSecond * 4, 8_000_000))) * fecShare
         let unpacedBytes = paced ? 2400 : Self.unpacedBytes
         var frameBytes = 0
         var frame = SentFrame()
-        let protecting = fec.protection > 0
+        // A keyframe's loss costs the most (everything after it waits): twice the protection,
+        // as libwebrtc gives key frames their own, higher FEC rate.
+        let protection = fec.keyframe ? min(0.5, 2 * fec.protection) : fec.protection
+        let protecting = protection > 0
         func out(_ packet: UnsafeMutableRawBufferPointer) {
             if frameBytes > unpacedBytes {
                 let due = sendStart + UInt64(Double(frameBytes - unpacedBytes) * 8 / paceBitsPerSecond * 1e9)
@@ -265,9 +272,9 @@ extension Broadcaster {
         })
         if protecting {
             // The FEC packets follow the frame's, numbered after them.
-            let count = fec.encoder.fecCount(protection: fec.protection)
+            let count = fec.encoder.fecCount(protection: protection)
             let first = packetizer.reserveSequenceNumbers(count)
-            fec.encoder.finish(protection: fec.protection, payloadType: ULPFEC.payloadType, sequence: first,
+            fec.encoder.finish(protection: protection, payloadType: ULPFEC.payloadType, sequence: first,
                                transportSequenceID: packetizer.transportSequenceID, into: fec.buffer) { packet in
                 out(packet)
                 frame.packets += 1
@@ -288,6 +295,7 @@ extension Broadcaster {
     /// packets, and a buffer for the FEC packets (made once).
     final class FECFrame {
         var protection = 0.0
+        var keyframe = false
         var encoder = ULPFECEncoder()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ULPFEC.maxPacketSize, alignment: 16)
         deinit { buffer.deallocate() }

@@ -12,6 +12,8 @@ struct SenderCongestion {
     static let defaultMinimum = 100_000
     /// The target moves this much from the last announced one before `bitrate_changed` says so.
     static let announceChange = 0.2
+    /// Loss with a queue over this (ns) is congestion: FEC leaves it out.
+    static let fecQueueLimit: Int64 = 50_000_000
     /// UDP and IPv4 headers, counted in each packet's size on the wire.
     static let overhead = 28
 
@@ -92,7 +94,8 @@ struct SenderCongestion {
         controller.rttNanos = rttNanos
         controller.onFeedback(history.take(feedback), now: now)
         rollResends(now: now)
-        let fecChanged = fec.update(loss: controller.lossFraction, rttNanos: rttNanos, now: now)
+        let congested = controller.detector.state == .overusing || (controller.queueDelay ?? 0) > Self.fecQueueLimit
+        let fecChanged = fec.update(loss: controller.lossFraction, rttNanos: rttNanos, congested: congested, now: now)
         let target = encoderTarget
         var update = Update(target: target, fecChanged: fecChanged)
         if abs(target - announced) > Self.announceChange * announced {

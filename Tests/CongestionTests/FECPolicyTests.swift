@@ -36,6 +36,14 @@ import Testing
         var rare = FECPolicy(mode: .auto)
         _ = Self.feed(&rare, loss: 0.005, rttMillis: 400, seconds: 10, start: 0)
         #expect(rare.protection == 0, "under 1 % loss NACK is enough")
+        // Loss with a queue is congestion: left out, FEC stays off.
+        var queued = FECPolicy(mode: .auto)
+        var now: UInt64 = 0
+        for _ in 0..<100 {
+            now += 100_000_000
+            queued.update(loss: 0.3, rttNanos: 200_000_000, congested: true, now: now)
+        }
+        #expect(queued.protection == 0 && queued.averageLoss == 0)
     }
 
     @Test func onAndOffAreFixed() {

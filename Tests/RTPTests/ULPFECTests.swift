@@ -41,19 +41,32 @@ import Testing
     /// group over 16 packets apart takes the long mask (L = 1, 48 bits).
     @Test func groupsAreInterleavedAndLongGroupsTakeTheLongMask() {
         let seven = (0..<7).map { Self.packet(0x60, seq: UInt16(100 + $0), [UInt8($0)]) }
-        let three = Self.fec(for: seven, protection: 0.4, sequence: 107)
+        let three = Self.fec(for: seven, protection: 0.43, sequence: 107)
         #expect(three.count == 3)
         #expect(three.map { UInt16($0[14]) << 8 | UInt16($0[15]) } == [100, 101, 102])  // SN base
         #expect(three[0][24...25] == [0b1001_0010, 0])  // 100, 103, 106
         #expect(three[2][24...25] == [0b1001_0000, 0])  // 102, 105
         #expect(three.map { UInt16($0[2]) << 8 | UInt16($0[3]) } == [107, 108, 109])
         let twenty = (0..<20).map { Self.packet(0x60, seq: UInt16(200 + $0), [UInt8($0)]) }
-        let one = Self.fec(for: twenty, protection: 0.05, sequence: 220)
+        let one = Self.fec(for: twenty, protection: 0.06, sequence: 220)
         #expect(one.count == 1 && one[0][12] & 0x40 != 0)
         #expect(Array(one[0][24...29]) == [0xFF, 0xFF, 0xF0, 0, 0, 0])
         // 100 packets: blocks of 34, 33, 33, each protected.
         #expect(ULPFEC.fecCount(media: 100, protection: 0.1) == 4 + 4 + 4)
-        #expect(ULPFEC.fecCount(media: 1, protection: 0.1) == 1 && ULPFEC.fecCount(media: 5, protection: 0) == 0)
+        #expect(ULPFEC.fecCount(media: 5, protection: 0) == 0)
+        // Small frames share: one packet at 10 % makes no FEC packet, the tenth such frame one.
+        #expect(ULPFEC.fecCount(media: 1, protection: 0.1) == 0 && ULPFEC.fecCount(media: 1, protection: 0.1, credit: 0.95) == 1)
+        var encoder = ULPFECEncoder(capacity: 8)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ULPFEC.maxPacketSize, alignment: 8)
+        defer { buffer.deallocate() }
+        var made: [Int] = []
+        for frame in 0..<20 {
+            let six = (0..<6).map { Self.packet(0x60, seq: UInt16(300 + frame * 8 + $0), [UInt8($0)]) }
+            for p in six { p.withUnsafeBytes { encoder.add($0) } }
+            made.append(encoder.finish(protection: 0.175, payloadType: 117, sequence: UInt16(306 + frame * 8), transportSequenceID: nil,
+                                       into: buffer) { _ in })
+        }
+        #expect((20...21).contains(made.reduce(0, +)) && made.allSatisfy { $0 == 1 || $0 == 2 }, "\(made)")
     }
 
     /// Each packet of a frame lost alone comes back byte for byte (header extension, marker,
@@ -107,12 +120,12 @@ import Testing
                 Self.packet(i == n - 1 ? 0xE0 : 0x60, seq: seq &+ UInt16(i), ts: UInt32(truncatingIfNeeded: rng.next()),
                             (0..<Int(rng.next() % 1100 + 1)).map { _ in UInt8(truncatingIfNeeded: rng.next()) })
             }
-            let fecs = Self.fec(for: frame, protection: 0.2, sequence: seq &+ UInt16(n))
+            let fecs = Self.fec(for: frame, protection: 0.25, sequence: seq &+ UInt16(n))
             let k = fecs.count
             seq &+= UInt16(n + k)
             var lost = Set<Int>()
             for i in 0..<n where rng.next() % 10 == 0 { lost.insert(i) }
-            for g in 0..<k where lost.filter({ $0 % k == g }).count == 1 { repairable += 1 }
+            for g in 0..<k where lost.filter({ $0 % k == g }).count == 1 { repairable += 1 }  // (k is 0 for a frame of 1–3)
             for (i, p) in frame.enumerated() where !lost.contains(i) { p.withUnsafeBytes { decoder.addMedia($0) } }
             for f in fecs { _ = f.withUnsafeBytes { decoder.addFEC($0, payloadOffset: 12, payloadLength: $0.count - 12) } }
             while let m = decoder.recoverOne(into: buffer) {

@@ -258,8 +258,8 @@ import Testing
                     }
                 }
                 #expect(index == 3)
-                let first = packetizer.reserveSequenceNumbers(encoder.fecCount(protection: 0.3))
-                encoder.finish(protection: 0.3, payloadType: ULPFEC.payloadType, sequence: first, transportSequenceID: nil, into: fecBuffer) { fec in
+                let first = packetizer.reserveSequenceNumbers(encoder.fecCount(protection: 0.34))
+                encoder.finish(protection: 0.34, payloadType: ULPFEC.payloadType, sequence: first, transportSequenceID: nil, into: fecBuffer) { fec in
                     if withFEC && frame != 5 { deliver(UnsafeRawBufferPointer(fec)) }
                 }
             }
