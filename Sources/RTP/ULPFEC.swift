@@ -100,8 +100,11 @@ public struct ULPFECEncoder: Sendable {
     /// - Parameter buffer: at least ``ULPFEC/maxPacketSize`` bytes, reused for each packet.
     /// - Returns: how many were made.
     @discardableResult
-    public mutating func finish(protection: Double, payloadType: UInt8, sequence: UInt16, transportSequenceID: UInt8?,
-                                into buffer: UnsafeMutableRawBufferPointer, emit: (UnsafeMutableRawBufferPointer) -> Void) -> Int {
+    /// - Parameter ssrc: the FEC packets' SSRC when they are a stream of their own (nil: the
+    ///   media's, in its sequence numbers).
+    public mutating func finish(protection: Double, payloadType: UInt8, sequence: UInt16, ssrc fecSSRC: UInt32? = nil,
+                                transportSequenceID: UInt8?, into buffer: UnsafeMutableRawBufferPointer,
+                                emit: (UnsafeMutableRawBufferPointer) -> Void) -> Int {
         defer { count = 0 }
         guard count > 0, protection > 0 else { credit = 0; return 0 }
         precondition(buffer.count >= ULPFEC.maxPacketSize, "FEC buffer too small")
@@ -111,7 +114,7 @@ public struct ULPFECEncoder: Sendable {
         var made = 0
         store.withUnsafeBytes { store in
             let last = (count - 1) * ULPFEC.maxPacketSize
-            let timestamp = readUInt32(store, last + 4), ssrc = readUInt32(store, last + 8)
+            let timestamp = readUInt32(store, last + 4), ssrc = fecSSRC ?? readUInt32(store, last + 8)
             ULPFEC.forEachBlock(media: count) { first, size in
                 let k = size == count ? planned : ULPFEC.blockFEC(size: size, protection: protection)
                 for j in 0..<k {
@@ -222,8 +225,11 @@ public struct ULPFECDecoder: Sendable {
 
     /// Keeps an FEC packet (the whole RTP packet; its payload from `payloadOffset`, of
     /// `payloadLength` bytes). Returns false, and counts it, if it is malformed.
+    /// - Parameter protectedSSRC: the media's SSRC when the FEC packets are a stream of their
+    ///   own (nil: the FEC packet's, in the media's stream); recovered packets carry it.
     @discardableResult
-    public mutating func addFEC(_ packet: UnsafeRawBufferPointer, payloadOffset: Int, payloadLength: Int) -> Bool {
+    public mutating func addFEC(_ packet: UnsafeRawBufferPointer, payloadOffset: Int, payloadLength: Int,
+                                protectedSSRC: UInt32? = nil) -> Bool {
         fecReceived += 1
         guard payloadOffset >= 0, payloadLength >= 0, payloadOffset + payloadLength <= packet.count,
               Self.parse(UnsafeRawBufferPointer(rebasing: packet[payloadOffset..<(payloadOffset + payloadLength)])) != nil,
@@ -234,7 +240,7 @@ public struct ULPFECDecoder: Sendable {
         // Slot layout: SSRC (4 bytes), then the FEC payload.
         let base = fecNext * ULPFEC.maxPacketSize
         fec.withUnsafeMutableBytes { f in
-            for s in 0..<4 { f[base + s] = packet[8 + s] }
+            for s in 0..<4 { f[base + s] = protectedSSRC.map { UInt8(truncatingIfNeeded: $0 >> (24 - 8 * UInt32(s))) } ?? packet[8 + s] }
             UnsafeMutableRawBufferPointer(rebasing: f[(base + 4)..<(base + 4 + payloadLength)])
                 .copyMemory(from: UnsafeRawBufferPointer(rebasing: packet[payloadOffset..<(payloadOffset + payloadLength)]))
         }

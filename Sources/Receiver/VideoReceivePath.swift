@@ -95,7 +95,9 @@ struct VideoReceivePath {
     /// Frames the decoder failed on.
     private(set) var decodeErrors = 0
     /// The payload type of FEC packets in the stream (ULPFEC, RFC 5109; plain mode); nil: none.
-    let fecPayloadType: UInt8?
+    private(set) var fecPayloadType: UInt8?
+    /// In a room: the SSRC of the screen's FEC stream (its own numbers), once subscribed.
+    private(set) var fecSSRC: UInt32?
     /// The FEC decoder, made at the first FEC packet (its rings are 800 kB).
     private var fec: ULPFECDecoder?
     /// FEC packets taken and packets they recovered.
@@ -137,8 +139,11 @@ struct VideoReceivePath {
     /// (the whole packet, which FEC needs; nil: no FEC).
     mutating func receive(_ header: RTPHeader, payload: UnsafeRawBufferPointer, packet: UnsafeRawBufferPointer? = nil,
                           now: UInt64) -> Outcome {
-        if header.payloadType == fecPayloadType, let packet {
-            return receiveFEC(header, payload: payload, packet: packet, now: now)
+        if inRoom, header.ssrc == fecSSRC, let packet {
+            return receiveFEC(header, payload: payload, packet: packet, ownStream: true, now: now)
+        }
+        if !inRoom, header.payloadType == fecPayloadType, let packet {
+            return receiveFEC(header, payload: payload, packet: packet, ownStream: false, now: now)
         }
         guard header.payloadType == payloadType else {
             packetsRejected += 1
@@ -161,7 +166,7 @@ struct VideoReceivePath {
             outcome = .newSender(previous: senderSSRC)
             senderSSRC = header.ssrc
             receive = ReceiveStatistics(ssrc: header.ssrc)
-            fec = nil
+            if fec != nil { fec = ULPFECDecoder() }  // a fresh one: the packets kept were another sender's
             nack = Self.makeNackGenerator()
             assembler = VP8FrameAssembler()
             jitter = JitterBuffer()
@@ -181,21 +186,24 @@ struct VideoReceivePath {
         return outcome
     }
 
-    /// An FEC packet of the sender followed: it counts in the stream's sequence numbers (its
-    /// loss is asked for like any other), and may recover a missing packet now.
+    /// An FEC packet of the sender followed; it may recover a missing packet now. In plain mode
+    /// it counts in the stream's sequence numbers (its loss is asked for like any other); in a
+    /// room it comes in a stream of its own (`ownStream`) and protects the screen's.
     private mutating func receiveFEC(_ header: RTPHeader, payload: UnsafeRawBufferPointer, packet: UnsafeRawBufferPointer,
-                                     now: UInt64) -> Outcome {
-        guard header.ssrc == senderSSRC, let base = packet.baseAddress, let start = payload.baseAddress else {
+                                     ownStream: Bool, now: UInt64) -> Outcome {
+        guard let sender = senderSSRC, ownStream || header.ssrc == sender, let base = packet.baseAddress, let start = payload.baseAddress else {
             packetsRejected += 1
             return .rejected
         }
-        lastPacketAt = now
-        receive?.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now,
-                          payloadBytes: payload.count)
-        nack.onPacket(sequenceNumber: header.sequenceNumber, now: now, endsFrame: true)
+        if !ownStream {
+            lastPacketAt = now
+            receive?.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now,
+                              payloadBytes: payload.count)
+            nack.onPacket(sequenceNumber: header.sequenceNumber, now: now, endsFrame: true)
+        }
         fecPackets += 1
         if fec == nil { fec = ULPFECDecoder() }
-        fec?.addFEC(packet, payloadOffset: start - base, payloadLength: payload.count)
+        fec?.addFEC(packet, payloadOffset: start - base, payloadLength: payload.count, protectedSSRC: ownStream ? sender : nil)
         recoverFromFEC(now: now)
         return .accepted
     }
@@ -339,6 +347,11 @@ struct VideoReceivePath {
     /// - Returns: whether the screen stream is a new one (its first packet starts afresh).
     mutating func subscribed(to streams: [StreamInfo]) -> Bool {
         for s in streams { subscribedSSRCs.insert(s.ssrc) }
+        if let f = streams.first(where: { $0.kind == .fec }) {
+            fecSSRC = f.ssrc
+            fecPayloadType = f.pt
+            if fec == nil { fec = ULPFECDecoder() }  // keeps the screen's packets from the first on
+        }
         guard let screen = streams.first(where: { $0.kind == .screen }) else { return false }
         defer {
             payloadType = screen.pt

@@ -30,7 +30,7 @@ struct ViewerRoom {
     /// - Throws: `DTLSError` when no DTLS key can be made.
     init(settings: RoomSettings) throws {
         link = try RoomLink(client: RoomClient(room: settings.name, name: settings.displayName, role: "viewer", token: settings.token,
-                                               subscribe: settings.target),
+                                               subscribe: settings.target, kinds: [.screen, .audio, .fec]),
                             pinnedFingerprint: settings.fingerprint)
         mapper = RoomEventMapper(server: settings.server)
     }

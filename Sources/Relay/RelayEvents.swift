@@ -82,6 +82,11 @@ public struct RelayStopped: BroadcastEvent, Equatable {
     /// Transport feedback from viewers, and the layer switches it led to.
     public var viewerFeedbacks = 0
     public var layerSwitches = 0
+    /// Presenters' FEC packets, and the packets lost on their way in that the relay recovered.
+    public var fecIn = 0
+    public var fecRecovered = 0
+    /// NACKs sent presenters for what their uplinks lost.
+    public var uplinkNacks = 0
 
     public var name: String { "stopped" }
     public var fields: [String: JSONValue] {
@@ -89,7 +94,8 @@ public struct RelayStopped: BroadcastEvent, Equatable {
          "rtcp_in": .int(rtcpIn), "control_in": .int(controlIn), "retransmitted": .int(retransmitted),
          "keyframe_requests": .int(keyframeRequests), "rejected": .int(rejected), "unknown_source": .int(unknownSource),
          "timeouts": .int(timeouts), "send_errors": .int(sendErrors), "lost_in": .int(lostIn),
-         "duration_s": .double(durationSeconds), "viewer_feedbacks": .int(viewerFeedbacks), "layer_switches": .int(layerSwitches)]
+         "duration_s": .double(durationSeconds), "viewer_feedbacks": .int(viewerFeedbacks), "layer_switches": .int(layerSwitches),
+         "fec_in": .int(fecIn), "fec_recovered": .int(fecRecovered), "uplink_nacks": .int(uplinkNacks)]
     }
     public var humanText: String { "relay stopped: \(rtpForwarded) packets forwarded, \(rejected) rejected" }
 }

@@ -219,7 +219,8 @@ public final class RelayServer: @unchecked Sendable {
             rtcpIn: c.rtcpIn, controlIn: c.controlIn, retransmitted: c.retransmitted,
             keyframeRequests: c.keyframeRequests, rejected: c.rejected + (browsers?.rejected ?? 0) + hops.rejected, unknownSource: c.unknownSource,
             timeouts: c.timeouts, sendErrors: transport.errors, lostIn: core.rtpLostIn,
-            durationSeconds: Double(clock.nowNanos() - start) / 1e9, viewerFeedbacks: c.viewerFeedbacks, layerSwitches: c.layerSwitches)
+            durationSeconds: Double(clock.nowNanos() - start) / 1e9, viewerFeedbacks: c.viewerFeedbacks, layerSwitches: c.layerSwitches,
+            fecIn: c.fecIn, fecRecovered: c.fecRecovered, uplinkNacks: c.uplinkNacks)
         let s = stopped.fields
         summary.withLock { $0 = s }
         events?.emit(stopped)

@@ -75,6 +75,12 @@ public struct RelayCounters: Sendable, Equatable {
     public var timeouts = 0
     /// Transport feedback sent to presenters (their congestion control).
     public var transportFeedbacks = 0
+    /// FEC packets from presenters, and the packets of theirs the relay recovered with them
+    /// (lost on the way in; forwarded as if they had arrived).
+    public var fecIn = 0
+    public var fecRecovered = 0
+    /// NACKs the relay sent presenters for packets their uplinks lost.
+    public var uplinkNacks = 0
     /// Transport feedback from viewers (their downlinks' estimates), and the layer switches
     /// it led to (down to the base layer, or up to all).
     public var viewerFeedbacks = 0
@@ -292,6 +298,11 @@ public final class RelayCore {
             for stream in room.streams.values where stream.keyframePending && stream.keyframeRequestDue(now: now) {
                 sendKeyframeRequest(stream, now: now)
             }
+            // The publishers' uplinks: what did not arrive (nor was rebuilt from FEC) is asked
+            // for again, as a receiver would.
+            for stream in room.streams.values where stream.uplinkNacks != nil {
+                askAgain(stream, now: now)
+            }
         }
         // Viewers' links: trials, and keyframes for those that get only keyframes.
         for room in rooms.values {
@@ -329,7 +340,9 @@ public final class RelayCore {
 
     // MARK: - RTP
 
-    private func forwardRTP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64) {
+    /// - Parameter recovered: rebuilt here from the publisher's FEC, not received: forwarded and
+    ///   kept for resends, but not counted as an arrival.
+    private func forwardRTP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, recovered: Bool = false) {
         guard bytes.count >= 12 else { counters.rejected += 1; return }
         let ssrc = UInt32(bytes[8]) << 24 | UInt32(bytes[9]) << 16 | UInt32(bytes[10]) << 8 | UInt32(bytes[11])
         guard let stream = peer.room.streams[ssrc], stream.owner === peer else {
@@ -338,12 +351,21 @@ public final class RelayCore {
         }
         guard let (header, offset, length) = try? RTPHeader.parse(bytes) else { counters.rejected += 1; return }
         let transportSequence = TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: bytes)
-        if let sequence = transportSequence {
+        if let sequence = transportSequence, !recovered {
             if peer.transportFeedback == nil { peer.transportFeedback = TransportFeedbackRecorder() }
             peer.transportFeedback?.onPacket(sequence: sequence, now: now)
         }
-        stream.receive.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: length)
+        if stream.info.kind == .fec {
+            forwardFEC(bytes, header: header, payloadOffset: offset, payloadLength: length, transportSequence: transportSequence,
+                       stream: stream, from: peer, now: now)
+            return
+        }
+        if !recovered {
+            stream.receive.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: length)
+        }
+        stream.uplinkNacks?.onPacket(sequenceNumber: header.sequenceNumber, now: now, endsFrame: header.marker, recovered: recovered)
         stream.history.store(bytes, now: now)
+        defer { if !recovered, stream.fec != nil { stream.fec?.addMedia(bytes); recover(stream, from: peer, now: now) } }
         var descriptor: VP8PayloadDescriptor?
         var keyframe = false
         if stream.info.kind != .audio, length > 0 {
@@ -391,6 +413,60 @@ public final class RelayCore {
         transport.send(bytes, toEach: stream.shared)
         counters.rtpForwarded += stream.shared.count
         counters.bytesForwarded += stream.shared.count * bytes.count
+    }
+
+    /// An FEC packet of a publisher's screen (its `fec` stream): the relay recovers what its
+    /// own uplink lost at once (every viewer then gets the packet without a resend from the
+    /// presenter), and forwards it to the viewers whose numbers are still the source's (it names
+    /// the source's; a viewer left some layers gets renumbered packets, which it cannot repair).
+    private func forwardFEC(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, payloadLength: Int,
+                            transportSequence: UInt16?, stream: StreamState, from peer: PeerState, now: UInt64) {
+        guard let screenInfo = peer.streams.first(where: { $0.kind == .screen }), let screen = peer.room.streams[screenInfo.ssrc] else {
+            counters.rejected += 1
+            return
+        }
+        counters.fecIn += 1
+        if screen.fec == nil { screen.fec = ULPFECDecoder() }
+        screen.fec?.addFEC(bytes, payloadOffset: payloadOffset, payloadLength: payloadLength, protectedSSRC: screenInfo.ssrc)
+        recover(screen, from: peer, now: now)
+        if let t = transportSequence, screen.downlinks > 0 { screen.forwardLog.record(t, size: bytes.count + Self.srtpOverhead, now: now) }
+        stream.shared.removeAll(keepingCapacity: true)
+        for s in stream.subscribers {
+            let downlink = screen.subscriberIndex(s.peer).flatMap { screen.subscribers[$0].downlink }
+            let send = !(downlink?.filter.isShifted ?? false)
+            if let t = transportSequence { downlink?.noteForwarded(t, sent: send) }
+            if send { stream.shared.append(s.address) }
+        }
+        transport.send(bytes, toEach: stream.shared)
+        counters.rtpForwarded += stream.shared.count
+        counters.bytesForwarded += stream.shared.count * bytes.count
+    }
+
+    /// NACKs the publisher for the stream's holes that are due (the NACK generator's timing:
+    /// after the reordering wait, then once per measured round trip).
+    private func askAgain(_ stream: StreamState, now: UInt64) {
+        guard let rtt = stream.uplinkNacks.map({ $0.measuredRTT ?? 100_000_000 }) else { return }
+        stream.uplinkNackList.removeAll(keepingCapacity: true)
+        stream.uplinkNacks?.poll(now: now, rtt: rtt, into: &stream.uplinkNackList)  // in place: no copy of its list
+        _ = stream.uplinkNacks?.takeLoss()
+        guard !stream.uplinkNackList.isEmpty else { return }
+        let n = rtcpBuffer.withUnsafeMutableBytes {
+            RTCPPacket.buildNACK(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, sequenceNumbers: stream.uplinkNackList, into: $0)
+        }
+        guard n > 0 else { return }
+        rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
+        counters.uplinkNacks += 1
+    }
+
+    /// Forwards what `screen`'s FEC packets can rebuild of what the publisher's uplink lost.
+    private func recover(_ screen: StreamState, from peer: PeerState, now: UInt64) {
+        guard screen.fec?.hasPending == true else { return }
+        withUnsafeTemporaryAllocation(byteCount: ULPFEC.maxPacketSize, alignment: 16) { buffer in
+            while let n = screen.fec?.recoverOne(into: buffer) {
+                counters.fecRecovered += 1
+                forwardRTP(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), from: peer, now: now, recovered: true)
+            }
+        }
     }
 
     /// What SRTP adds to a packet on a hop (its authentication tag), counted in what a viewer's
@@ -531,7 +607,7 @@ public final class RelayCore {
     }
 
     func requestKeyframe(_ stream: StreamState, now: UInt64) {
-        guard stream.info.kind != .audio else { return }
+        guard stream.info.kind == .screen || stream.info.kind == .main else { return }
         if stream.keyframeRequestDue(now: now) {
             sendKeyframeRequest(stream, now: now)
         } else {
@@ -819,7 +895,7 @@ public final class RelayCore {
             onEvent(.substreamStopped(room: room.name, peer: peer.id, stream: s))
         }
         for s in streams where !old.contains(s) {
-            let stream = StreamState(info: s, owner: peer, history: s.kind == .audio ? limits.audioHistory : limits.videoHistory)
+            let stream = StreamState(info: s, owner: peer, history: s.kind == .audio || s.kind == .fec ? limits.audioHistory : limits.videoHistory)
             // Whoever already subscribed to this kind of this publisher receives it at once.
             for viewer in room.peers.values where viewer.subscriptions[peer.id]?.contains(s.kind) == true {
                 stream.addSubscriber(viewer)
@@ -829,6 +905,12 @@ public final class RelayCore {
             onEvent(.substreamStarted(room: room.name, peer: peer.id, stream: s))
         }
         peer.streams = streams
+        // With an FEC stream the screen's packets are kept from the first on, so the first FEC
+        // packets can already repair.
+        if streams.contains(where: { $0.kind == .fec }), let screen = streams.first(where: { $0.kind == .screen }),
+           let state = room.streams[screen.ssrc], state.fec == nil {
+            state.fec = ULPFECDecoder()
+        }
         changed(room)
         broadcast(.streams(version: room.version, peer: peer.id, streams: streams), in: room, except: peer)
         notifySubscribers(of: peer)
@@ -953,6 +1035,13 @@ final class StreamState {
     lazy var forwardLog = ForwardLog()
     var layerRates = LayerRates()
     var shared: [PeerAddress] = []
+    /// The screen's FEC decoder, made when the publisher publishes an FEC stream.
+    var fec: ULPFECDecoder?
+    /// A video stream's holes on the publisher's uplink, asked for again from the publisher
+    /// (viewers' NACKs for them find nothing in the history until the resend comes); and the
+    /// list each poll fills (reused).
+    var uplinkNacks: NackGenerator?
+    var uplinkNackList: [UInt16] = []
     /// The last sender reports forwarded: NTP middle 32 bits → wall clock when forwarded.
     private var forwarded: [(middle: UInt32, wall: UInt64)] = Array(repeating: (0, 0), count: 8)
     private var forwardedNext = 0
@@ -961,6 +1050,10 @@ final class StreamState {
         self.info = info
         self.owner = owner
         history = PacketHistory(capacity: capacity, maxPacketSize: 1500, maxAge: 2_000_000_000)
+        if info.kind == .screen || info.kind == .main {
+            uplinkNacks = NackGenerator()
+            uplinkNackList.reserveCapacity(256)
+        }
         var config = ReceiveStatistics.Configuration()
         config.clockRate = info.clock
         receive = ReceiveStatistics(ssrc: info.ssrc, configuration: config)

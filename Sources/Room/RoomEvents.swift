@@ -58,9 +58,10 @@ public struct RoomEventMapper {
         case let .peerLeft(p, reason):
             return [PeerLeft(peer: p.id, peerName: p.name, reason: reason)]
         case let .substreamStarted(p, s):
-            return [SubstreamStarted(peer: p.id, peerName: p.name, stream: s)]
+            // A screen's FEC stream is part of the screen, not a substream of its own to report.
+            return s.kind == .fec ? [] : [SubstreamStarted(peer: p.id, peerName: p.name, stream: s)]
         case let .substreamStopped(p, s):
-            return [SubstreamStopped(peer: p.id, peerName: p.name, stream: s)]
+            return s.kind == .fec ? [] : [SubstreamStopped(peer: p.id, peerName: p.name, stream: s)]
         case let .subscribed(p, streams):
             return [Subscribed(publisher: p.id, publisherName: p.name, kinds: streams.map(\.kind))]
         case .unsubscribed(let p):

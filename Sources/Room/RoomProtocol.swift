@@ -105,6 +105,9 @@ public enum MessageType: UInt8, Sendable, CaseIterable {
 /// A stream kind: the screen substream, the "main" stream (reserved for a camera) or audio.
 public enum StreamKind: String, Codable, Sendable, CaseIterable {
     case screen, main, audio
+    /// ULPFEC (RFC 5109) protecting the publisher's screen stream, in a stream of its own (its
+    /// SSRC and sequence numbers; its packets name the screen's sequence numbers they cover).
+    case fec
 }
 
 /// What of a screen a viewer's link carries (``ControlMessage/link(publisher:layers:estimateKbps:)``).

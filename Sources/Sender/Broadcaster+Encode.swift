@@ -242,7 +242,7 @@ extension Broadcaster {
         // as libwebrtc gives key frames their own, higher FEC rate.
         let protection = fec.keyframe ? min(0.5, 2 * fec.protection) : fec.protection
         let protecting = protection > 0
-        func out(_ packet: UnsafeMutableRawBufferPointer) {
+        func out(_ packet: UnsafeMutableRawBufferPointer, keep: Bool = true) {
             if frameBytes > unpacedBytes {
                 let due = sendStart + UInt64(Double(frameBytes - unpacedBytes) * 8 / paceBitsPerSecond * 1e9)
                 while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
@@ -263,7 +263,7 @@ extension Broadcaster {
                 frame.errors += 1
                 if rc == ENOBUFS || rc == EAGAIN { frame.busy += 1 }
             }
-            history.withLock { _ = $0.store(UnsafeRawBufferPointer(packet), now: sendStart) }
+            if keep { history.withLock { _ = $0.store(UnsafeRawBufferPointer(packet), now: sendStart) } }
         }
         frame.packets = UInt32(packetizer.packetize(frame: data, rtpTimestamp: timestamp, temporalLayer: layer, into: buffer) { packet in
             let p = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<packet.count])
@@ -272,11 +272,16 @@ extension Broadcaster {
         })
         if protecting {
             // The FEC packets follow the frame's, numbered after them.
+            // Plain mode: in the video stream, numbered after the frame's packets (as GStreamer
+            // takes them). A room: a stream of their own, so no viewer sees holes in the video's
+            // numbers (the relay gives FEC only to the viewers it helps).
             let count = fec.encoder.fecCount(protection: protection)
-            let first = packetizer.reserveSequenceNumbers(count)
-            fec.encoder.finish(protection: protection, payloadType: ULPFEC.payloadType, sequence: first,
+            let own = config.room != nil
+            let first = own ? fec.sequence : packetizer.reserveSequenceNumbers(count)
+            if own { fec.sequence &+= UInt16(truncatingIfNeeded: count) }
+            fec.encoder.finish(protection: protection, payloadType: ULPFEC.payloadType, sequence: first, ssrc: own ? fecSSRC : nil,
                                transportSequenceID: packetizer.transportSequenceID, into: fec.buffer) { packet in
-                out(packet)
+                out(packet, keep: !own)
                 frame.packets += 1
                 frame.fecPackets += 1
                 frame.fecBytes += packet.count
@@ -295,6 +300,8 @@ extension Broadcaster {
     /// packets, and a buffer for the FEC packets (made once).
     final class FECFrame {
         var protection = 0.0
+        /// The next sequence number of a room's FEC stream.
+        var sequence = UInt16.random(in: 0...UInt16.max)
         var keyframe = false
         var encoder = ULPFECEncoder()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ULPFEC.maxPacketSize, alignment: 16)

@@ -109,6 +109,9 @@ extension Broadcaster {
     /// What this broadcast publishes in a room.
     func publishedStreams() -> [StreamInfo] {
         var streams = [StreamInfo(kind: .screen, ssrc: ssrc, pt: 96, codec: "VP8", clock: 90_000)]
+        if config.fec != .off {
+            streams.append(StreamInfo(kind: .fec, ssrc: fecSSRC, pt: ULPFEC.payloadType, codec: "ulpfec", clock: 90_000))
+        }
         if let a = audio.withLock({ $0 }) {
             streams.append(StreamInfo(kind: .audio, ssrc: a.ssrc, pt: 111, codec: "opus", clock: 48_000, channels: 2))
         }

@@ -50,7 +50,7 @@ public struct BroadcastConfig: Sendable {
     /// Plain mode: protect every packet with SRTP (`--srtp`), fresh keys in the SDP's `a=crypto`.
     public var srtp = false
     /// Forward error correction (ULPFEC, `--fec`): by loss and round trip, always, or never.
-    /// Plain mode only for now (in a room it is off).
+    /// In the video stream in plain mode; in a room, a stream of its own (`fec`).
     public var fec: FECPolicy.Mode = .auto
     public init(source: VideoSource, destination: Endpoint, cname: String) {
         self.source = source
@@ -130,6 +130,8 @@ public final class Broadcaster: Sendable {
     /// In a room: the hop's SRTP, which the room link on the RTCP thread keys.
     let hopMedia: KeyedLater?
     let ssrc: UInt32
+    /// In a room, the SSRC of the screen's FEC stream (its own sequence numbers).
+    let fecSSRC: UInt32
     let rtpBase: UInt32
     let startNanos: UInt64
     let running = Atomic<Bool>(true)
@@ -193,6 +195,8 @@ public final class Broadcaster: Sendable {
         }
         var rng = SystemRandomNumberGenerator()
         ssrc = rng.next()
+        let fec: UInt32 = rng.next()
+        fecSSRC = fec == ssrc || fec == 0 ? ssrc ^ 0x5A5A_5A5A : fec
         rtpBase = rng.next()
         startNanos = clock.nowNanos()
         pool = FramePool(size: PixelSize(width: 2, height: 2), capacity: 4)
@@ -202,7 +206,7 @@ public final class Broadcaster: Sendable {
         // room (the relay answers).
         congestion = Mutex(SenderCongestion(bitrate: config.bitrate, minBitrate: config.minBitrate,
                                             firstSequence: UInt16.random(in: 0...UInt16.max),
-                                            fec: config.room == nil ? config.fec : .off))
+                                            fec: config.fec))
     }
 
     /// Asks the broadcast to stop (from a signal handler thread or a timer).

@@ -184,7 +184,6 @@ struct Start: ParsableCommand {
         if room != nil {
             if sdp != nil { throw ValidationError("--sdp describes a plain RTP stream: use it with --to, not --room") }
             if srtp { throw ValidationError("--srtp is for plain RTP (--to); in a room every hop is encrypted (DTLS-SRTP) already") }
-            if fec == .on { throw ValidationError("--fec on is for plain RTP (--to) for now; in a room the relay's viewers are repaired by resends") }
             if server != nil {
                 if secretFile != nil || openRoom { throw ValidationError("--secret-file and --open-room are for the room this command hosts, not with --server") }
             } else if token != nil {

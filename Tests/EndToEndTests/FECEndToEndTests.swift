@@ -65,4 +65,43 @@ import X11TestSupport
         // Half the drops are forward media (the rest: feedback, FEC itself); most of those are repaired by FEC.
         #expect(Double(recovered) >= 0.2 * Double(dropped), "\(record)")
     }
+
+    /// A room whose presenter's uplink loses 5 % (both ways) at about 100 ms: the presenter
+    /// sends its FEC as a stream of its own, the relay recovers the lost packets itself and
+    /// forwards them at once, asks the presenter for the rest (before, nothing asked for them:
+    /// the viewer's NACKs found nothing at the relay, and it decoded 71 of 346 frames), and the
+    /// viewer also gets the FEC stream.
+    @Test func theRelayRecoversThePresentersLossesFromFEC() throws {
+        let dir = try makeTempDir()
+        let input = try PlainSession.motion(width: 640, height: 360, fps: 15, frames: 60, in: dir)
+        let relayPort = freeEvenPort()
+        var proxyPort = freeEvenPort()
+        while proxyPort == relayPort || proxyPort == relayPort + 1 || proxyPort + 1 == relayPort { proxyPort = freeEvenPort() }
+        let relay = try RoomEndToEndTests.serve(dir, port: relayPort, duration: 30)
+        let proxy = try Child(which("python3"), [scriptPath("lossy-proxy"), "--listen", "\(proxyPort)", "--to", "127.0.0.1:\(relayPort)",
+                                                 "--loss", "0.05", "--delay", "100", "--jitter", "10", "--all", "--seed", "4"],
+                              dir: dir, name: "proxy")
+        try waitUntilBound(proxyPort)
+        let viewer = try Child(screenshareBinary(), ["watch", "--room", "class", "--server", "127.0.0.1:\(relayPort)", "--headless",
+                                                     "--duration", "24", "--json"], dir: dir, name: "viewer")
+        let presenter = try Child(screenshareBinary(), [
+            "start", "--room", "class", "--server", "127.0.0.1:\(proxyPort)", "--input", input, "--input-format", "nv12",
+            "--input-size", "640x360", "--fps", "15", "--bitrate", "1M", "--content", "motion", "--no-audio", "--duration", "22", "--json",
+        ], dir: dir, name: "presenter")
+        #expect(presenter.finish(within: 45) == 0, "\(presenter.stderr)")
+        #expect(viewer.finish(within: 20) == 0, "\(viewer.stderr)")
+        proxy.finish(within: 0)
+        relay.finish(within: 0)
+        let relayed = try EventLog(relay).stopped(), got = try EventLog(viewer).stopped(), sent = try EventLog(presenter).stopped()
+        let dropped = try #require(try EventLog(proxy).stopped()["dropped"] as? Int)
+        let recovered = relayed["fec_recovered"] as? Int ?? 0
+        let record = "the relay took \(relayed["fec_in"] ?? "?") FEC packets and recovered \(recovered) (the proxy dropped \(dropped) both ways); "
+            + "the viewer got \(got["fec_packets"] ?? "?") FEC packets, decoded \(got["frames_decoded"] ?? "?") of \(sent["frames_sent"] ?? "?"), "
+            + "froze \(got["total_freezes_duration_s"] ?? "?") s; presenter \(sent)"
+        print("roomFEC:", record)
+        #expect((sent["fec_packets"] as? Int ?? 0) > 0 && (got["fec_packets"] as? Int ?? 0) > 0, "\(record)")
+        #expect(recovered >= 10 && Double(recovered) >= 0.15 * Double(dropped), "\(record)")
+        #expect((relayed["uplink_nacks"] as? Int ?? 0) > 0 && (sent["retransmitted"] as? Int ?? 0) > 0, "\(record)")
+        #expect(Double(got["frames_decoded"] as? Int ?? 0) >= 0.9 * Double(sent["frames_sent"] as? Int ?? .max), "\(record)")
+    }
 }

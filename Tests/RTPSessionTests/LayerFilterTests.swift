@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import RTPSession
 
 /// A relay's per-viewer layer filter: whole frames of the layers asked for, numbered without
@@ -105,7 +106,7 @@ import Testing
     /// Random switches and a little reordering: every packet forwarded gets a number of its
     /// own, frames are whole, and NACKs map back.
     @Test func randomSwitchesKeepFramesWholeAndNumbersUnique() {
-        var rng = SplitMix(seed: 7)
+        var rng = SplitMix64(seed: 7)
         for _ in 0..<50 {
             var f = LayerFilter()
             var packets = Self.stream(pictures: 0..<200, first: UInt16(truncatingIfNeeded: rng.next()), packetsPerPicture: Int(rng.next() % 4) + 1)
@@ -124,14 +125,3 @@ import Testing
     }
 }
 
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

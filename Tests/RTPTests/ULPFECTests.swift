@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import RTP
 
 @Suite struct ULPFECTests {
@@ -108,7 +109,7 @@ import Testing
     /// Random frames, random losses: whatever is recovered is exactly a lost packet, never
     /// something else; a group with one loss is always recovered.
     @Test func randomLossesRecoverOnlyTruePackets() {
-        var rng = SplitMix(seed: 7)
+        var rng = SplitMix64(seed: 7)
         var seq: UInt16 = 40000
         var decoder = ULPFECDecoder()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ULPFEC.maxPacketSize, alignment: 8)
@@ -164,14 +165,3 @@ import Testing
     }
 }
 
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

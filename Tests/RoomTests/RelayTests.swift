@@ -81,6 +81,73 @@ let ms: UInt64 = 1_000_000
         #expect(relay.counters.retransmitMissed == 1)
     }
 
+    /// A presenter's screen with its FEC stream (`--fec`): a packet lost on the way in is
+    /// recovered by the relay from the FEC packet and forwarded to the viewer as if it had
+    /// arrived (and kept: a NACK for it is answered); the FEC packet goes to the viewer who
+    /// subscribed to it, never to one who did not.
+    @Test func theRelayRecoversAPresentersLostPacketFromItsFEC() throws {
+        let fecInfo = StreamInfo(kind: .fec, ssrc: 0xFEC0, pt: ULPFEC.payloadType, codec: "ulpfec", clock: 90_000)
+        let p = join(presenter, name: "teacher")
+        relay.receive(ControlEnvelope(requestID: 2, .publish(streams: [screen, fecInfo])), from: presenter, now: 0)
+        _ = join(viewer, name: "pupil")
+        relay.receive(ControlEnvelope(requestID: 3, .subscribe(publisher: p, kinds: [.screen, .fec])), from: viewer, now: 0)
+        _ = join(other, name: "browser-like")
+        relay.receive(ControlEnvelope(requestID: 4, .subscribe(publisher: p, kinds: [.screen])), from: other, now: 0)
+        var encoder = ULPFECEncoder(capacity: 8)
+        var media: [[UInt8]] = []
+        for i in 0..<4 { media.append(vp8Packet(ssrc: screen.ssrc, seq: UInt16(300 + i), ts: 9000, start: i == 0, keyframe: i == 0)) }
+        for m in media { m.withUnsafeBytes { encoder.add($0) } }
+        var fecs: [[UInt8]] = []
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ULPFEC.maxPacketSize, alignment: 8)
+        defer { buffer.deallocate() }
+        encoder.finish(protection: 0.25, payloadType: ULPFEC.payloadType, sequence: 7, ssrc: fecInfo.ssrc, transportSequenceID: nil,
+                       into: buffer) { fecs.append(Array($0)) }
+        #expect(fecs.count == 1)
+        wire.sent.removeAll()
+        for (i, m) in media.enumerated() where i != 2 { relay.receive(m, from: presenter, now: 10 * ms) }
+        relay.receive(fecs[0], from: presenter, now: 11 * ms)
+        let got = wire.take(viewer)
+        #expect(got.contains(media[2]) && got.contains(fecs[0]) && got.count == 5, "\(got.map { $0.prefix(4) })")
+        let otherGot = wire.take(other)
+        #expect(otherGot.contains(media[2]) && !otherGot.contains(fecs[0]) && otherGot.count == 4)
+        #expect(relay.counters.fecIn == 1 && relay.counters.fecRecovered == 1)
+        var nack = [UInt8](repeating: 0, count: 64)
+        let n = nack.withUnsafeMutableBytes { RTCPPacket.buildNACK(senderSSRC: 7, mediaSSRC: screen.ssrc, sequenceNumbers: [302], into: $0) }
+        relay.receive(Array(nack[0..<n]), from: viewer, now: 30 * ms)
+        #expect(wire.take(viewer) == [media[2]])
+        // Rebuilt, so never asked of the presenter.
+        relay.poll(now: 500 * ms, wallNanos: 0)
+        #expect(relay.counters.uplinkNacks == 0)
+    }
+
+    /// A packet the presenter's uplink lost is asked of the presenter by the relay (its viewers'
+    /// NACKs for it find nothing in the history until the resend comes), and again after a
+    /// round trip while it does not come; the resend then reaches the viewer.
+    @Test func theRelayAsksThePresenterForWhatItsUplinkLost() throws {
+        _ = setUp()
+        for seq in UInt16(100)...106 where seq != 103 { relay.receive(vp8Packet(ssrc: screen.ssrc, seq: seq), from: presenter, now: 10 * ms) }
+        wire.sent.removeAll()
+        relay.poll(now: 30 * ms, wallNanos: 0)
+        func nacked() -> [UInt16] {
+            wire.take(presenter).flatMap { b in (try? b.withUnsafeBytes { try RTCPPacket.parseCompound($0) }) ?? [] }.flatMap { p -> [UInt16] in
+                guard case .nack(let n) = p, n.mediaSSRC == screen.ssrc else { return [] }
+                var seqs: [UInt16] = []
+                n.forEachSequenceNumber { seqs.append($0) }
+                return seqs
+            }
+        }
+        #expect(nacked() == [103])
+        relay.poll(now: 60 * ms, wallNanos: 0)
+        #expect(nacked().isEmpty, "not again within a round trip")
+        relay.poll(now: 200 * ms, wallNanos: 0)
+        #expect(nacked() == [103])
+        let resend = vp8Packet(ssrc: screen.ssrc, seq: 103)
+        relay.receive(resend, from: presenter, now: 210 * ms)
+        #expect(wire.take(viewer) == [resend])
+        relay.poll(now: 600 * ms, wallNanos: 0)
+        #expect(nacked().isEmpty && relay.counters.uplinkNacks == 2)
+    }
+
     /// A presenter's packets carrying the transport-wide sequence number are answered with
     /// transport feedback every 100 ms (its uplink's congestion control), naming each, lost ones
     /// too; the packets still reach the viewer.
