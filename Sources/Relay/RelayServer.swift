@@ -244,9 +244,10 @@ public final class RelayServer: @unchecked Sendable {
         case let .peerLeft(room, peer, reason):
             return PeerLeft(room: room, peer: peer.id, peerName: peer.name, reason: reason)
         case let .substreamStarted(room, peer, stream):
-            return SubstreamStarted(room: room, peer: peer, stream: stream)
+            // A screen's FEC stream is part of the screen, not a substream to report.
+            return stream.kind == .fec ? nil : SubstreamStarted(room: room, peer: peer, stream: stream)
         case let .substreamStopped(room, peer, stream):
-            return SubstreamStopped(room: room, peer: peer, stream: stream)
+            return stream.kind == .fec ? nil : SubstreamStopped(room: room, peer: peer, stream: stream)
         case let .subscribed(room, viewer, publisher, kinds):
             return RelaySubscribed(room: room, viewer: viewer, publisher: publisher, kinds: kinds)
         case let .unsubscribed(room, viewer, publisher):
