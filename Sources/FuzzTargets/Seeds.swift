@@ -16,7 +16,7 @@ extension FuzzTarget {
         case .rtcp: return Self.rtcpPackets()
         case .vp8: return Self.descriptors().map { Self.write($0) }
         case .room: return Self.controlMessages().map { $0.encoded() }
-        case .relay: return [Self.relaySession(), Self.relayLayeredSession()]
+        case .relay: return [Self.relaySession(), Self.relayLayeredSession(), Self.relayFECSession()]
         case .stun: return [Self.bindingRequest(nominate: true), Self.bindingRequest(nominate: false)]
         case .sdp: return [Array(Self.offer.utf8)]
         case .http:
@@ -234,6 +234,37 @@ extension FuzzTarget {
         let n = b.withUnsafeMutableBytes { RTCPPacket.transportFeedback(feedback).marshal(into: $0) }
         out += relayDatagram(Array(b[0..<n]), from: 1)
         out += relayDatagram(rtcpPackets()[2], from: 1)
+        return out
+    }
+
+    /// A presenter's screen with its FEC stream, a viewer subscribed to both: of a frame of five
+    /// packets one is lost on the way in (the relay rebuilds it from the FEC packet), of the next
+    /// one more (the relay asks the presenter for it).
+    static func relayFECSession() -> [UInt8] {
+        let screen = StreamInfo(kind: .screen, ssrc: 0x5EED_0001, pt: 96, codec: "VP8", clock: 90000)
+        let fec = StreamInfo(kind: .fec, ssrc: 0x5EED_0F0C, pt: ULPFEC.payloadType, codec: "ulpfec", clock: 90000)
+        var out: [UInt8] = []
+        out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "teacher", role: "presenter", token: nil,
+                                                                 cookie: relayCookie(sender: 0))).encoded(), from: 0)
+        out += relayDatagram(ControlEnvelope(requestID: 2, .publish(streams: [screen, fec])).encoded(), from: 0)
+        out += relayDatagram(ControlEnvelope(requestID: 1, .join(room: "class", name: "pupil", role: "viewer", token: nil,
+                                                                 cookie: relayCookie(sender: 1))).encoded(), from: 1)
+        out += relayDatagram(ControlEnvelope(requestID: 3, .subscribe(publisher: 1, kinds: [.screen, .fec])).encoded(), from: 1)
+        var encoder = ULPFECEncoder(capacity: 8)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ULPFEC.maxPacketSize, alignment: 16)
+        defer { buffer.deallocate() }
+        for frame in 0..<2 {
+            var media: [[UInt8]] = []
+            for i in 0..<5 {
+                var p = Self.vp8Packet(seq: UInt16(100 + frame * 5 + i), keyframe: frame == 0 && i == 0)
+                if i < 4 { p[1] &= 0x7F }  // the marker on the last packet only
+                media.append(p)
+                p.withUnsafeBytes { encoder.add($0) }
+            }
+            for (i, p) in media.enumerated() where i != 2 && !(frame == 1 && i == 3) { out += relayDatagram(p, from: 0) }
+            encoder.finish(protection: 0.2, payloadType: ULPFEC.payloadType, sequence: UInt16(7 + frame), ssrc: fec.ssrc,
+                           transportSequenceID: nil, into: buffer) { out += relayDatagram(Array($0), from: 0) }
+        }
         return out
     }
 
