@@ -51,13 +51,16 @@ public struct RelayStats: BroadcastEvent, Equatable {
     /// Viewers whose links carry only the base layer, now; layer switches in the last second.
     public var viewersOnBaseLayer = 0
     public var layerSwitches = 0
+    /// Each viewer that gets fewer layers, now: "ROOM/PEER-ID" → `base` or `keyframes`.
+    public var viewerLayers: [String: String] = [:]
 
     public var name: String { "stats" }
     public var fields: [String: JSONValue] {
         ["rooms": .int(rooms), "peers": .int(peers), "browsers": .int(browsers), "packets_in": .int(packetsIn), "packets_out": .int(packetsOut),
          "kbps_out": .int(kbpsOut), "retransmitted": .int(retransmitted), "keyframe_requests": .int(keyframeRequests),
          "rejected": .int(rejected), "unknown_source": .int(unknownSource), "send_errors": .int(sendErrors), "lost_in": .int(lostIn),
-         "viewers_base_layer": .int(viewersOnBaseLayer), "layer_switches": .int(layerSwitches)]
+         "viewers_base_layer": .int(viewersOnBaseLayer), "layer_switches": .int(layerSwitches),
+         "viewer_layers": .object(viewerLayers.mapValues { .string($0) })]
     }
     public var humanText: String {
         "\(rooms) rooms  \(peers) peers (\(browsers) in browsers)  \(packetsIn) pkt/s in  \(packetsOut) pkt/s out  \(kbpsOut) kbps out"

@@ -207,7 +207,8 @@ public final class RelayServer: @unchecked Sendable {
                     retransmitted: c.retransmitted - last.retransmitted, keyframeRequests: c.keyframeRequests - last.keyframeRequests,
                     rejected: c.rejected + (browsers?.rejected ?? 0) + hops.rejected, unknownSource: c.unknownSource,
                     sendErrors: transport.errors - lastErrors, lostIn: core.rtpLostIn,
-                    viewersOnBaseLayer: core.viewersOnBaseLayer, layerSwitches: c.layerSwitches - last.layerSwitches))
+                    viewersOnBaseLayer: core.viewersOnBaseLayer, layerSwitches: c.layerSwitches - last.layerSwitches,
+                    viewerLayers: core.viewersOnFewerLayers.mapValues(\.rawValue)))
                 last = c
                 lastErrors = transport.errors
             }

@@ -230,6 +230,20 @@ public final class RelayCore {
         }
     }
 
+    /// The viewers that get fewer layers of a screen than it has, now: "ROOM/PEER-ID" → the
+    /// layers they get (`base`, `keyframes`). Viewers that get every layer are not listed.
+    public var viewersOnFewerLayers: [String: LinkLayers] {
+        var out: [String: LinkLayers] = [:]
+        for room in rooms.values {
+            for stream in room.streams.values {
+                for s in stream.subscribers {
+                    if let layers = s.downlink?.layers, layers != .all { out["\(room.name)/\(s.peer.id)"] = layers }
+                }
+            }
+        }
+        return out
+    }
+
     /// Each subscriber of a stream that sends transport feedback: its link's estimate and the
     /// layers it gets.
     public func subscriberDownlinks(room: String, ssrc: UInt32)

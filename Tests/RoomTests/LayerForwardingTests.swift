@@ -177,6 +177,8 @@ import Transport
         print("keyframes only: told \(slow.told), got \(slow.got.count), dropped \(slow.link.dropped), downlinks \(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc)), peers \(relay.peerCount)")
         let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
         #expect(downlink.layers == .keyframes, "\(downlink) told \(slow.told)")
+        // The relay's stats list it, and only it.
+        #expect(Array(relay.viewersOnFewerLayers.values) == [.keyframes], "\(relay.viewersOnFewerLayers)")
         // The last 10 s: keyframes, every packet of them, and more than one.
         let late = try slow.got.filter { $0.at >= 21_000 * ms }.map { try Self.descriptor($0.bytes) }
         let starts = late.filter { $0.d.start }
