@@ -1065,7 +1065,12 @@ final class StreamState {
         self.owner = owner
         history = PacketHistory(capacity: capacity, maxPacketSize: 1500, maxAge: 2_000_000_000)
         if info.kind == .screen || info.kind == .main {
-            uplinkNacks = NackGenerator()
+            // Holes only, found from later packets: no tail probes. A presenter's pacer and send
+            // budget may hold the rest of a frame for a while; asking for its next packet then
+            // would have it sent twice, on the uplink and to every viewer.
+            var c = NackGenerator.Configuration()
+            c.tailDelay = nil
+            uplinkNacks = NackGenerator(configuration: c)
             uplinkNackList.reserveCapacity(256)
         }
         var config = ReceiveStatistics.Configuration()

@@ -146,6 +146,13 @@ let ms: UInt64 = 1_000_000
         #expect(wire.take(viewer) == [resend])
         relay.poll(now: 600 * ms, wallNanos: 0)
         #expect(nacked().isEmpty && relay.counters.uplinkNacks == 2)
+        // A frame's packet without the marker, then a pause (the presenter's pacer holding the
+        // rest): nothing is asked for until a later packet shows a hole.
+        var first = vp8Packet(ssrc: screen.ssrc, seq: 107)
+        first[1] &= 0x7F
+        relay.receive(first, from: presenter, now: 700 * ms)
+        relay.poll(now: 900 * ms, wallNanos: 0)
+        #expect(nacked().isEmpty, "no tail probe")
     }
 
     /// A presenter's packets carrying the transport-wide sequence number are answered with
