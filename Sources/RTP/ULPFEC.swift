@@ -122,7 +122,7 @@ public struct ULPFECEncoder: Sendable {
                                            timestamp: timestamp, ssrc: ssrc)
                     var n = header.marshal(into: buffer)
                     if let id = transportSequenceID { n += TransportWideSequence.writeBlock(id: id, into: buffer) }
-                    let length = Self.write(store: store, lengths: lengths, group: stride(from: first + j, to: first + size, by: k),
+                    let length = Self.write(store: store, lengths: lengths, first: first + j, group: stride(from: first + j, to: first + size, by: k),
                                             base: firstSequence &+ UInt16(truncatingIfNeeded: first + j), into: buffer, at: n)
                     guard length > 0 else { continue }
                     emit(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<(n + length)]))
@@ -134,16 +134,15 @@ public struct ULPFECEncoder: Sendable {
     }
 
     /// Writes the FEC header, level header and payload for the packets in `group` (indices
-    /// into the store; the first is `SN base`) at `buffer[at...]`. Returns the bytes written,
-    /// 0 if they do not fit.
-    private static func write(store: UnsafeRawBufferPointer, lengths: [Int], group: StrideTo<Int>, base: UInt16,
+    /// into the store; the first, `first`, is `SN base`) at `buffer[at...]`. Returns the bytes
+    /// written, 0 if they do not fit.
+    private static func write(store: UnsafeRawBufferPointer, lengths: [Int], first firstIndex: Int, group: StrideTo<Int>, base: UInt16,
                               into buffer: UnsafeMutableRawBufferPointer, at start: Int) -> Int {
         var protectionLength = 0, lastOffset = 0
         for i in group {
             protectionLength = max(protectionLength, lengths[i] - RTPHeader.fixedSize)
             lastOffset = i
         }
-        let firstIndex = group.first(where: { _ in true }) ?? 0
         let long = lastOffset - firstIndex >= 16
         let levelHeader = long ? 8 : 4
         let payload = start + ULPFEC.headerSize + levelHeader
@@ -190,6 +189,8 @@ public struct ULPFECDecoder: Sendable {
     private var fecLength: [Int]
     /// Per FEC slot: waiting for its group (true), or done with.
     private var fecPending: [Bool]
+    /// How many of `fecPending` are true.
+    private var pendingCount = 0
     private var fecNext = 0
     private var newest: UInt16?
     /// FEC packets taken, malformed ones refused, packets recovered.
@@ -210,7 +211,7 @@ public struct ULPFECDecoder: Sendable {
     }
 
     /// Whether an FEC packet waits for its group (``recoverOne(into:)`` may then recover).
-    public var hasPending: Bool { fecPending.contains(true) }
+    public var hasPending: Bool { pendingCount > 0 }
 
     /// Keeps a media packet (the whole RTP packet) that arrived.
     public mutating func addMedia(_ packet: UnsafeRawBufferPointer) {
@@ -245,6 +246,7 @@ public struct ULPFECDecoder: Sendable {
                 .copyMemory(from: UnsafeRawBufferPointer(rebasing: packet[payloadOffset..<(payloadOffset + payloadLength)]))
         }
         fecLength[fecNext] = payloadLength
+        if !fecPending[fecNext] { pendingCount += 1 }
         fecPending[fecNext] = true
         fecNext = (fecNext + 1) % fecSlots
         return true
@@ -293,6 +295,7 @@ public struct ULPFECDecoder: Sendable {
             }
             guard let outcome else { continue }
             fecPending[f] = false
+            pendingCount -= 1
             if outcome < 0 {
                 if outcome == -2 { malformed += 1 }
                 continue
