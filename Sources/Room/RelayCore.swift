@@ -435,13 +435,12 @@ public final class RelayCore {
     /// the source's; a viewer left some layers gets renumbered packets, which it cannot repair).
     private func forwardFEC(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, payloadLength: Int,
                             transportSequence: UInt16?, stream: StreamState, from peer: PeerState, now: UInt64) {
-        guard let screenInfo = peer.streams.first(where: { $0.kind == .screen }), let screen = peer.room.streams[screenInfo.ssrc] else {
+        guard let screen = stream.protects else {
             counters.rejected += 1
             return
         }
         counters.fecIn += 1
-        if screen.fec == nil { screen.fec = ULPFECDecoder() }
-        screen.fec?.addFEC(bytes, payloadOffset: payloadOffset, payloadLength: payloadLength, protectedSSRC: screenInfo.ssrc)
+        screen.fec?.addFEC(bytes, payloadOffset: payloadOffset, payloadLength: payloadLength, protectedSSRC: screen.info.ssrc)
         recover(screen, from: peer, now: now)
         if let t = transportSequence, screen.downlinks > 0 { screen.forwardLog.record(t, size: bytes.count + Self.srtpOverhead, now: now) }
         stream.shared.removeAll(keepingCapacity: true)
@@ -920,10 +919,11 @@ public final class RelayCore {
         }
         peer.streams = streams
         // With an FEC stream the screen's packets are kept from the first on, so the first FEC
-        // packets can already repair.
-        if streams.contains(where: { $0.kind == .fec }), let screen = streams.first(where: { $0.kind == .screen }),
-           let state = room.streams[screen.ssrc], state.fec == nil {
-            state.fec = ULPFECDecoder()
+        // packets can already repair; the FEC stream knows its screen (no lookup per packet).
+        if let fec = streams.first(where: { $0.kind == .fec }).flatMap({ room.streams[$0.ssrc] }),
+           let screen = streams.first(where: { $0.kind == .screen }).flatMap({ room.streams[$0.ssrc] }) {
+            if screen.fec == nil { screen.fec = ULPFECDecoder() }
+            fec.protects = screen
         }
         changed(room)
         broadcast(.streams(version: room.version, peer: peer.id, streams: streams), in: room, except: peer)
@@ -1051,6 +1051,8 @@ final class StreamState {
     var shared: [PeerAddress] = []
     /// The screen's FEC decoder, made when the publisher publishes an FEC stream.
     var fec: ULPFECDecoder?
+    /// An FEC stream's screen, set when both are published (nil: its FEC is refused).
+    weak var protects: StreamState?
     /// A video stream's holes on the publisher's uplink, asked for again from the publisher
     /// (viewers' NACKs for them find nothing in the history until the resend comes); and the
     /// list each poll fills (reused).
