@@ -14,6 +14,10 @@ struct SenderCongestion {
     static let announceChange = 0.2
     /// Loss with a queue over this (ns) is congestion: FEC leaves it out.
     static let fecQueueLimit: Int64 = 50_000_000
+    /// And for this long after (ns), plus a round trip: the loss measured covers the last second
+    /// of feedback, and after a drop-tail queue overflowed its drops are still in it once the
+    /// queue has drained.
+    static let fecCongestionMemory: UInt64 = 1_000_000_000
     /// UDP and IPv4 headers, counted in each packet's size on the wire.
     static let overhead = 28
 
@@ -32,6 +36,8 @@ struct SenderCongestion {
     /// Forward error correction: when and how much, from the loss and round trip of each
     /// feedback. Its share comes off the encoder's rate.
     private(set) var fec: FECPolicy
+    /// When a feedback last saw a queue building or standing.
+    private var lastCongested: UInt64?
 
     init(bitrate: Bitrate, minBitrate: Bitrate?, firstSequence: UInt16, fec: FECPolicy.Mode = .off) {
         self.fec = FECPolicy(mode: fec)
@@ -94,7 +100,8 @@ struct SenderCongestion {
         controller.rttNanos = rttNanos
         controller.onFeedback(history.take(feedback), now: now)
         rollResends(now: now)
-        let congested = controller.detector.state == .overusing || (controller.queueDelay ?? 0) > Self.fecQueueLimit
+        if controller.detector.state == .overusing || (controller.queueDelay ?? 0) > Self.fecQueueLimit { lastCongested = now }
+        let congested = lastCongested.map { now &- $0 < Self.fecCongestionMemory + rttNanos } ?? false
         let fecChanged = fec.update(loss: controller.lossFraction, rttNanos: rttNanos, congested: congested, now: now)
         let target = encoderTarget
         var update = Update(target: target, fecChanged: fecChanged)

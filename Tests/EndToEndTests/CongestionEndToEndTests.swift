@@ -17,7 +17,9 @@ import X11TestSupport
             .joined(separator: "\n")
         guard let sender else { return proxy }
         let stats = EventLog(sender).events(named: "stats").map {
-            "target \(number($0, "target_kbps")) rtt \(number($0, "rtt_ms")) estimate \(number($0, "estimate_kbps")) sent \(number($0, "kbps")) \(number($0, "width"))x\(number($0, "height"))"
+            "target \(number($0, "target_kbps")) rtt \(number($0, "rtt_ms")) estimate \(number($0, "estimate_kbps")) sent \(number($0, "kbps")) "
+                + "\(number($0, "width"))x\(number($0, "height")) \(number($0, "fps")) fps, keyframes \(number($0, "keyframes_sent")), "
+                + "resent \(number($0, "retransmitted")), fec \(number($0, "fec_kbps")) kbit/s"
         }
         return proxy + "\nsender, each second:\n" + stats.joined(separator: "\n")
     }

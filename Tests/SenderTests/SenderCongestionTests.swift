@@ -93,4 +93,32 @@ import Transport
         _ = c.take(fb5, rttNanos: 40 * ms, now: 9_100 * ms)
         #expect(c.encoderTarget == c.controller.target)
     }
+
+    /// Loss from a drop-tail queue that overflowed is congestion, also once the queue has
+    /// drained while the loss measured (the last second of feedback) still holds its drops: FEC
+    /// stays off (it would only add to the next overflow). Loss on a path without a queue turns
+    /// it on. (A CI run of the bottleneck test had FEC switched on by the drops of a capacity
+    /// fall, 1–3 fps and a queue over 200 ms 7 s later.)
+    @Test func lossFromAnOverflowedQueueDoesNotTurnFECOn() {
+        var c = SenderCongestion(bitrate: Bitrate(bitsPerSecond: 3_000_000), minBitrate: Bitrate(bitsPerSecond: 200_000), firstSequence: 0, fec: .auto)
+        var now: UInt64 = 1_000 * ms
+        func round(_ delay: (Int) -> Double?) {
+            let fb = exchange(&c, count: 20, start: now, delay: delay)
+            _ = c.take(fb, rttNanos: 50 * ms, now: now + 120 * ms)
+            #expect(c.fec.protection == 0, "FEC on at \(now / ms) ms, loss \(c.controller.lossFraction)")
+            now += 100 * ms
+        }
+        for _ in 0..<20 { round { _ in 20 } }
+        // The queue grows 4 ms a packet to 300 ms; then half of what is sent is dropped.
+        for r in 0..<8 { round { i in let q = min(300, Double(r * 20 + i) * 4); return q >= 300 && i % 2 == 0 ? nil : 20 + q } }
+        // Drained at once (the sender stopped): no queue, no loss, the drops still measured.
+        for _ in 0..<8 { round { _ in 20 } }
+        // Random loss (one packet in 5) on a path without a queue, 50 ms round trip: FEC on.
+        for _ in 0..<12 {
+            let fb = exchange(&c, count: 20, start: now, delay: { i in i % 5 == 2 ? nil : 20 })
+            _ = c.take(fb, rttNanos: 50 * ms, now: now + 120 * ms)
+            now += 100 * ms
+        }
+        #expect(c.fec.protection > 0, "loss \(c.controller.lossFraction), average \(c.fec.averageLoss)")
+    }
 }
