@@ -21,7 +21,6 @@ let package = Package(
                        providers: [.apt(["libx11-dev", "libxext-dev", "libxdamage-dev", "libxfixes-dev", "libxrandr-dev", "libxcomposite-dev"])]),
         .systemLibrary(name: "CYUV", providers: [.apt(["libyuv-dev"])]),
         .systemLibrary(name: "CVPX", pkgConfig: "vpx", providers: [.apt(["libvpx-dev"])]),
-        .systemLibrary(name: "CAV", pkgConfig: "libavformat libavcodec libavutil", providers: [.apt(["libavformat-dev"])]),
         // libpulse.pc's Cflags (-D_REENTRANT -pthread) are flags SwiftPM refuses with a warning;
         // its headers are in /usr/include and the module map links "pulse", so no pkg-config.
         .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
@@ -31,6 +30,9 @@ let package = Package(
         .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
+        // libavformat's headers (libavformat-dev), and a loader: the libraries are opened with
+        // dlopen when a recording starts, never linked (see Sources/CAV/include/cav.h).
+        .target(name: "CAV", linkerSettings: [.linkedLibrary("dl")]),
         // sendmmsg/recvmmsg (Glibc hides them behind _GNU_SOURCE): the relay's batched socket I/O.
         .target(name: "CSocketBatch"),
 
@@ -65,7 +67,7 @@ let package = Package(
         ]),
         .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore"]),
         .target(name: "VP8Codec", dependencies: ["CVPX", "MediaCore"]),
-        .target(name: "Recording", dependencies: ["CAV", "MediaCore"]),
+        .target(name: "Recording", dependencies: ["CAV", "MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "VideoOutput", dependencies: ["CX11", "CYUV", "MediaCore"]),
         .target(name: "OpusCodec", dependencies: ["COpus"]),
         .target(name: "AudioIO", dependencies: ["CPulse", .product(name: "Logging", package: "swift-log")]),

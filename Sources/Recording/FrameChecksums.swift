@@ -1,4 +1,4 @@
-internal import CAV
+internal import Crypto
 import Foundation
 
 /// One MD5 per decoded picture, in the layout of ffmpeg's `-f framemd5` for rawvideo yuv420p
@@ -7,36 +7,30 @@ import Foundation
 /// the Y, U and V planes, row by row without stride padding, as ffmpeg's rawvideo packing.
 public final class FrameChecksums {
     private let file: FileHandle
-    private let md5: OpaquePointer
     private var index = 0
-    private var digest = [UInt8](repeating: 0, count: 16)
 
     /// - Throws: `RecordingError` naming the file when it cannot be created.
     public init(path: String) throws {
         guard FileManager.default.createFile(atPath: path, contents: nil), let f = FileHandle(forWritingAtPath: path) else {
             throw RecordingError("--frames-md5 \(path): cannot create the file")
         }
-        guard let m = av_md5_alloc() else { throw RecordingError("--frames-md5: out of memory") }
         file = f
-        md5 = m
         file.write(Data("#format: frame checksums\n#version: 2\n#hash: MD5\n#stream#, dts,        pts, duration,     size, hash\n".utf8))
     }
 
     deinit {
-        av_free(UnsafeMutableRawPointer(md5))
         try? file.close()
     }
 
     /// Adds one picture's line.
     public func add(y: UnsafePointer<UInt8>, u: UnsafePointer<UInt8>, v: UnsafePointer<UInt8>,
                     strideY: Int, strideU: Int, strideV: Int, width: Int, height: Int) {
-        av_md5_init(md5)
-        for r in 0..<height { av_md5_update(md5, y + r * strideY, width) }
+        var md5 = Insecure.MD5()
+        for r in 0..<height { md5.update(bufferPointer: UnsafeRawBufferPointer(start: y + r * strideY, count: width)) }
         let cw = (width + 1) / 2, ch = (height + 1) / 2
-        for r in 0..<ch { av_md5_update(md5, u + r * strideU, cw) }
-        for r in 0..<ch { av_md5_update(md5, v + r * strideV, cw) }
-        digest.withUnsafeMutableBufferPointer { av_md5_final(md5, $0.baseAddress) }
-        let hex = digest.map { String(format: "%02x", $0) }.joined()
+        for r in 0..<ch { md5.update(bufferPointer: UnsafeRawBufferPointer(start: u + r * strideU, count: cw)) }
+        for r in 0..<ch { md5.update(bufferPointer: UnsafeRawBufferPointer(start: v + r * strideV, count: cw)) }
+        let hex = md5.finalize().map { String(format: "%02x", $0) }.joined()
         let size = width * height + 2 * cw * ch
         file.write(Data("0, \(pad(index, 10)), \(pad(index, 10)), \(pad(1, 8)), \(pad(size, 8)), \(hex)\n".utf8))
         index += 1

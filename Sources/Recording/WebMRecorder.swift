@@ -15,6 +15,8 @@ public struct RecordingError: Error, CustomStringConvertible, Equatable {
 /// the recorder when the video size is known (at the first keyframe). Use from one thread.
 public final class WebMRecorder {
     public let path: String
+    /// libavformat, loaded at the first recording (``load(for:)``).
+    private let av: cav_library
     private var context: UnsafeMutablePointer<AVFormatContext>?
     private var packet: UnsafeMutablePointer<AVPacket>?
     private var videoIndex: Int32 = -1
@@ -34,13 +36,14 @@ public final class WebMRecorder {
     public init(path: String, video: PixelSize?, audio: Bool) throws {
         self.path = path
         guard video != nil || audio else { throw RecordingError("--record \(path): nothing to record") }
+        av = try Self.load(for: path)
         var ctx: UnsafeMutablePointer<AVFormatContext>?
-        var rc = avformat_alloc_output_context2(&ctx, nil, "webm", path)
-        guard rc >= 0, let ctx else { throw RecordingError("--record \(path): \(Self.message(rc))") }
+        var rc = av.avformat_alloc_output_context2(&ctx, nil, "webm", path)
+        guard rc >= 0, let ctx else { throw RecordingError("--record \(path): \(message(rc))") }
         context = ctx
         do {
             if let video {
-                guard let s = avformat_new_stream(ctx, nil) else { throw RecordingError("--record \(path): cannot add the video stream") }
+                guard let s = av.avformat_new_stream(ctx, nil) else { throw RecordingError("--record \(path): cannot add the video stream") }
                 s.pointee.time_base = AVRational(num: 1, den: 1000)
                 let par = s.pointee.codecpar!
                 par.pointee.codec_type = AVMEDIA_TYPE_VIDEO
@@ -50,25 +53,25 @@ public final class WebMRecorder {
                 videoIndex = s.pointee.index
             }
             if audio {
-                guard let s = avformat_new_stream(ctx, nil) else { throw RecordingError("--record \(path): cannot add the audio stream") }
+                guard let s = av.avformat_new_stream(ctx, nil) else { throw RecordingError("--record \(path): cannot add the audio stream") }
                 s.pointee.time_base = AVRational(num: 1, den: 1000)
                 let par = s.pointee.codecpar!
                 par.pointee.codec_type = AVMEDIA_TYPE_AUDIO
                 par.pointee.codec_id = AV_CODEC_ID_OPUS
                 par.pointee.sample_rate = 48_000
-                av_channel_layout_default(&par.pointee.ch_layout, 2)
+                av.av_channel_layout_default(&par.pointee.ch_layout, 2)
                 // RFC 7845 §5.1 identification header: the Matroska CodecPrivate of Opus.
                 let head: [UInt8] = Array("OpusHead".utf8) + [1, 2, 0x38, 0x01, 0x80, 0xBB, 0x00, 0x00, 0, 0, 0]
-                rc = head.withUnsafeBufferPointer { cav_set_extradata(par, $0.baseAddress, Int32($0.count)) }
-                guard rc >= 0 else { throw RecordingError("--record \(path): \(Self.message(rc))") }
+                rc = head.withUnsafeBufferPointer { h in withUnsafePointer(to: av) { cav_set_extradata($0, par, h.baseAddress!, Int32(h.count)) } }
+                guard rc >= 0 else { throw RecordingError("--record \(path): \(message(rc))") }
                 par.pointee.initial_padding = 312
                 audioIndex = s.pointee.index
             }
-            rc = avio_open(&ctx.pointee.pb, path, cav_avio_write_flag())
-            guard rc >= 0 else { throw RecordingError("--record \(path): cannot open for writing: \(Self.message(rc))") }
-            rc = avformat_write_header(ctx, nil)
-            guard rc >= 0 else { throw RecordingError("--record \(path): cannot write the WebM header: \(Self.message(rc))") }
-            packet = av_packet_alloc()
+            rc = av.avio_open(&ctx.pointee.pb, path, cav_avio_write_flag())
+            guard rc >= 0 else { throw RecordingError("--record \(path): cannot open for writing: \(message(rc))") }
+            rc = av.avformat_write_header(ctx, nil)
+            guard rc >= 0 else { throw RecordingError("--record \(path): cannot write the WebM header: \(message(rc))") }
+            packet = av.av_packet_alloc()
         } catch {
             release()
             throw error
@@ -81,17 +84,29 @@ public final class WebMRecorder {
 
     private func release() {
         if let ctx = context {
-            if ctx.pointee.pb != nil { avio_closep(&ctx.pointee.pb) }
-            avformat_free_context(ctx)
+            if ctx.pointee.pb != nil { _ = av.avio_closep(&ctx.pointee.pb) }
+            av.avformat_free_context(ctx)
         }
         context = nil
-        if packet != nil { av_packet_free(&packet) }
+        if packet != nil { av.av_packet_free(&packet) }
     }
 
-    static func message(_ code: Int32) -> String {
+    private func message(_ code: Int32) -> String {
         var buf = [CChar](repeating: 0, count: 256)
-        cav_error_string(code, &buf, buf.count)
+        withUnsafePointer(to: av) { cav_error_string($0, code, &buf, buf.count) }
         return buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    /// libavformat, libavcodec and libavutil, opened the first time a recording starts (they
+    /// are not linked: a process that never records does not map them).
+    /// - Throws: `RecordingError` with the loader's reason.
+    static func load(for path: String) throws -> cav_library {
+        var error = [CChar](repeating: 0, count: 512)
+        guard let library = cav_load(&error, error.count) else {
+            let reason = error.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            throw RecordingError("--record \(path): cannot load libavformat to write WebM (\(reason)); is libavformat installed?")
+        }
+        return library.pointee
     }
 
     private func millis(_ nanos: UInt64) -> Int64 {
@@ -109,9 +124,9 @@ public final class WebMRecorder {
         pkt.pointee.dts = ms
         pkt.pointee.duration = 0
         pkt.pointee.flags = key ? cav_pkt_flag_key() : 0
-        let rc = av_interleaved_write_frame(ctx, pkt)
-        av_packet_unref(pkt)
-        guard rc >= 0 else { throw RecordingError("--record \(path): write failed: \(Self.message(rc))") }
+        let rc = av.av_interleaved_write_frame(ctx, pkt)
+        av.av_packet_unref(pkt)
+        guard rc >= 0 else { throw RecordingError("--record \(path): write failed: \(message(rc))") }
     }
 
     /// Writes one VP8 frame (as received: the RFC 7741 payloads joined).
@@ -137,8 +152,8 @@ public final class WebMRecorder {
         guard !finished else { return }
         finished = true
         guard let ctx = context else { return }
-        let rc = av_write_trailer(ctx)
+        let rc = av.av_write_trailer(ctx)
         release()
-        guard rc >= 0 else { throw RecordingError("--record \(path): cannot finish the file: \(Self.message(rc))") }
+        guard rc >= 0 else { throw RecordingError("--record \(path): cannot finish the file: \(message(rc))") }
     }
 }

@@ -22,6 +22,26 @@ import X11TestSupport
         ], dir: dir, name: "sender")
         // The viewer's window is on the display while it plays.
         try EventLog.wait(for: "first_frame", in: viewer)
+        // libavformat is loaded by the one that records, when it starts to, and never by the
+        // sender (linked, it and its ~130 dependencies cost every process about 25 MB).
+        func maps(_ child: Child) -> String {  // read to the end: /proc files say they are empty
+            let fd = open("/proc/\(child.pid)/maps", O_RDONLY)
+            guard fd >= 0 else { return "" }
+            defer { close(fd) }
+            var all = [UInt8](), chunk = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n <= 0 { break }
+                all += chunk[0..<n]
+            }
+            return String(decoding: all, as: UTF8.self)
+        }
+        let deadline = Date().addingTimeInterval(5)
+        while !maps(viewer).contains("libavformat.so"), Date() < deadline { usleep(20_000) }
+        #expect(maps(viewer).contains("libavformat.so"), "the recording viewer has not loaded libavformat")
+        let senderMaps = maps(sender)
+        #expect(senderMaps.contains("libvpx.so") && !senderMaps.contains("libavformat.so") && !senderMaps.contains("libavcodec.so"),
+                "\(senderMaps.split(separator: "\n").filter { $0.contains(".so") }.count) mappings")
         let listing = try Child(screenshareBinary(), ["sources", "--display", screen.name], dir: dir, name: "sources")
         #expect(listing.finish(within: 10) == 0)
         #expect(listing.stdout.contains("screenshare watch"), "\(listing.stdout)")
