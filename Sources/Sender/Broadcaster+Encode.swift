@@ -218,7 +218,7 @@ extension Broadcaster {
     /// for NACKs.
     ///
     /// Under congestion control `motion` has a budget across frames that holds the stream to
-    /// 1.1 × the target (with a quarter of a second of burst): when the encoder overshoots for a while (libvpx
+    /// 1.1 × the target (with a tenth of a second of burst: a burst lands in the path's queue whole, and 0.25 s of it made queues of 200–250 ms on a 1 or 0.5 Mbit/s path): when the encoder overshoots for a while (libvpx
     /// can, for a second at 1.5 ×), packets wait here rather than in the path's queue, the encode
     /// thread with them, and the latest-frame mailbox skips the pictures meanwhile (libwebrtc's
     /// pacer queue does the same job). A keyframe is the one burst allowed (a late joiner waits
@@ -310,7 +310,7 @@ extension Broadcaster {
 
     /// The send budget under congestion control: its rate over the target, and its burst.
     static let budgetHeadroom = 1.1
-    static let budgetBurstSeconds = 0.25
+    static let budgetBurstSeconds = 0.1
 
     /// `motion`'s largest keyframe under congestion control, in percent of an average frame.
     static let congestedMaxIntraPercent = 300
