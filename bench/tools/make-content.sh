@@ -3,6 +3,7 @@
 #   slides.bgrx  4 full-screen slides (text, diagram, chart, code), stacked: 1920 x 4*1080
 #   motion.bgrx  60 frames of a circular pan over a plasma texture with a testsrc2 inset
 #   scroll.bgrx  a 3240-row page of source code plus its first 1080 rows again (seamless scroll)
+#   clip.bgrx    60 frames of slide 1 with a 640x360 testsrc2 clip playing at 1240,600
 # and for each NAME.bgrx a NAME.yuv: the same pictures converted to yuv420p by ffmpeg (the
 # reference for PSNR). Idempotent: skipped when OUTDIR/.stamp matches this script's checksum.
 #   make-content.sh OUTDIR REPO_ROOT
@@ -85,6 +86,13 @@ ffmpeg -nostdin -loglevel error -y -loop 1 -framerate 30 -i "$tmp/plasma.png" \
     "[0:v]crop=$W:$H:x='240+160*cos(2*PI*n/60)':y='160+120*sin(2*PI*n/60)'[bg];[bg][1:v]overlay=80:80,format=bgr0" \
     -frames:v 60 -f rawvideo "$out/motion.bgrx"
 
+# Clip: a video playing in a still slide (slide 1, the clip at 1240,600: not on macroblock
+# boundaries, as a window put anywhere); xloop -R puts only the clip's rectangle after the first
+# picture, so only it is damaged. Loops after 60 frames.
+ffmpeg -nostdin -loglevel error -y -loop 1 -framerate 30 -i "$tmp/s1.png" \
+    -f lavfi -i "testsrc2=size=640x360:rate=30" -filter_complex "[0:v][1:v]overlay=1240:600,format=bgr0" \
+    -frames:v 60 -f rawvideo "$out/clip.bgrx"
+
 # Scroll: source code, black on white, 27 px per line, 120 lines per period.
 text="$(find "$repo/Sources" -name '*.swift' | sort | xargs cat | expand -t 4 | awk 'NR <= 120' | sed 's/%/%%/g')"
 convert -size ${W}x${SCROLL_PERIOD} xc:white -font DejaVu-Sans-Mono -pointsize 20 -fill black \
@@ -97,6 +105,8 @@ ffmpeg -nostdin -loglevel error -y -f rawvideo -pix_fmt bgr0 -s ${W}x${H} -i "$o
     -pix_fmt yuv420p -f rawvideo "$out/slides.yuv"
 ffmpeg -nostdin -loglevel error -y -f rawvideo -pix_fmt bgr0 -s ${W}x${H} -i "$out/motion.bgrx" \
     -pix_fmt yuv420p -f rawvideo "$out/motion.yuv"
+ffmpeg -nostdin -loglevel error -y -f rawvideo -pix_fmt bgr0 -s ${W}x${H} -i "$out/clip.bgrx" \
+    -pix_fmt yuv420p -f rawvideo "$out/clip.yuv"
 ffmpeg -nostdin -loglevel error -y -f rawvideo -pix_fmt bgr0 -s ${W}x$((SCROLL_PERIOD + H)) -i "$out/scroll.bgrx" \
     -pix_fmt yuv420p -f rawvideo "$out/scroll.yuv"
 cp "$tmp"/s{1,2,3,4}.png "$out/"

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import latency  # noqa: E402
 
 TOOLS = ["screenshare", "ffmpeg", "gstreamer"]
-CONTENTS = ["slides", "motion", "scroll", "latency"]
+CONTENTS = ["slides", "motion", "scroll", "latency", "clip"]
 STAGES = ["capture", "convert", "encode", "send"]
 # Latency and stage timings leave out the first seconds of a run (start-up: the receiver
 # waits for the first keyframe and probes the stream, encoders are created).
@@ -190,7 +190,7 @@ def main():
                  f"load average at start {config.get('loadavg_start')}.")
     lines.append("")
     lines.append("1920x1080 Xvfb, VP8 at 2 Mbit/s over RTP to 127.0.0.1; slides and scroll sent at 15 fps, "
-                 "motion and latency at 30 fps. Values are the median (min–max over runs); latency: "
+                 "motion, latency and clip at 30 fps. Values are the median (min–max over runs); latency: "
                  "percentiles of all pictures of all runs.")
     lines.append("")
     header = "| content | sender | " + " | ".join(c[1] for c in COLUMNS) + " | latency ms p50 / p95 / p99 |"

@@ -13,9 +13,12 @@
  * Nothing is allocated or converted per frame: the X server copies straight out of the
  * shared segment, so drawing 1080p at 30 fps costs the generator almost nothing.
  *
- *   xloop -d :N -W 1920 -H 1080 -r FPS [-S STEP] [-n N] [-b HZ [-B X,Y]] [-w] [-l LOGFILE] FILE.bgrx
+ *   xloop -d :N -W 1920 -H 1080 -r FPS [-S STEP] [-n N] [-R X,Y,W,H] [-b HZ [-B X,Y]] [-w] [-l LOGFILE] FILE.bgrx
  *
  * -n N uses only the first N frames of the file (e.g. -n 1: one still picture).
+ * -R X,Y,W,H: after the first picture, only this rectangle of each next one is put on screen
+ *    (a video playing in a window of a still slide: the X server, and XDamage, see only it
+ *    change). The frames must be equal outside it.
  * -w draws into a fullscreen override-redirect window instead of the root window.
  * -l appends "tick index offset unix_ns" lines.
  * -b HZ draws a latency barcode HZ times per second (see below), at X,Y (default 1376,1024).
@@ -93,16 +96,17 @@ static uint64_t now_ns(clockid_t clk) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: xloop -d DISPLAY -W WIDTH -H HEIGHT -r FPS [-S STEP] [-n N] [-b HZ [-B X,Y]] [-w] [-l LOG] FILE.bgrx\n");
+    fprintf(stderr, "usage: xloop -d DISPLAY -W WIDTH -H HEIGHT -r FPS [-S STEP] [-n N] [-R X,Y,W,H] [-b HZ [-B X,Y]] [-w] [-l LOG] FILE.bgrx\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     const char *display_name = NULL, *log_path = NULL;
     int width = 1920, height = 1080, step = 0, use_window = 0, max_frames = 0, bc_x = 1376, bc_y = 1024;
+    int rect_x = 0, rect_y = 0, rect_w = 0, rect_h = 0; /* -R: only this changes after the first picture */
     double fps = 30, bc_hz = 0;
     int opt;
-    while ((opt = getopt(argc, argv, "d:W:H:r:S:n:b:B:wl:")) != -1) {
+    while ((opt = getopt(argc, argv, "d:W:H:r:S:n:R:b:B:wl:")) != -1) {
         switch (opt) {
         case 'd': display_name = optarg; break;
         case 'W': width = atoi(optarg); break;
@@ -112,6 +116,7 @@ int main(int argc, char **argv) {
         case 'n': max_frames = atoi(optarg); break;
         case 'b': bc_hz = atof(optarg); break;
         case 'B': if (sscanf(optarg, "%d,%d", &bc_x, &bc_y) != 2) usage(); break;
+        case 'R': if (sscanf(optarg, "%d,%d,%d,%d", &rect_x, &rect_y, &rect_w, &rect_h) != 4) usage(); break;
         case 'w': use_window = 1; break;
         case 'l': log_path = optarg; break;
         default: usage();
@@ -119,6 +124,10 @@ int main(int argc, char **argv) {
     }
     if (optind != argc - 1 || width <= 0 || height <= 0 || fps <= 0 || step < 0 || max_frames < 0 || bc_hz < 0) usage();
     if (bc_hz > 0 && (bc_x < 0 || bc_y < 0 || bc_x + BC_W > width || bc_y + BC_H > height)) die("barcode outside the screen");
+    if (rect_w > 0 && (rect_x < 0 || rect_y < 0 || rect_h <= 0 || rect_x + rect_w > width || rect_y + rect_h > height))
+        die("-R rectangle outside the screen");
+    if (rect_w > 0 && bc_hz > 0 && rect_x < bc_x + BC_W && bc_x < rect_x + rect_w && rect_y < bc_y + BC_H && bc_y < rect_y + rect_h)
+        die("-R rectangle over the barcode");
     const char *path = argv[optind];
 
     int fd = open(path, O_RDONLY);
@@ -205,7 +214,9 @@ int main(int argc, char **argv) {
         int offset = step > 0 ? (int)((n * (uint64_t)step) % (uint64_t)period)
                               : (int)(n % (uint64_t)frames) * height;
         if (offset != shown) {
-            if (bc) { /* around the barcode: above, left, right, below */
+            if (rect_w > 0 && shown >= 0) { /* only the rectangle changes */
+                XShmPutImage(dpy, target, gc, img, rect_x, offset + rect_y, rect_x, rect_y, (unsigned)rect_w, (unsigned)rect_h, False);
+            } else if (bc) { /* around the barcode: above, left, right, below */
                 int bx = bc_x, by = bc_y, bw = BC_W, bh = BC_H;
                 int r[4][4] = {{0, 0, width, by}, {0, by, bx, bh}, {bx + bw, by, width - bx - bw, bh},
                                {0, by + bh, width, height - by - bh}};
