@@ -29,3 +29,8 @@ static inline vpx_codec_err_t cvpx_control_uint(vpx_codec_ctx_t *ctx, int id, un
 static inline vpx_codec_err_t cvpx_control_int_ptr(vpx_codec_ctx_t *ctx, int id, int *value) {
     return vpx_codec_control_(ctx, id, value);
 }
+// VP8E_SET_ACTIVEMAP: which macroblocks to encode (1) or skip (0); a NULL map encodes all.
+static inline vpx_codec_err_t cvpx_set_active_map(vpx_codec_ctx_t *ctx, unsigned char *map, unsigned int rows, unsigned int cols) {
+    vpx_active_map_t m = { map, rows, cols };
+    return vpx_codec_control_(ctx, VP8E_SET_ACTIVEMAP, &m);
+}

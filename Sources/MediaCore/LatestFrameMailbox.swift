@@ -25,6 +25,22 @@ public final class LatestFrameMailbox<Item: Sendable>: @unchecked Sendable {
         return old
     }
 
+    /// Puts `item` in the slot; an item it replaces is first handed to `merge` with it (under the
+    /// lock, so the consumer cannot take `item` half merged), then returned.
+    @discardableResult
+    public func put(_ item: Item, merging merge: (_ item: Item, _ replaced: Item) -> Void) -> Item? {
+        condition.lock()
+        defer { condition.unlock() }
+        let old = slot
+        if let old {
+            merge(item, old)
+            replacedCount += 1
+        }
+        slot = item
+        condition.signal()
+        return old
+    }
+
     /// Waits until an item is there (returns it), the deadline passes, or the mailbox is
     /// closed (both return nil).
     public func take(until deadline: Date) -> Item? {

@@ -42,11 +42,16 @@ public struct BGRAImageView {
     public let stride: Int
     public let width: Int
     public let height: Int
-    public init(base: UnsafeRawPointer, stride: Int, width: Int, height: Int) {
+    /// What changed since the capturer's previous picture, in this picture's pixels (XDamage's
+    /// rectangles, the cursor's old and new places); nil when it cannot say (everything may have).
+    /// Borrowed like the pixels.
+    public let changed: UnsafeBufferPointer<PixelRect>?
+    public init(base: UnsafeRawPointer, stride: Int, width: Int, height: Int, changed: UnsafeBufferPointer<PixelRect>? = nil) {
         self.base = base
         self.stride = stride
         self.width = width
         self.height = height
+        self.changed = changed
     }
     public var size: PixelSize { PixelSize(width: width, height: height) }
 }
@@ -67,6 +72,14 @@ public final class VideoFrame: @unchecked Sendable {
     public let v: UnsafeMutablePointer<UInt8>
     private let storage: UnsafeMutableRawPointer
     public let byteCount: Int
+    /// Which 16x16 macroblocks of the picture changed since the picture published before it
+    /// (1: changed), row by row: ``macroblockColumns`` × ``macroblockRows``. Meaningful only
+    /// when ``changesKnown``; the encoder skips the others (libvpx's active map).
+    public let changes: UnsafeMutablePointer<UInt8>
+    public let macroblockColumns: Int
+    public let macroblockRows: Int
+    /// False: anything may have changed (the source cannot say: a file, a window, a placeholder).
+    public private(set) var changesKnown = false
 
     /// Capture time on the monotonic media clock, in nanoseconds.
     public var timestampNanos: UInt64 = 0
@@ -87,9 +100,56 @@ public final class VideoFrame: @unchecked Sendable {
         y = storage.assumingMemoryBound(to: UInt8.self)
         u = y + ySize
         v = u + uvSize
+        macroblockColumns = (width + 15) / 16
+        macroblockRows = (height + 15) / 16
+        changes = .allocate(capacity: macroblockColumns * macroblockRows)
+        changes.initialize(repeating: 1, count: macroblockColumns * macroblockRows)
     }
 
-    deinit { storage.deallocate() }
+    deinit {
+        storage.deallocate()
+        changes.deallocate()
+    }
+
+    /// Anything may have changed.
+    public func markEverythingChanged() { changesKnown = false }
+
+    /// The changes are `rects`, in the pixels of a `source`-sized picture this frame was
+    /// converted (and maybe scaled) from; nil: unknown. A rectangle marks every macroblock it
+    /// touches, widened by 2 pixels once scaled (the scaler's filter reaches that far).
+    public func setChanges(_ rects: UnsafeBufferPointer<PixelRect>?, source: PixelSize) {
+        guard let rects, source.width > 0, source.height > 0 else { changesKnown = false; return }
+        let count = macroblockColumns * macroblockRows
+        changes.update(repeating: 0, count: count)
+        changesKnown = true
+        let scaled = source != size
+        let sx = Double(width) / Double(source.width), sy = Double(height) / Double(source.height)
+        for r in rects where !r.isEmpty {
+            var x0 = r.x, y0 = r.y, x1 = r.x + r.width, y1 = r.y + r.height  // [x0, x1)
+            if scaled {
+                x0 = Int((Double(x0) * sx).rounded(.down)) - 2
+                y0 = Int((Double(y0) * sy).rounded(.down)) - 2
+                x1 = Int((Double(x1) * sx).rounded(.up)) + 2
+                y1 = Int((Double(y1) * sy).rounded(.up)) + 2
+            }
+            x0 = max(0, x0); y0 = max(0, y0); x1 = min(width, x1); y1 = min(height, y1)
+            guard x1 > x0, y1 > y0 else { continue }
+            for row in (y0 / 16)...((y1 - 1) / 16) {
+                (changes + row * macroblockColumns + x0 / 16).update(repeating: 1, count: (x1 - 1) / 16 - x0 / 16 + 1)
+            }
+        }
+    }
+
+    /// Adds the changes of `older`, a picture this one replaces before the encoder took it
+    /// (what changed in it has to be encoded with this one).
+    public func mergeChanges(from older: VideoFrame) {
+        guard changesKnown else { return }
+        guard older.changesKnown, older.macroblockColumns == macroblockColumns, older.macroblockRows == macroblockRows else {
+            changesKnown = false
+            return
+        }
+        for i in 0..<(macroblockColumns * macroblockRows) { changes[i] |= older.changes[i] }
+    }
 
     public var size: PixelSize { PixelSize(width: width, height: height) }
     public var chromaWidth: Int { (width + 1) / 2 }

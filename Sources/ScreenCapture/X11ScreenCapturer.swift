@@ -101,6 +101,14 @@ public final class X11ScreenCapturer {
     private var damage: Damage = 0
     private var damageEventBase: Int32 = 0
     private var dirty = true
+    /// What changed, for the encoder to skip the rest: XDamage's region moved into this one
+    /// (XFixes ≥ 2) at each grab and fetched as rectangles, in the picture's pixels (reused).
+    /// `changesKnown` is false when it cannot say (forced grabs, windows, no XFixes).
+    private var changedRegion: XserverRegion = 0
+    private var changedRects: [PixelRect] = []
+    private var changesKnown = false
+    /// Where the cursor was drawn into the last picture (its pixels), nil if it was not.
+    private var cursorRect: PixelRect?
     public private(set) var usesSharedMemory = false
 
     // Window state.
@@ -220,6 +228,11 @@ public final class X11ScreenCapturer {
         var errorBase: Int32 = 0
         if XDamageQueryExtension(d, &damageEventBase, &errorBase) != 0 {
             damage = XDamageCreate(d, damageDrawable, Int32(XDamageReportNonEmpty))
+            var fixesEvent: Int32 = 0, fixesError: Int32 = 0, major: Int32 = 2, minor: Int32 = 0
+            if XFixesQueryExtension(d, &fixesEvent, &fixesError) != 0, XFixesQueryVersion(d, &major, &minor) != 0, major >= 2 {
+                changedRegion = XFixesCreateRegion(d, nil, 0)
+                changedRects.reserveCapacity(64)
+            }
         } else {
             logger.warning("XDamage unavailable: every frame is captured")
         }
@@ -255,6 +268,7 @@ public final class X11ScreenCapturer {
             return
         }
         if damage != 0 { XDamageDestroy(display, damage) }
+        if changedRegion != 0 { XFixesDestroyRegion(display, changedRegion) }
         releaseImage()
         if windowPixmap != 0 { XFreePixmap(display, windowPixmap) }
         placeholder?.deallocate()
@@ -355,8 +369,40 @@ public final class X11ScreenCapturer {
         let base = UnsafeMutableRawPointer(img.pointee.data)!
         let stride = Int(img.pointee.bytes_per_line)
         let w = Int(img.pointee.width), h = Int(img.pointee.height)
-        if drawCursor { drawCursorInto(base, stride: stride, width: w, height: h, originX: origin.0, originY: origin.1) }
-        body(BGRAImageView(base: UnsafeRawPointer(base), stride: stride, width: w, height: h))
+        if drawCursor {
+            // The cursor's old and new places changed too (it is drawn in; XDamage does not see it).
+            if changesKnown, let old = cursorRect { changedRects.append(old) }
+            drawCursorInto(base, stride: stride, width: w, height: h, originX: origin.0, originY: origin.1)
+            if changesKnown, let new = cursorRect { changedRects.append(new) }
+        }
+        changedRects.withUnsafeBufferPointer { rects in
+            body(BGRAImageView(base: UnsafeRawPointer(base), stride: stride, width: w, height: h, changed: changesKnown ? rects : nil))
+        }
+    }
+
+    /// Empties the damage for the next grab, keeping what it covered as rectangles of the
+    /// picture when the grab is of a screen area (a forced grab, or a window's, says nothing).
+    private func takeDamage(force: Bool) {
+        changedRects.removeAll(keepingCapacity: true)
+        changesKnown = false
+        guard damage != 0 else { return }
+        guard changedRegion != 0, !force, case .rect(let area) = target else {
+            XDamageSubtract(display, damage, 0, 0)
+            return
+        }
+        XDamageSubtract(display, damage, 0, changedRegion)
+        var count: Int32 = 0
+        let rects = XFixesFetchRegion(display, changedRegion, &count)
+        guard rects != nil || count == 0 else { return }
+        for i in 0..<Int(count) {
+            let r = rects![i]
+            let root = PixelRect(x: Int(r.x), y: Int(r.y), width: Int(r.width), height: Int(r.height))
+            if let inside = root.intersection(area) {
+                changedRects.append(PixelRect(x: inside.x - area.x, y: inside.y - area.y, width: inside.width, height: inside.height))
+            }
+        }
+        if let rects { XFree(rects) }
+        changesKnown = true
     }
 
     // MARK: Events
@@ -458,7 +504,7 @@ public final class X11ScreenCapturer {
         if cx11_io_failed() != 0 { return .permanentError("the X server of \(displayName) closed the connection (it stopped or crashed)") }
         if damage == 0 && !windowGone { dirty = true }
         guard dirty || force else { return .unchanged }
-        if damage != 0 { XDamageSubtract(display, damage, 0, 0) }
+        takeDamage(force: force)
         dirty = false
         switch target {
         case .rect(let r):
@@ -584,10 +630,12 @@ public final class X11ScreenCapturer {
     /// (originX, originY) on the root window.
     private func drawCursorInto(_ base: UnsafeMutableRawPointer, stride: Int, width: Int, height: Int, originX: Int, originY: Int) {
         if cursorStale { refreshCursorImage() }
+        cursorRect = nil
         guard let p = pointerPosition() else { return }
         lastPointer = p
         guard cursorSize.area > 0 else { return }
         let left = p.x - cursorHot.x - originX, top = p.y - cursorHot.y - originY
+        cursorRect = PixelRect(x: left, y: top, width: cursorSize.width, height: cursorSize.height)
         for cy in 0..<cursorSize.height {
             let y = top + cy
             guard y >= 0 && y < height else { continue }

@@ -38,7 +38,8 @@ extension Broadcaster {
             if let captureMillis, c.captureMillis.count < 512 { c.captureMillis.append(captureMillis) }
             if let convertMillis, c.convertMillis.count < 512 { c.convertMillis.append(convertMillis) }
         }
-        if let replaced = mailbox.put(frame) { pool.recycle(replaced) }
+        // A picture the encoder never took: what changed in it is encoded with this one.
+        if let replaced = mailbox.put(frame, merging: { new, old in new.mergeChanges(from: old) }) { pool.recycle(replaced) }
     }
 
     func x11Loop(_ initial: X11ScreenCapturer) {
@@ -109,6 +110,7 @@ extension Broadcaster {
                 }
                 let frame = pool.take()
                 converter.convert(bgra: view, into: frame)
+                frame.setChanges(view.changed, source: view.size)
                 frame.timestampNanos = now
                 publish(frame, captureMillis: Double(grabbed &- grabStart) / 1e6,
                         convertMillis: Double(clock.nowNanos() &- grabbed) / 1e6)
@@ -193,6 +195,7 @@ extension Broadcaster {
                     converter.convertI420(y: base, strideY: w, u: base + w * h, strideU: cw, v: base + w * h + cw * ch, strideV: cw,
                                           size: reader.size, into: frame)
                 }
+                frame.markEverythingChanged()  // a file says nothing of what changed
                 frame.timestampNanos = now
                 publish(frame)
             case .endOfInput:

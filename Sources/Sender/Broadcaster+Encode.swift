@@ -55,6 +55,9 @@ extension Broadcaster {
         var firstSent = false
         var lastSendWarning: UInt64 = 0
         var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
+        // The macroblocks to encode (what changed lately); whether `lastFrame` was encoded as new.
+        var active = ActiveMacroblocks()
+        var lastFrameEncoded = false
 
         while true {
             let g = liveGeneration.load(ordering: .sequentiallyConsistent)
@@ -84,8 +87,12 @@ extension Broadcaster {
             if !isRunning { if let incoming { pool.recycle(incoming) }; break }
             let now = clock.nowNanos()
             if let incoming {
-                if let old = lastFrame, old !== incoming { pool.recycle(old) }
+                if let old = lastFrame, old !== incoming {
+                    if !lastFrameEncoded { incoming.mergeChanges(from: old) }  // its changes are not encoded yet
+                    pool.recycle(old)
+                }
                 lastFrame = incoming
+                lastFrameEncoded = false
             }
             let decision = scheduler.decide(newPicture: incoming != nil, havePicture: lastFrame != nil,
                                             keyframeRequested: keyframeRequested.exchange(false, ordering: .relaxed),
@@ -106,6 +113,15 @@ extension Broadcaster {
                 }
             }
             encoder!.setStaticThreshold(Int32(staticThreshold))
+            // A new picture encodes what changed lately and skips the rest; a repeat refines all.
+            let rows = frame.macroblockRows, columns = frame.macroblockColumns
+            if isNew && !forceKeyframe
+                && active.next(changes: frame.changesKnown ? UnsafePointer(frame.changes) : nil, columns: columns, rows: rows) {
+                active.withMap { _ = encoder!.setActiveMap($0, rows: rows, columns: columns) }
+            } else {
+                encoder!.setActiveMap(nil, rows: rows, columns: columns)
+            }
+            if isNew { lastFrameEncoded = true }
             var ts = rtpTimestamp(at: isNew ? frame.timestampNanos : now)
             if let prev = lastTimestamp, Int32(bitPattern: ts &- prev) <= 0 { ts = prev &+ 1 }
             lastTimestamp = ts
@@ -130,6 +146,7 @@ extension Broadcaster {
             }
             let encodeMillis = Double(clock.nowNanos() &- started &- sent.nanos) / 1e6
             scheduler.encoded(isNew: isNew, bytes: produced ? sent.octets : nil, keyframe: key, at: now)
+            if key { active.touchAll(columns: columns, rows: rows) }  // coarse and all new: refine everything
             // `motion` under congestion control keeps its frame rate: a smaller picture when the
             // encoder cannot hold the path's rate at this size.
             if networkTarget != 0, current.content == .motion,

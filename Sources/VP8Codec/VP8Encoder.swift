@@ -71,6 +71,8 @@ public final class VP8Encoder {
     private var image = vpx_image_t()
     private var forceKeyframe = true
     private var staticThreshold: Int32 = 1
+    /// Whether an active map is set (``setActiveMap(_:rows:columns:)``).
+    private var activeMapSet = false
     /// With two temporal layers: the layer of the next frame (a keyframe starts at 0).
     private var nextLayer = 0
 
@@ -179,6 +181,19 @@ public final class VP8Encoder {
     public func setStaticThreshold(_ value: Int32) {
         guard value != staticThreshold else { return }
         if cvpx_control_int(ctx, Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), value) == VPX_CODEC_OK { staticThreshold = value }
+    }
+
+    /// Which macroblocks the next frames encode (1) and which they skip (0: taken from the
+    /// last frame as they are, nothing searched or coded): libvpx's active map,
+    /// `VP8E_SET_ACTIVEMAP`, `rows` × `columns` of the frame's 16x16 macroblocks. Nil encodes
+    /// every one. A keyframe encodes every one whatever the map.
+    /// - Returns: false if libvpx refused the map (not the frame's size in macroblocks).
+    @discardableResult
+    public func setActiveMap(_ map: UnsafeMutablePointer<UInt8>?, rows: Int, columns: Int) -> Bool {
+        if map == nil && !activeMapSet { return true }
+        let ok = cvpx_set_active_map(ctx, map, UInt32(rows), UInt32(columns)) == VPX_CODEC_OK
+        if ok { activeMapSet = map != nil }
+        return ok
     }
 
     /// The next encoded frame will be a keyframe.

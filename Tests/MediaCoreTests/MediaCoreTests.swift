@@ -98,3 +98,46 @@ import Testing
         #expect(c.wallNanos() > c.nowNanos())
     }
 }
+
+/// What changed, from the capturer's rectangles to the macroblocks the encoder works on.
+@Suite struct FrameChangesTests {
+    func marked(_ f: VideoFrame) -> Set<Int> { Set((0..<(f.macroblockColumns * f.macroblockRows)).filter { f.changes[$0] != 0 }) }
+
+    @Test func rectanglesMarkTheMacroblocksTheyTouch() {
+        let f = VideoFrame(width: 100, height: 50)  // 7 x 4 macroblocks, the last ones partial
+        #expect(f.macroblockColumns == 7 && f.macroblockRows == 4 && !f.changesKnown)
+        let rects = [PixelRect(x: 15, y: 0, width: 2, height: 1), PixelRect(x: 96, y: 48, width: 10, height: 10), PixelRect(x: 40, y: 40, width: 0, height: 5)]
+        rects.withUnsafeBufferPointer { f.setChanges($0, source: f.size) }
+        #expect(f.changesKnown)
+        #expect(marked(f) == [0, 1, 3 * 7 + 6])  // 15–16 spans columns 0 and 1; the empty one nothing
+        f.setChanges(nil, source: f.size)
+        #expect(!f.changesKnown)
+    }
+
+    @Test func scaledRectanglesAreWidenedForTheScaler() {
+        let f = VideoFrame(width: 960, height: 540)  // from 1920x1080
+        [PixelRect(x: 640, y: 320, width: 32, height: 32)].withUnsafeBufferPointer { f.setChanges($0, source: PixelSize(width: 1920, height: 1080)) }
+        // 320–336 scaled, widened by 2: 318–338 → columns 19–21; rows 158–178 → 9–11.
+        let expected = Set((9...11).flatMap { r in (19...21).map { r * 60 + $0 } })
+        #expect(marked(f) == expected)
+    }
+
+    @Test func aReplacedPicturesChangesAreKept() {
+        let a = VideoFrame(width: 64, height: 64), b = VideoFrame(width: 64, height: 64)
+        [PixelRect(x: 0, y: 0, width: 8, height: 8)].withUnsafeBufferPointer { a.setChanges($0, source: a.size) }
+        [PixelRect(x: 48, y: 48, width: 8, height: 8)].withUnsafeBufferPointer { b.setChanges($0, source: b.size) }
+        b.mergeChanges(from: a)
+        #expect(marked(b) == [0, 15])
+        a.markEverythingChanged()
+        b.mergeChanges(from: a)
+        #expect(!b.changesKnown)
+        // Through the mailbox: the one that replaces an untaken picture carries its changes.
+        let mailbox = LatestFrameMailbox<VideoFrame>()
+        let c = VideoFrame(width: 64, height: 64), d = VideoFrame(width: 64, height: 64)
+        [PixelRect(x: 0, y: 20, width: 4, height: 4)].withUnsafeBufferPointer { c.setChanges($0, source: c.size) }
+        [PixelRect(x: 20, y: 0, width: 4, height: 4)].withUnsafeBufferPointer { d.setChanges($0, source: d.size) }
+        mailbox.put(c, merging: { $0.mergeChanges(from: $1) })
+        #expect(mailbox.put(d, merging: { $0.mergeChanges(from: $1) }) === c)
+        #expect(mailbox.poll() === d && marked(d) == [4, 1])
+    }
+}

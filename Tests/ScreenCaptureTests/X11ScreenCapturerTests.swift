@@ -110,6 +110,34 @@ func matchesPattern(_ view: BGRAImageView, origin: (Int, Int), seed: UInt32) -> 
         #expect(cap.capture(force: true) { _ in } == .captured)
     }
 
+    /// A grab says what changed since the one before, in the picture's pixels (XDamage's
+    /// rectangles fetched with XFixes): the encoder skips the rest. A forced grab says nothing.
+    @Test func aGrabSaysWhatChangedInThePicturesPixels() throws {
+        let painter = try RootPainter()
+        let region = PixelRect(x: 100, y: 60, width: 640, height: 360)
+        let cap = try X11ScreenCapturer(display: nil, source: .region(region), logger: logger)
+        func grab(force: Bool = false) -> [PixelRect]? {
+            var changed: [PixelRect]?
+            _ = cap.capture(force: force) { view in changed = view.changed.map(Array.init) }
+            return changed
+        }
+        _ = grab()
+        // Two boxes inside the region (one across its right edge) and one outside it.
+        painter.paint(PixelRect(x: 150, y: 100, width: 40, height: 30), seed: 5)
+        painter.paint(PixelRect(x: 700, y: 300, width: 100, height: 20), seed: 6)
+        painter.paint(PixelRect(x: 900, y: 500, width: 20, height: 20), seed: 7)
+        #expect(cap.waitForChange(timeoutNanos: 2_000_000_000))
+        let changed = try #require(grab(), "no changed rectangles")
+        let covered = changed.reduce(0) { $0 + $1.width * $1.height }
+        func inside(_ x: Int, _ y: Int) -> Bool { changed.contains { x >= $0.x && x < $0.x + $0.width && y >= $0.y && y < $0.y + $0.height } }
+        #expect(inside(50, 40) && inside(89, 69), "\(changed)")  // 150,100 in the picture's pixels
+        #expect(inside(600, 240) && inside(639, 259), "\(changed)")  // 700,300 up to the region's edge
+        #expect(!inside(0, 0) && !inside(300, 200), "\(changed)")
+        #expect(covered == 40 * 30 + 40 * 20, "\(changed)")
+        #expect(changed.allSatisfy { $0.x >= 0 && $0.y >= 0 && $0.x + $0.width <= 640 && $0.y + $0.height <= 360 })
+        #expect(grab(force: true) == nil)
+    }
+
     @Test func regionOutsideTheScreenIsRejected() {
         #expect(throws: CaptureError.self) {
             try X11ScreenCapturer(display: nil, source: .region(PixelRect(x: 1900, y: 0, width: 100, height: 100)), logger: logger)

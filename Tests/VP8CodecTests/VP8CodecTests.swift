@@ -142,6 +142,48 @@ func config(_ w: Int, _ h: Int, content: ContentPreference = .motion, _ change: 
     /// Two temporal layers: frames alternate TL0, TL1 (a keyframe is TL0 and starts the
     /// pattern again), and the base layer decodes on its own — every TL0 frame as sharp as
     /// with the TL1 frames — because nothing references a TL1 frame.
+    /// The active map: macroblocks marked 0 are taken from the last frame as they were, so a
+    /// change there does not show, while a change in an active one does; nil encodes all again.
+    @Test func anActiveMapSkipsTheMacroblocksLeftOut() throws {
+        let encoder = try VP8Encoder(config: config(320, 192, content: .detail))
+        let decoder = try VP8Decoder()
+        let before = syntheticPicture(width: 320, height: 192)
+        let after = syntheticPicture(width: 320, height: 192, shift: 5)  // every text macroblock differs
+        var last: [UInt8] = []
+        func run(_ frame: VideoFrame, _ index: Int) throws {
+            for f in try encode(encoder, frame, index: index) {
+                try f.bytes.withUnsafeBytes { data in
+                    try decoder.decode(data) { pic in
+                        last = (0..<pic.height).flatMap { r in Array(UnsafeBufferPointer(start: pic.y + r * pic.strideY, count: pic.width)) }
+                    }
+                }
+            }
+        }
+        for i in 0..<6 { try run(before, i) }
+        // Only the macroblock row 4 (pixels 64–79) is active.
+        var map = [UInt8](repeating: 0, count: 20 * 12)
+        for c in 0..<20 { map[4 * 20 + c] = 1 }
+        let accepted = map.withUnsafeMutableBufferPointer { encoder.setActiveMap($0.baseAddress, rows: 12, columns: 20) }
+        #expect(accepted)
+        for i in 6..<10 { try run(after, i) }
+        func rowsPSNR(_ reference: VideoFrame, _ rows: Range<Int>) -> Double {
+            let got = Array(last[(rows.lowerBound * 320)..<(rows.upperBound * 320)])
+            return got.withUnsafeBufferPointer { g in
+                PictureQuality.psnr(reference.y + rows.lowerBound * reference.strideY, strideA: reference.strideY, g.baseAddress!, strideB: 320,
+                                    width: 320, height: rows.count)
+            }
+        }
+        #expect(rowsPSNR(after, 64..<80) >= 30, "the active row did not follow: \(rowsPSNR(after, 64..<80)) dB")
+        #expect(rowsPSNR(before, 32..<48) >= 30 && rowsPSNR(after, 32..<48) < 25,
+                "a left-out row changed: \(rowsPSNR(before, 32..<48)) / \(rowsPSNR(after, 32..<48)) dB")
+        // A wrong size is refused; nil encodes everything again.
+        let wrongSize = map.withUnsafeMutableBufferPointer { encoder.setActiveMap($0.baseAddress, rows: 11, columns: 20) }
+        #expect(!wrongSize)
+        #expect(encoder.setActiveMap(nil, rows: 12, columns: 20))
+        for i in 10..<16 { try run(after, i) }
+        #expect(rowsPSNR(after, 32..<48) >= 30, "\(rowsPSNR(after, 32..<48)) dB")
+    }
+
     @Test func twoTemporalLayersAlternateAndTheBaseDecodesAlone() throws {
         let all = try Self.decodeSome(layers: 2, keyframeAt: 7) { _, _ in true }
         #expect(all.layers == [0, 1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0], "\(all.layers)")
