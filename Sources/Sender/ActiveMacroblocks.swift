@@ -7,19 +7,25 @@
 /// (rate control spends little on a frame that changed a lot), and the frames after refine it,
 /// as they refine a still screen; and with temporal layers a change in an upper-layer frame must
 /// still be encoded in the next base-layer frame, which does not reference it. After a keyframe
-/// (coarse, and every macroblock in it new) everything refines again.
+/// (coarse, and every macroblock in it new) everything refines again. And every new picture
+/// also encodes one macroblock row in ``refreshPeriod`` (a band that moves down the picture), so
+/// the still rest keeps sharpening while the clip plays, at a fifteenth of the cost of encoding
+/// it all: without it, a still slide beside a clip stayed at the quality of its first second
+/// (bench `clip`: 44.3 dB against 47.7 with everything encoded).
 ///
 /// Pure and preallocated: the arrays change only with the picture's size.
 struct ActiveMacroblocks {
     /// New pictures a macroblock stays active after it changed (1 s at 30 fps).
     static let refinementFrames: UInt32 = 30
+    /// Each new picture also encodes the macroblock rows whose number is the picture's modulo this.
+    static let refreshPeriod = 15
     private(set) var columns = 0
     private(set) var rows = 0
     /// Per macroblock, the number of the new picture it last changed in.
     private var lastChange: [UInt32] = []
     /// The map for the encoder (1: encode), made by ``next(changes:columns:rows:)``.
     private(set) var map: [UInt8] = []
-    private var picture: UInt32 = 0
+    private(set) var picture: UInt32 = 0
     /// Active macroblocks in the last map.
     private(set) var activeCount = 0
 
@@ -48,10 +54,14 @@ struct ActiveMacroblocks {
             for i in 0..<count { lastChange[i] = picture }
         }
         var active = 0
-        for i in 0..<count {
-            let on = picture &- lastChange[i] < Self.refinementFrames
-            map[i] = on ? 1 : 0
-            if on { active += 1 }
+        let band = Int(picture % UInt32(Self.refreshPeriod))
+        for row in 0..<rows {
+            let refresh = row % Self.refreshPeriod == band
+            for i in (row * columns)..<((row + 1) * columns) {
+                let on = refresh || picture &- lastChange[i] < Self.refinementFrames
+                map[i] = on ? 1 : 0
+                if on { active += 1 }
+            }
         }
         activeCount = active
         return active < columns * rows
