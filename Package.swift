@@ -35,6 +35,8 @@ let package = Package(
         .target(name: "CAV", linkerSettings: [.linkedLibrary("dl")]),
         // sendmmsg/recvmmsg (Glibc hides them behind _GNU_SOURCE): the relay's batched socket I/O.
         .target(name: "CSocketBatch"),
+        // The version `screenshare --version` prints, from `git describe` (Scripts/lib/common.sh).
+        .target(name: "CBuildInfo"),
 
         // Pure Swift modules.
         .target(name: "MediaCore"),
@@ -102,7 +104,7 @@ let package = Package(
         // `--seed DIR` writes the seed corpus.
         .executableTarget(name: "screenshare-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(name: "screenshare", dependencies: [
-            "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode", "Access", "WebRTC",
+            "CBuildInfo", "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode", "Access", "WebRTC",
             "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room", "Congestion",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),

@@ -53,12 +53,48 @@ ensure_swift() {
     command -v swift >/dev/null || die "Swift 6 toolchain not found (looked in PATH and /opt/swift/usr/bin); install it from swift.org"
 }
 
+# screenshare_version: this tree's version, from git. Tags vX.Y.Z are releases: at one, X.Y.Z;
+# N commits after one, X.Y.Z+N.gHASH; before the first, NEXT_VERSION~dev.N.gHASH (N counting
+# every commit; "~" sorts before NEXT_VERSION, as dpkg compares versions). Changes not committed
+# add ".dirty". Without git: NEXT_VERSION~dev. A "-" in a tag (v1.0.0-rc1) becomes "~".
+NEXT_VERSION=0.1.0
+screenshare_version() {
+    local root="$SCREENSHARE_ROOT" d hash n dirty=""
+    if ! git -C "$root" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+        echo "$NEXT_VERSION~dev"; return 0
+    fi
+    [[ -z "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]] || dirty=".dirty"
+    hash="$(git -C "$root" rev-parse --short=7 HEAD)"
+    if d="$(git -C "$root" describe --tags --match 'v[0-9]*' --long --abbrev=7 HEAD 2>/dev/null)" &&
+        [[ "$d" =~ ^v(.+)-([0-9]+)-g[0-9a-f]+$ ]]; then
+        local tag="${BASH_REMATCH[1]//-/\~}"
+        n="${BASH_REMATCH[2]}"
+        if [[ "$n" == 0 && -z "$dirty" ]]; then echo "$tag"; else echo "$tag+$n.g$hash$dirty"; fi
+    else
+        n="$(git -C "$root" rev-list --count HEAD)"
+        echo "$NEXT_VERSION~dev.$n.g$hash$dirty"
+    fi
+}
+
+# write_version_header: writes the version into Sources/CBuildInfo/version.h (not committed),
+# which `screenshare --version` prints, when it changed since the last build; build_info.c is
+# touched then, because a header that did not exist at the last build is not among its
+# dependencies.
+write_version_header() {
+    local h="$SCREENSHARE_ROOT/Sources/CBuildInfo/version.h" line
+    line="#define SCREENSHARE_VERSION \"$(screenshare_version)\""
+    [[ -f "$h" && "$(<"$h")" == "$line" ]] && return 0
+    printf '%s\n' "$line" >"$h"
+    touch "$SCREENSHARE_ROOT/Sources/CBuildInfo/build_info.c"
+}
+
 # build_screenshare [CONFIG]: builds the screenshare binary (CONFIG release, the default, or
 # debug) and sets SCREENSHARE_BIN to it. Quick when nothing changed since the last build.
 build_screenshare() {
     local config="${1:-release}"
     ensure_swift
     log "building screenshare ($config)"
+    write_version_header
     swift build -c "$config" --product screenshare >/dev/null
     SCREENSHARE_BIN="$SCREENSHARE_ROOT/.build/$config/screenshare"
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import AudioIO
+import CBuildInfo
 import Control
 import MediaCore
 import ScreenCapture
@@ -47,7 +48,7 @@ struct Screenshare: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "screenshare",
         abstract: "Share an X11 screen, window or region as VP8 over RTP.",
-        version: "0.1.0-dev",
+        version: String(cString: screenshare_version()),
         subcommands: [Start.self, Watch.self, Serve.self, Token.self, Sources.self, Ctl.self]
     )
 
