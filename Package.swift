@@ -35,6 +35,8 @@ let package = Package(
         .target(name: "CAV", linkerSettings: [.linkedLibrary("dl")]),
         // sendmmsg/recvmmsg (Glibc hides them behind _GNU_SOURCE): the relay's batched socket I/O.
         .target(name: "CSocketBatch"),
+        // libvpx's calls to memset skip the pages never touched (its 24-bytes-a-pixel token buffer).
+        .target(name: "CZeroFill"),
         // The version `screenshare --version` prints, from `git describe` (Scripts/lib/common.sh).
         .target(name: "CBuildInfo"),
 
@@ -68,7 +70,7 @@ let package = Package(
             "CX11", "MediaCore", .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore"]),
-        .target(name: "VP8Codec", dependencies: ["CVPX", "MediaCore"]),
+        .target(name: "VP8Codec", dependencies: ["CVPX", "CZeroFill", "MediaCore"]),
         .target(name: "Recording", dependencies: ["CAV", "MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "VideoOutput", dependencies: ["CX11", "CYUV", "MediaCore"]),
         .target(name: "OpusCodec", dependencies: ["COpus"]),
@@ -117,7 +119,7 @@ let package = Package(
         .testTarget(name: "RoomTests", dependencies: ["TestSupport", "Room", "RTP", "RTCP", "RTPSession", "Transport"]),
         .testTarget(name: "AccessTests", dependencies: ["Access", "Room", "Transport", .product(name: "JWTKit", package: "jwt-kit")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["TestSupport", "VideoProcessing", "MediaCore"]),
-        .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "VideoProcessing", "MediaCore"]),
+        .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "CZeroFill", "VideoProcessing", "MediaCore"]),
         // Shared by the pure tests: a seeded random number generator.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         // A room peer that speaks the relay's encrypted hop by hand (DTLS, SRTP), for tests.

@@ -1,4 +1,5 @@
 internal import CVPX
+import CZeroFill
 import MediaCore
 
 /// What to keep under pressure: `detail` keeps resolution and drops frame rate (slides);
@@ -75,6 +76,12 @@ public final class VP8Encoder {
     private var activeMapSet = false
     /// With two temporal layers: the layer of the next frame (a keyframe starts at 0).
     private var nextLayer = 0
+    /// Why libvpx's memset could not be routed through `CZeroFill` (nil: it is). Then every
+    /// encoder's token buffer (24 bytes a pixel) is resident from the start; nothing else differs.
+    public static let zeroFillProblem: String? = {
+        guard let reason = zero_fill_install_for_libvpx(4 << 20) else { return nil }
+        return String(cString: reason)
+    }()
 
     /// - Throws: `VP8CodecError` naming the bad setting or carrying libvpx's message.
     public init(config: VP8EncoderConfig) throws {
@@ -125,6 +132,9 @@ public final class VP8Encoder {
         }
         ctx = .allocate(capacity: 1)
         ctx.initialize(to: vpx_codec_ctx_t())
+        // libvpx zeroes a token buffer of 24 bytes a pixel here: only its pages that tokens
+        // are written to become resident (CZeroFill).
+        _ = Self.zeroFillProblem
         let rc = cvpx_enc_init(ctx, &cfg, 0)
         guard rc == VPX_CODEC_OK else {
             let message = String(cString: vpx_codec_err_to_string(rc))

@@ -47,4 +47,15 @@ import Testing
         #expect(line.contains(#".125Z""#))
         #expect(line.contains(#""latency_ms":20.123,"#))
     }
+
+    /// RFC 3339 in UTC to the millisecond, written without ICU: what ISO8601DateFormatter wrote
+    /// (`.withInternetDateTime, .withFractionalSeconds`), checked against it.
+    @Test(arguments: [0.0, 0.005, 0.999_9, 59.04, 951_782_400.5, 1_763_464_000.125, 4_102_444_799.999])
+    func timeStampsAreRFC3339InUTC(_ seconds: Double) {
+        let date = Date(timeIntervalSince1970: seconds)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let ours = EventCases.all()[0].event.jsonLine(time: date)
+        #expect(ours.contains(#""time":"\#(formatter.string(from: date))""#), "\(seconds): \(ours)")
+    }
 }
