@@ -20,17 +20,18 @@ static const char *zf_result = "not tried";
 void zero_fill_set_disabled_on_this_thread(int disabled) { zf_disabled = disabled; }
 uint64_t zero_fill_skipped_bytes(void) { return atomic_load(&zf_skipped); }
 
-// Whether [start, end) lies in one private anonymous mapping (/proc/self/maps: "rw-p", inode 0,
-// no path): there, a page never touched reads as zeros. Reads the file with a stack buffer.
-static int zf_private_anonymous(uintptr_t start, uintptr_t end) {
+// The mapping that holds all of [start, end), from /proc/self/maps read with a stack buffer (no
+// allocation): its protection, and whether it is private anonymous memory ("rw-p", inode 0,
+// no path), where a page never touched reads as zeros. Returns 0 when found, -1 otherwise.
+static int zf_mapping(uintptr_t start, uintptr_t end, int *prot, int *anonymous) {
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
+    if (fd < 0) return -1;
     char buf[4096], line[512];
     size_t used = 0;
-    int found = 0;
+    int found = -1;
     ssize_t n;
-    while (!found && (n = read(fd, buf, sizeof buf)) > 0) {
-        for (ssize_t i = 0; i < n && !found; i++) {
+    while (found < 0 && (n = read(fd, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < n && found < 0; i++) {
             if (buf[i] != '\n') { if (used < sizeof line - 1) line[used++] = buf[i]; continue; }
             line[used] = 0;
             used = 0;
@@ -38,13 +39,14 @@ static int zf_private_anonymous(uintptr_t start, uintptr_t end) {
             char perms[8];
             int path = -1;
             if (sscanf(line, "%lx-%lx %7s %*s %*s %lu %n", &lo, &hi, perms, &ino, &path) < 4) continue;
-            if (start >= lo && end <= hi) {
-                found = strcmp(perms, "rw-p") == 0 && ino == 0 && (path < 0 || line[path] == 0) ? 1 : -1;
-            }
+            if (start < lo || end > hi) continue;
+            *prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
+            *anonymous = strcmp(perms, "rw-p") == 0 && ino == 0 && (path < 0 || line[path] == 0);
+            found = 0;
         }
     }
     close(fd);
-    return found == 1;
+    return found;
 }
 
 static void *zf_memset(void *p, int c, size_t n) {
@@ -52,8 +54,8 @@ static void *zf_memset(void *p, int c, size_t n) {
     long pagesize = sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p, end = start + n;
     uintptr_t first = (start + pagesize - 1) / pagesize * pagesize, last = end / pagesize * pagesize;
-    int fd = -1;
-    if (first >= last || !zf_private_anonymous(start, end) ||
+    int fd = -1, prot, anonymous = 0;
+    if (first >= last || zf_mapping(start, end, &prot, &anonymous) != 0 || !anonymous ||
         (fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC)) < 0) {
         return memset(p, c, n);
     }
@@ -131,24 +133,6 @@ static int zf_visit(struct dl_phdr_info *info, size_t size, void *data) {
 #endif
 }
 
-// The protection of the page holding `address`, from /proc/self/maps (-1 when not found).
-static int zf_protection(uintptr_t address) {
-    FILE *f = fopen("/proc/self/maps", "re");
-    if (!f) return -1;
-    unsigned long lo, hi;
-    char perms[8];
-    int prot = -1;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && address >= lo && address < hi) {
-            prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
-            break;
-        }
-    }
-    fclose(f);
-    return prot;
-}
-
 static void zf_install(void) {
     struct zf_search search = {{0}, 0};
     dl_iterate_phdr(zf_visit, &search);
@@ -157,8 +141,8 @@ static void zf_install(void) {
     for (int i = 0; i < search.count; i++) {
         uintptr_t slot = search.slots[i];
         void *page = (void *)(slot / pagesize * pagesize);
-        int prot = zf_protection(slot);
-        if (prot < 0) { zf_result = "the GOT entry is in no mapping"; return; }
+        int prot, anonymous;
+        if (zf_mapping(slot, slot + sizeof(void *), &prot, &anonymous) != 0) { zf_result = "the GOT entry is in no mapping"; return; }
         if (!(prot & PROT_WRITE) && mprotect(page, pagesize, prot | PROT_WRITE) != 0) { zf_result = "mprotect refused"; return; }
         __atomic_store_n((void **)slot, (void *)zf_memset, __ATOMIC_RELEASE);
         if (!(prot & PROT_WRITE)) mprotect(page, pagesize, prot);

@@ -1,5 +1,6 @@
 import CX11
 import Foundation
+import Synchronization
 import Testing
 import X11TestSupport
 
@@ -9,11 +10,10 @@ import X11TestSupport
 /// whole and sharp, with nothing of the old slide left.
 @Suite struct DamageEncodingTests {
     /// Set from the test, read by the painting thread.
-    final class Flag: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value = false
-        func set() { lock.lock(); value = true; lock.unlock() }
-        var isSet: Bool { lock.lock(); defer { lock.unlock() }; return value }
+    final class Flag: Sendable {
+        private let value = Atomic<Bool>(false)
+        func set() { value.store(true, ordering: .releasing) }
+        var isSet: Bool { value.load(ordering: .acquiring) }
     }
 
     @Test func aSlideChangeWhileAClipPlaysLeavesNothingStale() throws {
