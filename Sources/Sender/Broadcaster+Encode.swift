@@ -340,11 +340,12 @@ extension Broadcaster {
         c.minBitrateKbps = s.minBitrate?.kbps
         c.keyframeIntervalSeconds = s.keyframeIntervalSeconds
         c.content = s.content
-        // detail: one thread up to 1080p — libvpx's row sync spins, and on a busy 2-core
-        // machine a second thread made encodes of a still slide take 250 ms instead of 15.
-        // motion encodes every frame at full rate: two threads from 720p up, or libvpx's
-        // real-time speed control (positive cpu-used) falls back to its fastest, blurriest modes.
-        c.threads = size.area > 1920 * 1080 || (s.content == .motion && size.area >= 1280 * 720) ? 2 : 1
+        // One thread up to 1080p: libvpx's row sync spins (x86 `pause` loops). On a busy 2-core
+        // machine a second thread made encodes of a still slide take 250 ms instead of 15, and
+        // on motion at 1080p30 the spin was 23 % of the sender's CPU (perf): one thread costs
+        // 0.44 core there against 0.57, at the same quality in video mode (VP8Encoder's
+        // screenContentMode). Above 1080p one thread cannot keep 30 fps.
+        c.threads = size.area > 1920 * 1080 ? 2 : 1
         // libvpx real-time speed: positive = adapt the speed so an encode takes about
         // (16 − N)/16 of the frame time (8 gives it half, as ffmpeg's usual -cpu-used 8 does);
         // negative = a fixed speed. The bench showed 10 costing 5 dB on motion at 1080p30.
