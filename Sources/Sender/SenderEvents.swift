@@ -120,11 +120,17 @@ public struct SenderStats: BroadcastEvent, Equatable {
     /// protection now (FEC packets per media packet).
     public var fecKbps: Int = 0
     public var fecProtection: Double = 0
+    /// Since the start: pictures grabbed (or read), and frames the encoder made of them
+    /// (`frames_sent` counts those sent; the latest picture wins, so captured ≥ encoded when the
+    /// encoder cannot keep up, and encoded > captured on a still screen's refinements).
+    public var framesCaptured: Int = 0
+    public var framesEncoded: Int = 0
 
     public var name: String { "stats" }
     public var fields: [String: JSONValue] {
         var f: [String: JSONValue] = [
             "fps": .int(fps), "kbps": .int(kbps), "frames_sent": .int(framesSent), "keyframes_sent": .int(keyframesSent),
+            "frames_captured": .int(framesCaptured), "frames_encoded": .int(framesEncoded),
             "encode_ms_p50": .double(encodeMillis.p50), "encode_ms_p95": .double(encodeMillis.p95),
             "capture_ms_p50": .double(captureMillis.p50), "capture_ms_p95": .double(captureMillis.p95),
             "convert_ms_p50": .double(convertMillis.p50), "convert_ms_p95": .double(convertMillis.p95),

@@ -50,7 +50,7 @@ struct SenderStatistics {
             size: c.outputSize, sendErrors: c.sendErrors, rttMillis: c.rttMillis, loss: c.fractionLost,
             retransmitted: c.retransmitted, viewers: inRoom ? c.viewers : nil, audio: audioStats,
             targetKbps: targetKbps, estimateKbps: estimateKbps, fecKbps: (c.fecBytes - p.fecBytes) * 8 / 1000,
-            fecProtection: fecProtection))
+            fecProtection: fecProtection, framesCaptured: c.framesCaptured, framesEncoded: c.framesEncoded))
         // Receivers asked for many packets again: the path is losing them (even if the
         // retransmissions repair it, it is a sign of congestion).
         let sentPackets = Int(c.packetsSent &- p.packetsSent), resent = c.retransmitted - p.retransmitted

@@ -20,7 +20,7 @@ import X11TestSupport
             "paused": [], "resumed": [],
             "settings_changed": ["changed", "fps", "bitrate_kbps", "content", "paused", "source"],
             "stats": ["fps", "kbps", "encode_ms_p50", "encode_ms_p95", "capture_ms_p50", "convert_ms_p50", "send_ms_p50",
-                      "rtt_ms", "loss", "width", "height", "frames_sent", "send_errors"],
+                      "rtt_ms", "loss", "width", "height", "frames_sent", "frames_captured", "frames_encoded", "send_errors"],
             "warning": ["kind", "message"],
             "error": ["kind", "message"],
             "reconnecting": ["attempt", "of", "retry_in_ms", "reason", "server"],

@@ -49,7 +49,7 @@ enum EventCases {
                 encodeMillis: Quantiles(p50: 3.2449, p95: 5.0), captureMillis: Quantiles(p50: 0.9, p95: 1.1),
                 convertMillis: Quantiles(p50: 0.7, p95: 0.8), sendMillis: Quantiles(p50: 0.0504, p95: 0.07),
                 size: PixelSize(width: 1920, height: 1080), sendErrors: 0, rttMillis: nil, loss: nil, retransmitted: 0,
-                targetKbps: 500)),
+                targetKbps: 500, framesCaptured: 75, framesEncoded: 61)),
             ("sender.stats.room.audio", SenderStats(
                 fps: 30, kbps: 2100, framesSent: 600, keyframesSent: 3,
                 encodeMillis: Quantiles(p50: 8.25, p95: 12.96), captureMillis: Quantiles(p50: 1.0, p95: 2.0),
@@ -57,7 +57,7 @@ enum EventCases {
                 size: PixelSize(width: 1280, height: 720), sendErrors: 2, rttMillis: 0.4321, loss: 0.0123, retransmitted: 4,
                 viewers: 3,
                 audio: .init(packetsSent: 250, bytesSent: 40000, kbps: 64, latencyP50Millis: 42.5, latencyP95Millis: nil),
-                targetKbps: 1960, estimateKbps: 2210)),
+                targetKbps: 1960, estimateKbps: 2210, framesCaptured: 598, framesEncoded: 600)),
             ("sender.bitrate_changed", BitrateChanged(targetKbps: 870, previousKbps: 3000, estimateKbps: 1024, loss: 0.36, rttMillis: 26.016)),
             ("sender.stopped", SenderStopped(
                 reason: .duration, framesCaptured: 1, framesEncoded: 24, framesSent: 6, keyframesSent: 1, packetsSent: 648,
