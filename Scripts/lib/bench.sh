@@ -43,6 +43,22 @@ keep_last_3() {
     ls -1d "$1"* 2>/dev/null | sort | head -n -3 | xargs -r rm -rf
 }
 
+# bench_content CONTENT [BARCODE_ARGS...]: the senders' frame rate (CONTENT_FPS) and the
+# content loop's arguments (CONTENT_XLOOP) for one of the contents make-content.sh renders, with
+# BARCODE_ARGS (xloop's -b/-B) where the content has a barcode (not on slides).
+bench_content() {
+    local c="$1"
+    shift
+    case "$c" in
+        slides) CONTENT_FPS=15; CONTENT_XLOOP=(-r 0.2 "$TMP/content/slides.bgrx") ;;
+        motion) CONTENT_FPS=30; CONTENT_XLOOP=(-r 30 "$@" "$TMP/content/motion.bgrx") ;;
+        scroll) CONTENT_FPS=15; CONTENT_XLOOP=(-r 30 -S 4 "$@" "$TMP/content/scroll.bgrx") ;;
+        latency) CONTENT_FPS=30; CONTENT_XLOOP=(-r 0.2 -n 1 "$@" "$TMP/content/slides.bgrx") ;;
+        clip) CONTENT_FPS=30; CONTENT_XLOOP=(-r 30 -R 1240,600,640,360 "$@" "$TMP/content/clip.bgrx") ;;
+        *) die "unknown content '$c'" ;;
+    esac
+}
+
 # For config.json: the commit measured (+dirty with uncommitted changes) and the CPU model.
 commit_label() { echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)"; }
 cpu_model() { awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo; }
