@@ -121,13 +121,13 @@ let package = Package(
         .testTarget(name: "VideoProcessingTests", dependencies: ["TestSupport", "VideoProcessing", "MediaCore"]),
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "CZeroFill", "VideoProcessing", "MediaCore"]),
         // Shared by the pure tests: a seeded random number generator.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["MediaCore"], path: "Tests/TestSupport"),
         // A room peer that speaks the relay's encrypted hop by hand (DTLS, SRTP), for tests.
         .target(name: "HopTestSupport", dependencies: ["Room", "SRTP", "Transport", "WebRTC"], path: "Tests/HopTestSupport"),
         // Shared by the capture and end-to-end tests: real X windows to capture, and the audio/video
         // sync probe (a window that flashes with a beep; a measurer of what is seen and heard).
         .target(name: "X11TestSupport", dependencies: ["CX11", "CPulse"], path: "Tests/X11TestSupport"),
-        .testTarget(name: "ScreenCaptureTests", dependencies: ["ScreenCapture", "MediaCore", "CX11", "X11TestSupport"]),
+        .testTarget(name: "ScreenCaptureTests", dependencies: ["TestSupport", "ScreenCapture", "MediaCore", "VideoProcessing", "CX11", "X11TestSupport"]),
         .testTarget(name: "VideoOutputTests", dependencies: ["VideoOutput", "MediaCore", "CX11", "X11TestSupport"]),
         .testTarget(name: "RecordingTests", dependencies: ["Recording", "VP8Codec", "MediaCore"]),
         .testTarget(name: "AudioIOTests", dependencies: ["AudioIO"]),

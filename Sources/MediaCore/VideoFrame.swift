@@ -85,6 +85,9 @@ public final class VideoFrame: @unchecked Sendable {
     public var timestampNanos: UInt64 = 0
     /// Frames that are identical to the previous one (nothing changed on screen).
     public var isRepeat: Bool = false
+    /// The number of the captured picture this frame holds (``ChangeHistory``), 0 when none: a
+    /// reused frame is brought up to date by converting only what changed since.
+    public var pictureSerial: UInt64 = 0
 
     public init(width: Int, height: Int) {
         precondition(width > 0 && height > 0, "frame size must be positive")

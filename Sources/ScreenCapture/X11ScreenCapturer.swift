@@ -37,11 +37,11 @@ public enum CaptureSourceSpec: Sendable, Equatable {
 
 /// Result of one capture attempt, as libwebrtc's DesktopCapturer reports it.
 public enum CaptureOutcome: Sendable, Equatable {
-    /// New pixels were handed to the body.
+    /// New pixels were handed to the sink.
     case captured
-    /// Nothing changed since the last capture; nothing was copied, the body was not called.
+    /// Nothing changed since the last capture; nothing was copied, the sink was not called.
     case unchanged
-    /// The source cannot be shown now (a window unmapped or gone): the body was handed a
+    /// The source cannot be shown now (a window unmapped or gone): the sink was handed a
     /// placeholder picture instead, once per change of state; the text says why.
     case placeholder(String)
     /// Try again later.
@@ -69,9 +69,10 @@ public struct CaptureError: Error, CustomStringConvertible, Equatable {
     public var description: String { message }
 }
 
-/// Captures the screen, a region, a RandR monitor or one window of an X11 display into a
-/// reused MIT-SHM image (XGetImage when shared memory cannot be attached), skipping the copy
-/// when XDamage reports no change, and drawing the cursor in (XFixes) when asked.
+/// Captures the screen, a region, a RandR monitor or one window of an X11 display, band by band
+/// through a small reused MIT-SHM image (XGetImage when shared memory cannot be attached),
+/// only the areas the sink asks for, skipping the copy when XDamage reports no change, and
+/// drawing the cursor in (XFixes) when asked.
 ///
 /// A window is captured from its own off-screen pixmap (XComposite, automatic redirection),
 /// so windows in front of it never show; it is followed through moves and resizes; when it
@@ -94,8 +95,11 @@ public final class X11ScreenCapturer {
     private var randrEventBase: Int32 = -1
     private let logger: Logger
     private let wantSharedMemory: Bool
+    /// The MIT-SHM image: one band of up to `imageSize` (its width × `bandRows(width)` rows).
     private var image: UnsafeMutablePointer<XImage>?
     private var imageSize = PixelSize(width: 0, height: 0)
+    /// What the sink asked for in this capture (reused).
+    private var areas: [PixelRect] = []
     private var shmInfo = XShmSegmentInfo()
     private var shmAttached = false
     private var damage: Damage = 0
@@ -110,6 +114,12 @@ public final class X11ScreenCapturer {
     /// Where the cursor was drawn into the last picture (its pixels), nil if it was not.
     private var cursorRect: PixelRect?
     public private(set) var usesSharedMemory = false
+    /// Bytes of the MIT-SHM segment (one band), 0 without one.
+    public var sharedMemoryBytes: Int { shmAttached ? imageSize.area * 4 : 0 }
+    /// Pixels a band holds: about 1 MB of BGRA, a few hundred kB that stay in the cache
+    /// between the X server's copy and the conversion.
+    static let bandPixels = 1 << 18
+    static func bandRows(width: Int) -> Int { max(16, (bandPixels / max(width, 1)) & ~1) }
 
     // Window state.
     private var useComposite = false
@@ -200,7 +210,7 @@ public final class X11ScreenCapturer {
 
         switch target {
         case .rect(let r):
-            if wantSharedMemory { usesSharedMemory = attachSharedImage(size: r.size, visual: visual, depth: depth) }
+            if wantSharedMemory { usesSharedMemory = attachSharedImage(width: r.width, visual: visual, depth: depth) }
             if !usesSharedMemory {
                 logger.warning("MIT-SHM unavailable on \"\(shownName)\": capturing with XGetImage (slower)")
             }
@@ -304,11 +314,17 @@ public final class X11ScreenCapturer {
         imageSize = PixelSize(width: 0, height: 0)
     }
 
-    private func attachSharedImage(size: PixelSize, visual: UnsafeMutablePointer<Visual>, depth: Int32) -> Bool {
+    /// Attaches a segment for bands of up to `width` pixels (``bandRows(width:)`` rows).
+    private func attachSharedImage(width: Int, visual: UnsafeMutablePointer<Visual>, depth: Int32) -> Bool {
         releaseImage()
         shmInfo = XShmSegmentInfo()
+        let size = PixelSize(width: width, height: Self.bandRows(width: width))
         guard let img = XShmCreateImage(display, visual, UInt32(depth), ZPixmap, nil, &shmInfo,
                                         UInt32(size.width), UInt32(size.height)) else { return false }
+        guard img.pointee.bits_per_pixel == 32, Int(img.pointee.bytes_per_line) == size.width * 4 else {
+            _ = cx11_destroy_image(img)
+            return false
+        }
         let bytes = Int(img.pointee.bytes_per_line) * Int(img.pointee.height)
         shmInfo.shmid = shmget(IPC_PRIVATE, bytes, IPC_CREAT | 0o600)
         guard shmInfo.shmid >= 0 else {
@@ -338,48 +354,79 @@ public final class X11ScreenCapturer {
         return true
     }
 
-    /// Copies `size` pixels at (x, y) of `drawable` and hands them to `deliver`; false on an X error.
-    private func grab(_ drawable: Drawable, x: Int, y: Int, size: PixelSize, visual: UnsafeMutablePointer<Visual>?,
-                      depth: Int32, origin: (Int, Int), _ body: (BGRAImageView) -> Void) -> Bool {
+    /// Grabs the picture of `size` whose top-left is at `offset` in `drawable` (at `origin` on the
+    /// root window) for the sink: tells it what changed, then delivers the areas it asks for in
+    /// bands. False on an X error (the sink was told to cancel).
+    private func grab(_ drawable: Drawable, offset: (Int, Int), size: PixelSize, visual: UnsafeMutablePointer<Visual>?,
+                      depth: Int32, origin: (Int, Int), into sink: CaptureSink) -> Bool {
         _ = cx11_take_error()
-        if usesSharedMemory {
-            if imageSize != size || image == nil {
-                guard let visual, attachSharedImage(size: size, visual: visual, depth: depth) else {
-                    usesSharedMemory = false
-                    logger.warning("MIT-SHM image of \(size) failed on \"\(displayName)\": capturing with XGetImage (slower)")
-                    return grab(drawable, x: x, y: y, size: size, visual: visual, depth: depth, origin: origin, body)
-                }
+        if drawCursor {
+            // The cursor's old and new places changed too (it is drawn in; XDamage does not see it).
+            if changesKnown, let old = cursorRect { changedRects.append(old) }
+            placeCursor(origin: origin)
+            if changesKnown, let new = cursorRect { changedRects.append(new) }
+        }
+        areas.removeAll(keepingCapacity: true)
+        changedRects.withUnsafeBufferPointer { rects in
+            sink.begin(size: size, changed: changesKnown ? rects : nil, areas: &areas)
+        }
+        if usesSharedMemory && imageSize.width < size.width {
+            guard let visual, attachSharedImage(width: size.width, visual: visual, depth: depth) else {
+                usesSharedMemory = false
+                logger.warning("MIT-SHM image of \(size.width) pixels wide failed on \"\(displayName)\": capturing with XGetImage (slower)")
+                return grabAreas(drawable, offset: offset, size: size, into: sink)
             }
-            guard let image, XShmGetImage(display, drawable, image, Int32(x), Int32(y), UInt.max) != 0,
-                  cx11_take_error() == 0 else { return false }
-            deliver(image, origin: origin, body)
+        }
+        return grabAreas(drawable, offset: offset, size: size, into: sink)
+    }
+
+    private func grabAreas(_ drawable: Drawable, offset: (Int, Int), size: PixelSize, into sink: CaptureSink) -> Bool {
+        let whole = PixelRect(x: 0, y: 0, width: size.width, height: size.height)
+        for asked in areas {
+            guard let area = asked.intersection(whole) else { continue }
+            let rows = usesSharedMemory ? Self.bandRows(width: imageSize.width) : area.height
+            var y = area.y
+            while y < area.y + area.height {
+                let band = PixelRect(x: area.x, y: y, width: area.width, height: min(rows, area.y + area.height - y))
+                guard grabBand(drawable, band, offset: offset, into: sink) else {
+                    sink.cancel()
+                    return false
+                }
+                y += band.height
+            }
+        }
+        sink.end()
+        return true
+    }
+
+    /// Copies one band (picture pixels) of the drawable, draws the cursor in, hands it to the sink.
+    private func grabBand(_ drawable: Drawable, _ band: PixelRect, offset: (Int, Int), into sink: CaptureSink) -> Bool {
+        let x = Int32(offset.0 + band.x), y = Int32(offset.1 + band.y)
+        if usesSharedMemory, let image {
+            // One segment, any band that fits: the request carries the image's size.
+            image.pointee.width = Int32(band.width)
+            image.pointee.height = Int32(band.height)
+            image.pointee.bytes_per_line = Int32(band.width * 4)
+            guard XShmGetImage(display, drawable, image, x, y, UInt.max) != 0, cx11_take_error() == 0 else { return false }
+            deliver(image, band, into: sink)
         } else {
-            guard let img = XGetImage(display, drawable, Int32(x), Int32(y), UInt32(size.width),
-                                      UInt32(size.height), UInt.max, ZPixmap) else {
+            guard let img = XGetImage(display, drawable, x, y, UInt32(band.width), UInt32(band.height), UInt.max, ZPixmap) else {
                 _ = cx11_take_error()
                 return false
             }
-            deliver(img, origin: origin, body)
+            deliver(img, band, into: sink)
             _ = cx11_destroy_image(img)
         }
         return true
     }
 
-    private func deliver(_ img: UnsafeMutablePointer<XImage>, origin: (Int, Int), _ body: (BGRAImageView) -> Void) {
+    private func deliver(_ img: UnsafeMutablePointer<XImage>, _ band: PixelRect, into sink: CaptureSink) {
         let base = UnsafeMutableRawPointer(img.pointee.data)!
         let stride = Int(img.pointee.bytes_per_line)
-        let w = Int(img.pointee.width), h = Int(img.pointee.height)
-        if drawCursor {
-            // The cursor's old and new places changed too (it is drawn in; XDamage does not see it).
-            if changesKnown, let old = cursorRect { changedRects.append(old) }
-            drawCursorInto(base, stride: stride, width: w, height: h, originX: origin.0, originY: origin.1)
-            if changesKnown, let new = cursorRect { changedRects.append(new) }
-        }
-        changedRects.withUnsafeBufferPointer { rects in
-            body(BGRAImageView(base: UnsafeRawPointer(base), stride: stride, width: w, height: h, changed: changesKnown ? rects : nil))
-        }
+        if drawCursor { blendCursor(into: base, stride: stride, band) }
+        sink.write(BGRAImageView(base: UnsafeRawPointer(base), stride: stride, width: band.width, height: band.height),
+                   x: band.x, y: band.y)
     }
-
     /// Empties the damage for the next grab, keeping what it covered as rectangles of the
     /// picture when the grab is of a screen area (a forced grab, or a window's, says nothing).
     private func takeDamage(force: Bool) {
@@ -496,9 +543,9 @@ public final class X11ScreenCapturer {
 
     // MARK: Capture
 
-    /// Captures a frame if the source changed (or `force`), handing the body a borrowed BGRA
-    /// view that is valid only during the call.
-    public func capture(force: Bool = false, _ body: (BGRAImageView) -> Void) -> CaptureOutcome {
+    /// Captures a picture if the source changed (or `force`): the sink learns what changed and
+    /// gets the areas it asks for, band by band.
+    public func capture(force: Bool = false, into sink: CaptureSink) -> CaptureOutcome {
         if cx11_io_failed() != 0 { return .permanentError("the X server of \(displayName) closed the connection (it stopped or crashed)") }
         drainEvents()
         if cx11_io_failed() != 0 { return .permanentError("the X server of \(displayName) closed the connection (it stopped or crashed)") }
@@ -509,16 +556,16 @@ public final class X11ScreenCapturer {
         switch target {
         case .rect(let r):
             let screen = cx11_default_screen(display)
-            guard grab(root, x: r.x, y: r.y, size: r.size, visual: cx11_default_visual(display, screen),
-                       depth: cx11_default_depth(display, screen), origin: (r.x, r.y), body) else {
+            guard grab(root, offset: (r.x, r.y), size: r.size, visual: cx11_default_visual(display, screen),
+                       depth: cx11_default_depth(display, screen), origin: (r.x, r.y), into: sink) else {
                 return .temporaryError("capturing \(r) of \"\(displayName)\" failed")
             }
             return .captured
         case .window(let top, let label):
-            if windowGone { return showPlaceholder("\(label) is gone (closed)", force: force, body) }
+            if windowGone { return showPlaceholder("\(label) is gone (closed)", force: force, into: sink) }
             guard refreshWindowGeometry(top) else {
                 return showPlaceholder(windowGone ? "\(label) is gone (closed)" : "\(label) is not mapped (minimised or hidden)",
-                                       force: force, body)
+                                       force: force, into: sink)
             }
             var attrs = XWindowAttributes()
             XGetWindowAttributes(display, top, &attrs)
@@ -538,8 +585,8 @@ public final class X11ScreenCapturer {
                 drawable = windowPixmap
                 offset = windowBorder
             }
-            let ok = grab(drawable, x: offset, y: offset, size: windowRect.size, visual: attrs.visual,
-                          depth: attrs.depth, origin: (windowRect.x, windowRect.y), body)
+            let ok = grab(drawable, offset: (offset, offset), size: windowRect.size, visual: attrs.visual,
+                          depth: attrs.depth, origin: (windowRect.x, windowRect.y), into: sink)
             guard ok else {
                 freeWindowPixmap()
                 dirty = true
@@ -550,8 +597,23 @@ public final class X11ScreenCapturer {
         }
     }
 
-    /// Hands the body a dark placeholder of the window's last size, once per change of reason.
-    private func showPlaceholder(_ reason: String, force: Bool, _ body: (BGRAImageView) -> Void) -> CaptureOutcome {
+    /// Captures like ``capture(force:into:)`` and hands `body` the whole picture at once, with
+    /// what changed (the view is valid only during the call). For tests: it allocates a
+    /// picture-sized buffer for each call.
+    func capture(force: Bool = false, _ body: (BGRAImageView) -> Void) -> CaptureOutcome {
+        let sink = WholePictureSink()
+        let outcome = capture(force: force, into: sink)
+        if sink.complete, let pixels = sink.pixels {
+            sink.changed.withUnsafeBufferPointer { rects in
+                body(BGRAImageView(base: UnsafeRawPointer(pixels), stride: sink.size.width * 4, width: sink.size.width,
+                                   height: sink.size.height, changed: sink.changesKnown ? rects : nil))
+            }
+        }
+        return outcome
+    }
+
+    /// Hands the sink a dark placeholder of the window's last size, once per change of reason.
+    private func showPlaceholder(_ reason: String, force: Bool, into sink: CaptureSink) -> CaptureOutcome {
         if placeholderReason == reason && !force { return .unchanged }
         placeholderReason = reason
         let size = windowRect.size.area > 0 ? PixelSize(width: windowRect.width, height: windowRect.height)
@@ -563,7 +625,16 @@ public final class X11ScreenCapturer {
             placeholder = p
             placeholderSize = size
         }
-        body(BGRAImageView(base: UnsafeRawPointer(placeholder!), stride: size.width * 4, width: size.width, height: size.height))
+        areas.removeAll(keepingCapacity: true)
+        sink.begin(size: size, changed: nil, areas: &areas)
+        let whole = PixelRect(x: 0, y: 0, width: size.width, height: size.height)
+        for asked in areas {
+            guard let a = asked.intersection(whole) else { continue }
+            sink.write(BGRAImageView(base: UnsafeRawPointer(placeholder! + (a.y * size.width + a.x) * 4), stride: size.width * 4,
+                                     width: a.width, height: a.height), x: a.x, y: a.y)
+        }
+        sink.end()
+        cursorRect = nil
         return .placeholder(reason)
     }
 
@@ -626,34 +697,66 @@ public final class X11ScreenCapturer {
         cursorStale = false
     }
 
-    /// Blends the cursor (premultiplied ARGB) into a BGRA image whose top-left is at
-    /// (originX, originY) on the root window.
-    private func drawCursorInto(_ base: UnsafeMutableRawPointer, stride: Int, width: Int, height: Int, originX: Int, originY: Int) {
+    /// Finds where the cursor goes in this picture, whose top-left is at `origin` on the root
+    /// window: sets ``cursorRect`` (picture pixels; nil when it is not drawn).
+    private func placeCursor(origin: (Int, Int)) {
         if cursorStale { refreshCursorImage() }
         cursorRect = nil
         guard let p = pointerPosition() else { return }
         lastPointer = p
         guard cursorSize.area > 0 else { return }
-        let left = p.x - cursorHot.x - originX, top = p.y - cursorHot.y - originY
-        cursorRect = PixelRect(x: left, y: top, width: cursorSize.width, height: cursorSize.height)
-        for cy in 0..<cursorSize.height {
-            let y = top + cy
-            guard y >= 0 && y < height else { continue }
-            let row = base.advanced(by: y * stride).assumingMemoryBound(to: UInt32.self)
-            for cx in 0..<cursorSize.width {
-                let x = left + cx
-                guard x >= 0 && x < width else { continue }
-                let src = cursorPixels[cy * cursorSize.width + cx]
+        cursorRect = PixelRect(x: p.x - cursorHot.x - origin.0, y: p.y - cursorHot.y - origin.1,
+                               width: cursorSize.width, height: cursorSize.height)
+    }
+
+    /// Blends the cursor (premultiplied ARGB) at ``cursorRect`` into a BGRA band holding `band`
+    /// of the picture.
+    private func blendCursor(into base: UnsafeMutableRawPointer, stride: Int, _ band: PixelRect) {
+        guard let cursor = cursorRect, let part = cursor.intersection(band) else { return }
+        for y in part.y..<(part.y + part.height) {
+            let row = base.advanced(by: (y - band.y) * stride).assumingMemoryBound(to: UInt32.self)
+            for x in part.x..<(part.x + part.width) {
+                let src = cursorPixels[(y - cursor.y) * cursorSize.width + (x - cursor.x)]
                 let a = src >> 24
                 if a == 0 { continue }
-                let dst = row[x]
+                let dst = row[x - band.x]
                 let inv = 255 - a
                 func channel(_ shift: UInt32) -> UInt32 {
                     let s = (src >> shift) & 0xff, d = (dst >> shift) & 0xff
                     return min(255, s + (d * inv + 127) / 255) << shift
                 }
-                row[x] = 0xff00_0000 | channel(16) | channel(8) | channel(0)
+                row[x - band.x] = 0xff00_0000 | channel(16) | channel(8) | channel(0)
             }
         }
     }
+}
+
+/// Assembles a whole picture from the bands (``X11ScreenCapturer/capture(force:_:)``, for tests).
+final class WholePictureSink: CaptureSink {
+    var pixels: UnsafeMutableRawPointer?
+    var size = PixelSize(width: 0, height: 0)
+    var changed: [PixelRect] = []
+    var changesKnown = false
+    var complete = false
+
+    deinit { pixels?.deallocate() }
+
+    func begin(size: PixelSize, changed: UnsafeBufferPointer<PixelRect>?, areas: inout [PixelRect]) {
+        self.size = size
+        self.changed = changed.map(Array.init) ?? []
+        changesKnown = changed != nil
+        pixels?.deallocate()
+        pixels = UnsafeMutableRawPointer.allocate(byteCount: max(size.area, 1) * 4, alignment: 64)
+        areas.append(PixelRect(x: 0, y: 0, width: size.width, height: size.height))
+    }
+
+    func write(_ band: BGRAImageView, x: Int, y: Int) {
+        guard let pixels else { return }
+        for row in 0..<band.height {
+            (pixels + ((y + row) * size.width + x) * 4).copyMemory(from: band.base + row * band.stride, byteCount: band.width * 4)
+        }
+    }
+
+    func end() { complete = true }
+    func cancel() { complete = false }
 }

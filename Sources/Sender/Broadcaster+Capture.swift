@@ -44,7 +44,6 @@ extension Broadcaster {
 
     func x11Loop(_ initial: X11ScreenCapturer) {
         var capturer = initial
-        let converter = FrameConverter()
         var current = settings
         var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
         var pacer = CapturePacer(fps: Double(max(current.fps, 1)), now: clock.nowNanos())
@@ -53,6 +52,27 @@ extension Broadcaster {
         var tooSmall: PixelSize?
         var force = false
         var scale = scaleLevel.load(ordering: .relaxed)
+        let assembler = FrameAssembler(pool: pool, nowNanos: { [clock] in clock.nowNanos() }) { [self] size in
+            guard size.width >= Self.minimumSide && size.height >= Self.minimumSide else {
+                // Too small to encode usefully (a window shrunk to nothing, a 1-pixel region):
+                // the receivers keep the last picture until it grows back.
+                if tooSmall != size {
+                    tooSmall = size
+                    events.emit(.error(.unsupportedResolution(width: size.width, height: size.height),
+                        "the source is \(size), smaller than \(Self.minimumSide)x\(Self.minimumSide); holding the last picture until it grows"))
+                }
+                return false
+            }
+            tooSmall = nil
+            if size != sourceSize {
+                if sourceSize.area > 0 && !force {
+                    events.emit(.warning(.sourceResized, "source is now \(size) (was \(sourceSize)); restarting the encoder with a keyframe"))
+                }
+                sourceSize = size
+                pool.resize(to: targetSize(for: size))
+            }
+            return true
+        }
         while isRunning {
             if case let level = scaleLevel.load(ordering: .relaxed), level != scale {
                 scale = level
@@ -88,32 +108,11 @@ extension Broadcaster {
             let now = clock.nowNanos()
             if now < pacer.nextNanos { clock.sleep(untilNanos: pacer.nextNanos); continue }
             let grabStart = clock.nowNanos()
-            let outcome = capturer.capture(force: force) { view in
-                let grabbed = clock.nowNanos()
-                guard view.size.width >= Self.minimumSide && view.size.height >= Self.minimumSide else {
-                    // Too small to encode usefully (a window shrunk to nothing, a 1-pixel region):
-                    // the receivers keep the last picture until it grows back.
-                    if tooSmall != view.size {
-                        tooSmall = view.size
-                        events.emit(.error(.unsupportedResolution(width: view.size.width, height: view.size.height),
-                            "the source is \(view.size), smaller than \(Self.minimumSide)x\(Self.minimumSide); holding the last picture until it grows"))
-                    }
-                    return
-                }
-                tooSmall = nil
-                if view.size != sourceSize {
-                    if sourceSize.area > 0 && !force {
-                        events.emit(.warning(.sourceResized, "source is now \(view.size) (was \(sourceSize)); restarting the encoder with a keyframe"))
-                    }
-                    sourceSize = view.size
-                    pool.resize(to: targetSize(for: view.size))
-                }
-                let frame = pool.take()
-                converter.convert(bgra: view, into: frame)
-                frame.setChanges(view.changed, source: view.size)
+            let outcome = capturer.capture(force: force, into: assembler)
+            if let (frame, convertMillis) = assembler.takeFinished() {
                 frame.timestampNanos = now
-                publish(frame, captureMillis: Double(grabbed &- grabStart) / 1e6,
-                        convertMillis: Double(clock.nowNanos() &- grabbed) / 1e6)
+                let total = Double(clock.nowNanos() &- grabStart) / 1e6
+                publish(frame, captureMillis: max(0, total - convertMillis), convertMillis: convertMillis)
             }
             force = false
             switch outcome {

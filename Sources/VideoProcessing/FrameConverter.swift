@@ -16,7 +16,8 @@ public final class FrameConverter {
         return s
     }
 
-    private func scale(_ src: VideoFrame, into frame: VideoFrame) {
+    /// Scales all of `src` into `frame` (box filter).
+    public func scale(_ src: VideoFrame, into frame: VideoFrame) {
         I420Scale(src.y, Int32(src.strideY), src.u, Int32(src.strideUV), src.v, Int32(src.strideUV),
                   Int32(src.width), Int32(src.height),
                   frame.y, Int32(frame.strideY), frame.u, Int32(frame.strideUV), frame.v, Int32(frame.strideUV),
@@ -30,6 +31,19 @@ public final class FrameConverter {
                    target.y, Int32(target.strideY), target.u, Int32(target.strideUV), target.v, Int32(target.strideUV),
                    Int32(bgra.width), Int32(bgra.height))
         if target !== frame { scale(target, into: frame) }
+    }
+
+    /// BGRA → I420 of one band of a picture, whose top-left is at (x, y) in `frame` (even: whole
+    /// chroma samples). The frame's pixels there come out as a conversion of the whole picture
+    /// would make them.
+    public func convert(bgra band: BGRAImageView, into frame: VideoFrame, x: Int, y: Int) {
+        precondition(x & 1 == 0 && y & 1 == 0 && x + band.width <= frame.width && y + band.height <= frame.height,
+                     "band \(band.width)x\(band.height)+\(x)+\(y) does not fit \(frame.size) on even pixels")
+        ARGBToI420(band.base.assumingMemoryBound(to: UInt8.self), Int32(band.stride),
+                   frame.y + y * frame.strideY + x, Int32(frame.strideY),
+                   frame.u + (y / 2) * frame.strideUV + x / 2, Int32(frame.strideUV),
+                   frame.v + (y / 2) * frame.strideUV + x / 2, Int32(frame.strideUV),
+                   Int32(band.width), Int32(band.height))
     }
 
     /// NV12 (Y plane, then interleaved UV) → I420.

@@ -3,6 +3,8 @@ import Foundation
 import Logging
 import MediaCore
 import Testing
+import TestSupport
+import VideoProcessing
 @testable import ScreenCapture
 
 /// Draws on the root window of the test X server (Scripts/test starts a private Xvfb).
@@ -136,6 +138,45 @@ func matchesPattern(_ view: BGRAImageView, origin: (Int, Int), seed: UInt32) -> 
         #expect(covered == 40 * 30 + 40 * 20, "\(changed)")
         #expect(changed.allSatisfy { $0.x >= 0 && $0.y >= 0 && $0.x + $0.width <= 640 && $0.y + $0.height <= 360 })
         #expect(grab(force: true) == nil)
+    }
+
+    /// The sender's path: MIT-SHM holds one band, not the screen, and a pooled frame is brought
+    /// up to date with only what changed since the picture it held. Each frame must be exactly
+    /// the conversion of a whole grab (another capturer's), while converting a small part of it.
+    @Test func bandedGrabsOfWhatChangedGiveTheWholePictureExactly() throws {
+        let painter = try RootPainter()
+        painter.paint(PixelRect(x: 0, y: 0, width: painter.width, height: painter.height), seed: 11)
+        let cap = try X11ScreenCapturer(display: nil, source: .screen, logger: logger)
+        let whole = try X11ScreenCapturer(display: nil, source: .screen, logger: logger)
+        let size = cap.outputSize
+        #expect(cap.sharedMemoryBytes > 0 && cap.sharedMemoryBytes <= 1 << 20, "segment of \(cap.sharedMemoryBytes) bytes")
+        let pool = FramePool(size: size, capacity: 4)
+        let assembler = FrameAssembler(pool: pool, nowNanos: { 0 })
+        let converter = FrameConverter()
+        let reference = VideoFrame(width: size.width, height: size.height)
+        func sameAsWholeGrab(_ frame: VideoFrame) -> Bool {
+            _ = whole.capture(force: true) { converter.convert(bgra: $0, into: reference) }
+            return frame.samePixels(as: reference)
+        }
+        #expect(cap.capture(force: true, into: assembler) == .captured)
+        var previous = try #require(assembler.takeFinished()).frame
+        #expect(assembler.pixelsConverted == size.area)
+        #expect(sameAsWholeGrab(previous))
+        // A clip-sized box moving over a still screen, at odd places; frames go round as in the sender.
+        for step in 0..<6 {
+            painter.paint(PixelRect(x: 301 + step * 37, y: 203 + step * 11, width: 321, height: 181), seed: 20 + UInt32(step))
+            #expect(cap.waitForChange(timeoutNanos: 2_000_000_000))
+            #expect(cap.capture(into: assembler) == .captured)
+            let frame = try #require(assembler.takeFinished()).frame
+            #expect(sameAsWholeGrab(frame), "step \(step)")
+            if step == 0 {
+                #expect(assembler.pixelsConverted == size.area)  // a new frame: the pool had none free yet
+            } else {
+                #expect(assembler.pixelsConverted < size.area / 8, "step \(step): \(assembler.pixelsConverted) pixels converted")
+            }
+            pool.recycle(previous)
+            previous = frame
+        }
     }
 
     @Test func regionOutsideTheScreenIsRejected() {
