@@ -46,8 +46,7 @@ final class VirtualHost {
     }
 
     private static func ip(_ arguments: [String]) throws {
-        let dir = NSTemporaryDirectory()
-        let c = try Child(which("ip"), arguments, dir: dir, name: "ip-\(UUID().uuidString.prefix(8))")
+        let c = try Child(which("ip"), arguments, dir: try makeTempDir(), name: "ip")
         let status = c.finish(within: 10)
         guard status == 0 else { throw TestFailure("ip \(arguments.joined(separator: " ")): exit \(status): \(c.stderr)") }
     }

@@ -125,8 +125,20 @@ public func which(_ name: String) -> String {
     return name
 }
 
+/// Where this test process keeps its files: one directory, removed with everything in it when
+/// the process exits (a test run made dozens, some of hundreds of MB, and left them in /tmp).
+/// `SCREENSHARE_KEEP_TEST_FILES=1` keeps it, to look at a failed test's logs and captures.
+let testFilesRoot: String = {
+    let root = NSTemporaryDirectory() + "screenshare-tests-\(getpid())"
+    if ProcessInfo.processInfo.environment["SCREENSHARE_KEEP_TEST_FILES"] != "1" {
+        atexit { try? FileManager.default.removeItem(atPath: testFilesRoot) }
+    }
+    return root
+}()
+
+/// A new directory for one test's files, inside ``testFilesRoot``.
 public func makeTempDir() throws -> String {
-    let dir = NSTemporaryDirectory() + "screenshare-e2e-\(UUID().uuidString.prefix(8))"
+    let dir = testFilesRoot + "/e2e-\(UUID().uuidString.prefix(8))"
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
     return dir
 }
