@@ -72,6 +72,22 @@ cpu_ticks() {
     read -ra f <<<"${s##*) }"
     echo $((f[11] + f[12]))
 }
+# thread_ticks PID: utime+stime of each of PID's threads in clock ticks, summed by thread name,
+# as NAME=TICKS words (screenshare names its threads ss-capture, ss-encode, …; spaces in a name
+# become _). A thread that ended takes its ticks with it. Fails once PID is gone.
+thread_ticks() {
+    local t s f name out=()
+    local -A sum=()
+    for t in /proc/"$1"/task/*; do
+        s="$(<"$t/stat")" 2>/dev/null || continue
+        name="${s#*(}"; name="${name%)*}"; name="${name// /_}"
+        read -ra f <<<"${s##*) }"
+        sum[$name]=$((${sum[$name]:-0} + f[11] + f[12]))
+    done
+    ((${#sum[@]})) || return 1
+    for name in "${!sum[@]}"; do out+=("$name=${sum[$name]}"); done
+    echo "${out[*]}"
+}
 # status_kb PID KEY: a value in kB from /proc/PID/status (VmRSS, VmHWM: the peak RSS).
 status_kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 

@@ -20,6 +20,8 @@ import latency  # noqa: E402
 TOOLS = ["screenshare", "ffmpeg", "gstreamer"]
 CONTENTS = ["slides", "motion", "scroll", "latency", "clip"]
 STAGES = ["capture", "convert", "encode", "send"]
+# screenshare's threads whose CPU the stage table shows (their kernel names, Broadcaster.spawn).
+THREADS = [("ss-capture", "capture thread"), ("ss-encode", "encode thread")]
 # Latency and stage timings leave out the first seconds of a run (start-up: the receiver
 # waits for the first keyframe and probes the stream, encoders are created).
 WARMUP_S = 2
@@ -77,6 +79,11 @@ def run_record(d):
         "sender_exit_status": meta["sender_exit_status"],
         "loadavg": meta.get("loadavg"),
     }
+    t2, tend = meta.get("thread_ticks_2s") or {}, meta.get("thread_ticks_end") or {}
+    if tend:
+        # CPU of each thread from 2 s to the end, as cpu_steady_per_s (a thread started after 2 s
+        # counts from 0).
+        r["thread_cpu_steady_per_s"] = {name: (ticks - t2.get(name, 0)) / tick / (dur - 2) for name, ticks in tend.items()}
     if meta.get("barcode"):
         lat = latency.analyze(os.path.join(d, "latency.tsv"), os.path.join(d, "relay-frames.tsv"),
                               int((meta["t0_unix"] + WARMUP_S) * 1000))
@@ -179,6 +186,9 @@ def main():
             entry["latency"] = latency_summary(rs)
         if tool == "screenshare" and any("_stage_seconds" in r for r in rs):
             entry["screenshare_stages_ms"] = stage_summary(rs)
+        if tool == "screenshare" and any("thread_cpu_steady_per_s" in r for r in rs):
+            entry["screenshare_thread_cpu_per_s"] = {
+                name: summarize([r.get("thread_cpu_steady_per_s", {}).get(name) for r in rs]) for name, _ in THREADS}
         summary.append(entry)
 
     lines = ["# screenshare benchmark", ""]
@@ -243,18 +253,22 @@ def main():
     stage_rows = [e for e in ordered if e.get("screenshare_stages_ms")]
     if stage_rows:
         lines += ["screenshare's stage timings, ms (from its `stats` events: median over the steady seconds of all "
-                  "runs of the per-second p50 and p95, and the worst second's p95; capture = XShmGetImage, "
-                  "convert = BGRA→I420, encode = VP8, send = packetize and send):", "",
-                  "| content | " + " | ".join(f"{st} p50 / p95 (max)" for st in STAGES) + " |",
-                  "|---|" + "---|" * len(STAGES)]
+                  "runs of the per-second p50 and p95, and the worst second's p95; capture = XShmGetImage of what "
+                  "changed, convert = BGRA→I420, encode = VP8, send = packetize and send), and the CPU of its capture "
+                  "and encode threads, s/s after the first 2 s (/proc/PID/task; median, min–max over runs):", "",
+                  "| content | " + " | ".join(f"{st} p50 / p95 (max)" for st in STAGES)
+                  + " | " + " | ".join(f"{label} CPU s/s" for _, label in THREADS) + " |",
+                  "|---|" + "---|" * (len(STAGES) + len(THREADS))]
         for e in stage_rows:
             st = e["screenshare_stages_ms"]
 
             def f(v):
                 return "–" if v is None else f"{v:.2f}"
+            threads = e.get("screenshare_thread_cpu_per_s") or {}
             lines.append(f"| {e['content']} ({e['fps_target']} fps) | "
                          + " | ".join(f"{f(st[k]['p50'])} / {f(st[k]['p95'])} ({f(st[k]['p95_max'])})"
-                                      for k in STAGES) + " |")
+                                      for k in STAGES)
+                         + " | " + " | ".join(cell(threads.get(name), "{:.3f}") for name, _ in THREADS) + " |")
         lines.append("")
     ss = [r for r in runs if r["tool"] == "screenshare" and r.get("screenshare_stopped")]
     if ss:

@@ -6,16 +6,20 @@
                 --xloop-ticks N --receiver-ticks N --frames-decoded N --sender-exited-early 0|1
                 --sender-exit-status N --sender-stop-s N --content-loop-alive 0|1
                 --content-loop-exit-status N --sender-pid PID --xloop-pid PID
+                [--thread-ticks-2s "NAME=N …" --thread-ticks-end "NAME=N …"]
 
 T0 and T1 are the run's start and end (`date +%s.%N`); the *-ticks are CPU clock ticks over the
 run (--cpu-ticks-2s and --cpu-ticks-end: the sender's from its start, -1 where it had ended);
---vmhwm-kb is the sender's peak RSS (-1 where it had ended).
+--vmhwm-kb is the sender's peak RSS (-1 where it had ended); --thread-ticks-*: the sender's CPU
+ticks by thread name at 2 s and at the end (Scripts/lib/bench.sh: thread_ticks), empty where
+it had ended.
 
 meta.json: the arguments under the names report.py reads ("content", "tool", "run",
 "fps_target", "duration_s" = T1 - T0, "t0_unix", "barcode", "tick_hz", "cpu_ticks_2s",
 "cpu_ticks_end", "vmhwm_kb", "xvfb_ticks", "xloop_ticks", "receiver_ticks", "frames_decoded",
 "sender_exited_early", "sender_exit_status", "sender_stop_s", "content_loop_died",
-"content_loop_exit_status", "pids": {"sender", "xloop"}) and "loadavg" (now, 3 strings).
+"content_loop_exit_status", "pids": {"sender", "xloop"}, "thread_ticks_2s" and "thread_ticks_end"
+({name: ticks})) and "loadavg" (now, 3 strings).
 
 Prints (stdout) one line: frames decoded per second, sender CPU seconds per second, the bit
 rate and loss on the wire (from RUN_DIR/wire.json, bench/tools/rtpcount.py) and, with the
@@ -31,6 +35,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import latency  # noqa: E402  (bench/tools/latency.py, beside this file)
 
 
+def thread_ticks(words):
+    """'ss-capture=12 ss-encode=380' → {'ss-capture': 12, 'ss-encode': 380}."""
+    out = {}
+    for w in words.split():
+        name, _, ticks = w.rpartition("=")
+        if name and ticks.isdigit():
+            out[name] = out.get(name, 0) + int(ticks)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description="Writes a bench run's meta.json and prints its line.")
     p.add_argument("dir")
@@ -43,6 +57,8 @@ def main():
                  "sender-exit-status", "sender-stop-s", "content-loop-alive", "content-loop-exit-status",
                  "sender-pid", "xloop-pid"):
         p.add_argument("--" + name, type=int, required=True)
+    p.add_argument("--thread-ticks-2s", default="")
+    p.add_argument("--thread-ticks-end", default="")
     a = p.parse_args()
     d = a.dir
 
@@ -54,6 +70,7 @@ def main():
             "sender_exit_status": a.sender_exit_status,
             "sender_stop_s": a.sender_stop_s, "content_loop_died": not a.content_loop_alive,
             "content_loop_exit_status": a.content_loop_exit_status, "pids": {"sender": a.sender_pid, "xloop": a.xloop_pid},
+            "thread_ticks_2s": thread_ticks(a.thread_ticks_2s), "thread_ticks_end": thread_ticks(a.thread_ticks_end),
             "loadavg": open("/proc/loadavg").read().split()[:3]}
     json.dump(meta, open(os.path.join(d, "meta.json"), "w"), indent=1)
 
