@@ -76,13 +76,12 @@ cpu_ticks() {
 # as NAME=TICKS words (screenshare names its threads ss-capture, ss-encode, …; spaces in a name
 # become _). A thread that ended takes its ticks with it. Fails once PID is gone.
 thread_ticks() {
-    local t s f name out=()
+    local t name ticks out=()
     local -A sum=()
     for t in /proc/"$1"/task/*; do
-        s="$(<"$t/stat")" 2>/dev/null || continue
-        name="${s#*(}"; name="${name%)*}"; name="${name// /_}"
-        read -ra f <<<"${s##*) }"
-        sum[$name]=$((${sum[$name]:-0} + f[11] + f[12]))
+        name="$(<"$t/comm")" 2>/dev/null && ticks="$(cpu_ticks "$1/task/${t##*/}")" || continue
+        name="${name// /_}"
+        sum[$name]=$((${sum[$name]:-0} + ticks))
     done
     ((${#sum[@]})) || return 1
     for name in "${!sum[@]}"; do out+=("$name=${sum[$name]}"); done
