@@ -59,7 +59,7 @@ let package = Package(
         .target(name: "Congestion", dependencies: ["RTCP"]),
         .target(name: "Access", dependencies: ["Room", "MediaCore", .product(name: "JWTKit", package: "jwt-kit")]),
         // Typed events: JSON lines for machines, one line of text for people.
-        .target(name: "Events"),
+        .target(name: "Events", dependencies: ["MediaCore"]),
         // UDP sockets, batched datagram I/O, endpoints and addresses; one errno → error path.
         .target(name: "Transport", dependencies: ["CSocketBatch", "MediaCore"]),
         // The room protocol, the relay's forwarding logic and the client's state machine.
@@ -74,7 +74,7 @@ let package = Package(
         .target(name: "Recording", dependencies: ["CAV", "MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "VideoOutput", dependencies: ["CX11", "CYUV", "MediaCore"]),
         .target(name: "OpusCodec", dependencies: ["COpus"]),
-        .target(name: "AudioIO", dependencies: ["CPulse", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "AudioIO", dependencies: ["CPulse", "MediaCore", .product(name: "Logging", package: "swift-log")]),
 
         // The local control socket of a running `start` (`screenshare ctl`): protocol, client, server.
         .target(name: "Control", dependencies: ["Events", "MediaCore", "Transport"]),

@@ -1,4 +1,6 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Runs async library code (jwt-kit's key collection is an actor) from a thread that is not

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JWTKit
 
 /// A room token's claims, in LiveKit's shape, so a token server written for LiveKit (or its

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import MediaCore
 
 /// The relay's token secret in a file: its text (without the final newline) is the HS256 key,
@@ -32,7 +33,7 @@ public enum SecretFile {
     /// A new secret: 32 random bytes as 64 lowercase hex digits.
     public static func random() -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
-        let hex = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        let hex = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }.hexString
         return Array(hex.utf8)
     }
 }

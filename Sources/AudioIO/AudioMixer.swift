@@ -209,6 +209,6 @@ public struct AudioMixer: Sendable {
 import Glibc
 private func pow10(_ x: Double) -> Double { Glibc.pow(10, x) }
 #else
-import Foundation
+import FoundationEssentials
 private func pow10(_ x: Double) -> Double { Foundation.pow(10, x) }
 #endif

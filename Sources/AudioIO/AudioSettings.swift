@@ -9,7 +9,7 @@ public struct AppMatcher: Sendable, Equatable, CustomStringConvertible {
 
     /// Parses `NAME` or `pid:N`.
     public init(_ text: String) throws {
-        let t = text.trimmingCharacters(in: .whitespaces)
+        let t = text.trimmed()
         guard !t.isEmpty else { throw AudioError("give an application name, binary or pid:N") }
         if t.lowercased().hasPrefix("pid:") {
             guard let pid = Int(t.dropFirst(4)), pid > 0 else { throw AudioError("'\(text)': pid:N needs a positive process id") }
@@ -23,7 +23,7 @@ public struct AppMatcher: Sendable, Equatable, CustomStringConvertible {
     public func matches(applicationName: String?, binary: String?, pid: String?) -> Bool {
         switch key {
         case .name(let n):
-            return [applicationName, binary].contains { $0.map { $0.caseInsensitiveCompare(n) == .orderedSame } ?? false }
+            return [applicationName, binary].contains { $0.map { $0.lowercased() == n.lowercased() } ?? false }
         case .pid(let p):
             return pid.flatMap { Int($0) } == p
         }
@@ -69,4 +69,6 @@ public struct AudioError: Error, CustomStringConvertible, Equatable {
     public init(_ description: String) { self.description = description }
 }
 
-import Foundation
+import FoundationEssentials
+import Glibc
+import MediaCore

@@ -1,5 +1,6 @@
 internal import CPulse
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import Synchronization
 

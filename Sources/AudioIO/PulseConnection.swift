@@ -1,5 +1,6 @@
 internal import CPulse
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// One client connection to PulseAudio: a threaded mainloop (started at init) and its context.

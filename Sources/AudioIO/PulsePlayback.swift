@@ -1,5 +1,6 @@
 internal import CPulse
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// A PulseAudio playback stream: 48 kHz stereo float, fed by one thread with `write(_:)`.

@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import MediaCore
 import Synchronization
 #if canImport(Glibc)
@@ -19,7 +20,7 @@ public final class ControlServer: Sendable {
     public init(path: String, handler: @escaping @Sendable (ControlRequest) -> ControlResponse) throws {
         self.path = path
         self.handler = handler
-        let dir = (path as NSString).deletingLastPathComponent
+        let dir = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
         mkdir(dir, 0o700)
         var st = stat()
         guard stat(dir, &st) == 0, st.st_uid == getuid() else {
@@ -45,9 +46,7 @@ public final class ControlServer: Sendable {
             throw ControlError("cannot listen on control socket \(path): \(message)")
         }
         chmod(path, 0o600)
-        let t = Thread { [self] in serve() }
-        t.name = "screenshare-control"
-        t.start()
+        startThread(named: "screenshare-control") { [self] in serve() }
     }
 
     private func serve() {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import MediaCore
 #if canImport(Glibc)
 import Glibc

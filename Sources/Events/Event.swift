@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 // The events target: what every event is (`BroadcastEvent`), where events go (`EventSink`),

@@ -1,13 +1,15 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import MediaCore
 
 /// How the human lines show values (the rules the CLI's text output has always used).
 public enum HumanText {
     /// A measurement: one decimal ("20.1").
-    public static func decimal(_ value: Double) -> String { String(format: "%.1f", value) }
+    public static func decimal(_ value: Double) -> String { cFormat("%.1f", value) }
     /// A measurement that may be unknown: one decimal, or "-".
     public static func decimal(_ value: Double?) -> String { value.map(decimal) ?? "-" }
     /// A ratio as a percentage with one decimal ("1.2%"), or "-".
-    public static func percent(_ ratio: Double?) -> String { ratio.map { String(format: "%.1f%%", $0 * 100) } ?? "-" }
+    public static func percent(_ ratio: Double?) -> String { ratio.map { cFormat("%.1f%%", $0 * 100) } ?? "-" }
 }
 
 extension JSONValue {

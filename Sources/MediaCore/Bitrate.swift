@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// A bit rate in bits per second, parsed from "2M", "1600k", "2.5m", "800000".
 public struct Bitrate: Sendable, Equatable, Comparable, CustomStringConvertible {
@@ -11,7 +12,7 @@ public struct Bitrate: Sendable, Equatable, Comparable, CustomStringConvertible 
     /// Parses a rate: a number with an optional suffix k/K (×1000) or m/M (×1,000,000),
     /// optionally followed by "bps" or "b". Between 10 kbit/s and 100 Mbit/s.
     public static func parse(_ text: String) throws -> Bitrate {
-        var s = Substring(text.trimmingCharacters(in: .whitespaces).lowercased())
+        var s = Substring(text.trimmed().lowercased())
         if s.hasSuffix("bps") { s = s.dropLast(3) } else if s.hasSuffix("b") { s = s.dropLast(1) }
         var multiplier = 1.0
         if s.hasSuffix("k") { multiplier = 1_000; s = s.dropLast() } else if s.hasSuffix("m") { multiplier = 1_000_000; s = s.dropLast() }

@@ -1,11 +1,10 @@
-import Foundation
 
 /// A one-slot hand-off between a producer and a consumer thread where the newest item wins:
 /// `put` replaces an item the consumer has not taken yet (and returns it, so it can be
 /// recycled), so latency never queues up behind a slow consumer.
 public final class LatestFrameMailbox<Item: Sendable>: @unchecked Sendable {
-    // All state is guarded by `condition` (an NSCondition, i.e. a mutex plus condvar).
-    private let condition = NSCondition()
+    // All state is guarded by `condition`.
+    private let condition = ConditionLock()
     private var slot: Item?
     private var closed = false
     private var woken = false
@@ -41,18 +40,17 @@ public final class LatestFrameMailbox<Item: Sendable>: @unchecked Sendable {
         return old
     }
 
-    /// Waits until an item is there (returns it), the deadline passes, or the mailbox is
-    /// closed (both return nil).
-    public func take(until deadline: Date) -> Item? {
+    /// Waits until an item is there (returns it), `timeoutNanos` pass, or the mailbox is closed
+    /// or woken (both return nil, unless an item is there). Timeouts over a day wait without one.
+    public func take(timeoutNanos: UInt64) -> Item? {
+        let unbounded = timeoutNanos > 86_400_000_000_000
+        let deadline = unbounded ? 0 : SystemClock().nowNanos() &+ timeoutNanos
         condition.lock()
         defer { condition.unlock() }
-        // swift-corelibs-foundation traps converting a far deadline (e.g. .distantFuture) to a
-        // timespec, so far deadlines wait without a timeout.
-        let unbounded = deadline.timeIntervalSinceNow > 86_400
         while slot == nil && !closed && !woken {
             if unbounded {
                 condition.wait()
-            } else if !condition.wait(until: deadline) {
+            } else if !condition.wait(untilMonotonicNanos: deadline) {
                 break
             }
         }
@@ -60,11 +58,6 @@ public final class LatestFrameMailbox<Item: Sendable>: @unchecked Sendable {
         let item = slot
         slot = nil
         return item
-    }
-
-    /// `take(until:)` with a deadline `timeoutNanos` from now (the caller's clock computes it).
-    public func take(timeoutNanos: UInt64) -> Item? {
-        take(until: Date().addingTimeInterval(Double(timeoutNanos) / 1e9))
     }
 
     /// Takes an item without waiting.

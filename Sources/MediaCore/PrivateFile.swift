@@ -11,6 +11,20 @@ public enum PrivateFile {
     /// - Throws: `FileError` naming it and what is wrong: missing, not a regular file, readable
     ///   by anyone on the machine (mode o+r), unreadable.
     public static func read(_ path: String, what: String) throws(FileError) -> [UInt8] {
+        try readRegular(path, what: what, privateOnly: true)
+    }
+
+    /// The text of a file that holds no secret (an SDP): no check of who else can read it.
+    /// - Throws: `FileError` naming it and what is wrong: missing, not a regular file, unreadable,
+    ///   not UTF-8.
+    public static func readText(_ path: String, what: String) throws(FileError) -> String {
+        guard let text = String(validating: try readRegular(path, what: what, privateOnly: false), as: UTF8.self) else {
+            throw FileError("\(what) '\(path)': not UTF-8 text")
+        }
+        return text
+    }
+
+    private static func readRegular(_ path: String, what: String, privateOnly: Bool) throws(FileError) -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw FileError("\(what) '\(path)': \(SystemError.current)") }
         defer { close(fd) }
@@ -18,7 +32,7 @@ public enum PrivateFile {
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw FileError("\(what) '\(path)': \(SystemError.current)") }
         guard info.st_mode & S_IFMT == S_IFREG else { throw FileError("\(what) '\(path)': not a regular file") }
-        guard info.st_mode & S_IROTH == 0 else {
+        guard !privateOnly || info.st_mode & S_IROTH == 0 else {
             throw FileError("\(what) '\(path)': anyone on this machine can read it (mode \(String(info.st_mode & 0o777, radix: 8))); chmod o-r it")
         }
         var bytes: [UInt8] = []

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// One SDES key in an SDP (RFC 4568 §9.1): `a=crypto:TAG SUITE inline:BASE64(KEY||SALT)`, what
 /// `start --to … --srtp` writes and `watch --sdp`, ffmpeg and Janus read.

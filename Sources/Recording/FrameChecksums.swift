@@ -1,25 +1,26 @@
 internal import Crypto
-import Foundation
+import MediaCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One MD5 per decoded picture, in the layout of ffmpeg's `-f framemd5` for rawvideo yuv420p
 /// (`#stream#, dts, pts, duration, size, hash`), so a test or a CI demo can compare our
 /// decoder's pictures with ffmpeg's decode of the same stream line by line. The hash covers
 /// the Y, U and V planes, row by row without stride padding, as ffmpeg's rawvideo packing.
 public final class FrameChecksums {
-    private let file: FileHandle
+    private let fd: Int32
     private var index = 0
 
     /// - Throws: `RecordingError` naming the file when it cannot be created.
     public init(path: String) throws {
-        guard FileManager.default.createFile(atPath: path, contents: nil), let f = FileHandle(forWritingAtPath: path) else {
-            throw RecordingError("--frames-md5 \(path): cannot create the file")
-        }
-        file = f
-        file.write(Data("#format: frame checksums\n#version: 2\n#hash: MD5\n#stream#, dts,        pts, duration,     size, hash\n".utf8))
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw RecordingError("--frames-md5 \(path): cannot create the file: \(SystemError.current)") }
+        write("#format: frame checksums\n#version: 2\n#hash: MD5\n#stream#, dts,        pts, duration,     size, hash\n")
     }
 
     deinit {
-        try? file.close()
+        close(fd)
     }
 
     /// Adds one picture's line.
@@ -30,10 +31,25 @@ public final class FrameChecksums {
         let cw = (width + 1) / 2, ch = (height + 1) / 2
         for r in 0..<ch { md5.update(bufferPointer: UnsafeRawBufferPointer(start: u + r * strideU, count: cw)) }
         for r in 0..<ch { md5.update(bufferPointer: UnsafeRawBufferPointer(start: v + r * strideV, count: cw)) }
-        let hex = md5.finalize().map { String(format: "%02x", $0) }.joined()
+        let hex = md5.finalize().hexString
         let size = width * height + 2 * cw * ch
-        file.write(Data("0, \(pad(index, 10)), \(pad(index, 10)), \(pad(1, 8)), \(pad(size, 8)), \(hex)\n".utf8))
+        write("0, \(pad(index, 10)), \(pad(index, 10)), \(pad(1, 8)), \(pad(size, 8)), \(hex)\n")
         index += 1
+    }
+
+    /// Writes all of `line`; a failed write (a full disk) loses the rest of the line, as a
+    /// checksum file is a check, not the recording.
+    private func write(_ line: String) {
+        var line = line
+        line.withUTF8 { bytes in
+            var done = 0
+            while done < bytes.count {
+                let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { return }
+                done += n
+            }
+        }
     }
 
     private func pad(_ n: Int, _ width: Int) -> String {

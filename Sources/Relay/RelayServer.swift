@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 import MediaCore
 import Room
@@ -149,9 +149,7 @@ public final class RelayServer: @unchecked Sendable {
 
     /// Runs on a thread of its own until `stop()`.
     public func start() {
-        let t = Thread { [self] in _ = run(durationSeconds: nil) }
-        t.name = "screenshare-relay"
-        t.start()
+        startThread(named: "screenshare-relay") { [self] in _ = run(durationSeconds: nil) }
     }
 
     /// Runs until stopped (or for `durationSeconds`); returns the summary (also the `stopped` event).

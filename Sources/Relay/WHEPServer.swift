@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Events
+import Glibc
 import Logging
 import MediaCore
 import NIOCore
@@ -57,7 +59,7 @@ struct WHEPSessionFactory: Sendable {
             guard parts.count == 2, parts[0].lowercased() == "bearer" else {
                 throw AccessRefusal(.malformed, "the Authorization header is not 'Bearer TOKEN'")
             }
-            token = parts[1].trimmingCharacters(in: .whitespaces)
+            token = parts[1].trimmed()
         }
         return try authorizer.authorize(token: token, room: room, presenting: false, wallNanos: clock.wallNanos())
     }
@@ -102,7 +104,7 @@ struct WHEPSessionFactory: Sendable {
     }
 
     static func random(hexBytes n: Int) -> String {
-        (0..<n).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+        (0..<n).map { _ in UInt8.random(in: 0...255) }.hexString
     }
 
     static func random(alphanumeric n: Int) -> String {
@@ -222,7 +224,7 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
 
     private func route(_ head: HTTPRequestHead, body: ByteBuffer, localHost: String) -> Response {
         let (path, query) = Self.split(head.uri)
-        let parts = path.split(separator: "/", omittingEmptySubsequences: true).map { $0.removingPercentEncoding ?? String($0) }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true).map { PercentEncoding.decode($0) ?? String($0) }
         if head.method == .OPTIONS { return Response(.noContent, "") }
         if parts.first == "whep" {
             switch (head.method, parts.count) {
@@ -266,10 +268,9 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
         if head.method == .GET, parts.count == 2, parts[0] == "rooms" {
             do { _ = try factory.authorize(head.headers, room: parts[1]) } catch { return Self.unauthorized(error) }
             let summary = factory.directory.room(parts[1])
-            let json: [String: Any] = ["room": parts[1], "presenters": summary?.presenters ?? [], "peers": summary?.peers ?? 0,
-                                       "browsers": summary?.browsers ?? 0]
-            let data = (try? JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])) ?? Data("{}".utf8)
-            var r = Response(summary == nil ? .notFound : .ok, String(decoding: data, as: UTF8.self))
+            let json: JSONValue = .object(["room": .string(parts[1]), "presenters": .array((summary?.presenters ?? []).map { .string($0) }),
+                                           "peers": .int(summary?.peers ?? 0), "browsers": .int(summary?.browsers ?? 0)])
+            var r = Response(summary == nil ? .notFound : .ok, json.jsonText)
             r.contentType = "application/json"
             return r
         }
@@ -286,7 +287,7 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
         var r = Response(.unauthorized, "unauthorized: \(refusal.description)")
         let challenge = refusal.reason == .missing
             ? #"Bearer realm="screenshare""#
-            : #"Bearer realm="screenshare", error="invalid_token", error_description=""# + refusal.description.replacingOccurrences(of: "\"", with: "'") + #"""#
+            : #"Bearer realm="screenshare", error="invalid_token", error_description=""# + refusal.description.replacing("\"", with: "'") + #"""#
         r.headers = [("WWW-Authenticate", challenge)]
         return r
     }
@@ -315,10 +316,10 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
         var query: [String: String] = [:]
         for pair in uri[uri.index(after: q)...].split(separator: "&").prefix(16) {
             let kv = pair.split(separator: "=", maxSplits: 1)
-            if kv.count == 2 { query[String(kv[0])] = kv[1].replacingOccurrences(of: "+", with: " ").removingPercentEncoding }
+            if kv.count == 2 { query[String(kv[0])] = PercentEncoding.decode(kv[1].replacing("+", with: " ")) }
         }
         return (String(uri[..<q]), query)
     }
 
-    static func escape(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? s }
+    static func escape(_ s: String) -> String { PercentEncoding.encodePath(s, keepSlash: true) }
 }

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import MediaCore
 
 /// The page a browser opens to watch a room: plain HTML and JavaScript from the binary, no
 /// framework, no CDN. It asks for the room's screen and sound over WHEP, shows the picture
@@ -130,8 +132,8 @@ enum WatchPage {
         var out = "\""
         for u in s.unicodeScalars {
             switch u {
-            case "\"", "\\", "<", ">", "&", "'": out += String(format: "\\u%04x", u.value)
-            case _ where u.value < 0x20 || u.value == 0x2028 || u.value == 0x2029: out += String(format: "\\u%04x", u.value)
+            case "\"", "\\", "<", ">", "&", "'": out += cFormat("\\u%04x", u.value)
+            case _ where u.value < 0x20 || u.value == 0x2028 || u.value == 0x2029: out += cFormat("\\u%04x", u.value)
             default: out.unicodeScalars.append(u)
             }
         }
@@ -139,7 +141,7 @@ enum WatchPage {
     }
 
     static func htmlEscaped(_ s: String) -> String {
-        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+        s.replacing("&", with: "&amp;").replacing("<", with: "&lt;")
+            .replacing(">", with: "&gt;").replacing("\"", with: "&quot;")
     }
 }

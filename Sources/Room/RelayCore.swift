@@ -2,7 +2,9 @@ import RTCP
 import RTP
 import RTPSession
 import Crypto
-import Foundation
+import FoundationEssentials
+import Glibc
+import MediaCore
 import Transport
 
 /// Bounds on what one relay keeps, so memory stays bounded whatever peers send.
@@ -170,7 +172,7 @@ public final class RelayCore {
         input[5] = UInt8(address.port & 0xFF)
         for i in 0..<8 { input[6 + i] = UInt8(truncatingIfNeeded: epoch >> (56 - 8 * i)) }
         let mac = HMAC<SHA256>.authenticationCode(for: input, using: cookieKey)
-        return mac.prefix(12).map { String(format: "%02x", $0) }.joined()
+        return mac.prefix(12).hexString
     }
 
     private func isValid(_ cookie: String?, from address: PeerAddress, now: UInt64) -> Bool {

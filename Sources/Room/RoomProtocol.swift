@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Transport
 
 /// The room protocol, version 3 (docs/PROTOCOL.md is the reference).

@@ -1,6 +1,7 @@
 import SRTP
 import AudioIO
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import MediaCore
 import OpusCodec

@@ -1,5 +1,6 @@
 import Events
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
 import MediaCore
 import ScreenCapture

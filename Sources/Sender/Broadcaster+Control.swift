@@ -1,6 +1,7 @@
 import Control
 import Events
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 import MediaCore
 

@@ -1,7 +1,7 @@
 import SRTP
 import Congestion
 import Events
-import Foundation
+import FoundationEssentials
 import MediaCore
 import RTP
 import VP8Codec

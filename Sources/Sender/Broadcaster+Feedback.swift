@@ -1,6 +1,7 @@
 import SRTP
 import Events
-import Foundation
+import FoundationEssentials
+import Glibc
 import MediaCore
 import RTCP
 import RTP
@@ -191,8 +192,8 @@ extension Broadcaster {
                         c.cumulativeLost = cumulativeLost
                     }
                     if fractionLost >= 13 {  // ≥ 5 % lost since the last report
-                        let rtt = rtt.map { String(format: "%.0f ms", Double($0) / 1e6) } ?? "unknown"
-                        warnNetworkBusy(String(format: "receivers report %.1f %% loss (RTT %@)", Double(fractionLost) / 2.56, rtt))
+                        let rtt = rtt.map { cFormat("%.0f ms", Double($0) / 1e6) } ?? "unknown"
+                        warnNetworkBusy(cFormat("receivers report %.1f %% loss", Double(fractionLost) / 2.56) + " (RTT \(rtt))")
                     }
                 }
             }

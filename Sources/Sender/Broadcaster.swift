@@ -1,7 +1,9 @@
 import SRTP
 import AudioIO
 import Congestion
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Logging
 import MediaCore
 import RTCP
@@ -313,18 +315,13 @@ public final class Broadcaster: Sendable {
         return (reason, detail, stopped.fields)
     }
 
-    /// Starts a thread. The kernel knows it as "ss-…" (15 bytes at most: `screenshare-audio` is
-    /// `ss-audio`), so `top -H` and /proc/PID/task/*/comm (bench/audio.sh) tell the threads apart.
+    /// Starts a thread (named for the kernel: `startThread`) that `done` waits for.
     func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
         done.enter()
-        let kernelName = String(name.replacingOccurrences(of: "screenshare-", with: "ss-").utf8.prefix(15))!
-        let t = Thread { [done] in
-            setThreadName(kernelName)
+        startThread(named: name) { [done] in
             body()
             done.leave()
         }
-        t.name = name
-        t.start()
     }
 
     // MARK: - Audio

@@ -73,7 +73,7 @@ public struct LiveSettings: Sendable, Equatable {
     }
 
     /// A number as a user typed it: 5, not 5.0.
-    static func text(_ v: Double) -> String { String(format: "%g", v) }
+    static func text(_ v: Double) -> String { cFormat("%g", v) }
 
     /// Returns the settings with `changes` (KEY → VALUE text) applied, all or nothing, checked
     /// by ``validate()``.

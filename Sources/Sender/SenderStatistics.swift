@@ -1,5 +1,6 @@
 import Events
-import Foundation
+import FoundationEssentials
+import Glibc
 import MediaCore
 
 /// The sender's once-a-second `stats` event, and what a second's numbers warn about: packets
@@ -55,8 +56,8 @@ struct SenderStatistics {
         // retransmissions repair it, it is a sign of congestion).
         let sentPackets = Int(c.packetsSent &- p.packetsSent), resent = c.retransmitted - p.retransmitted
         if sentPackets >= 20 && resent * 20 >= sentPackets {
-            second.networkBusy = String(format: "%d of %d packets sent in the last second were lost on the way and resent (%.0f %%)",
-                                        resent, sentPackets, Double(resent) * 100 / Double(sentPackets))
+            second.networkBusy = "\(resent) of \(sentPackets) packets sent in the last second were lost on the way and resent ("
+                + cFormat("%.0f %%", Double(resent) * 100 / Double(sentPackets)) + ")"
         }
         // The encoder cannot hold the bit rate (content too hard for it even at the coarsest
         // quantizer): say so after 3 s in a row above 1.5 × the target.

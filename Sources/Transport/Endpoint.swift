@@ -36,4 +36,5 @@ public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }
 
-import Foundation
+import FoundationEssentials
+import Glibc

@@ -1,7 +1,7 @@
 import COpenSSL
 import SRTP
 import Crypto
-import Foundation
+import FoundationEssentials
 import MediaCore
 #if canImport(Glibc)
 import Glibc
@@ -112,7 +112,7 @@ public final class DTLSCertificate: @unchecked Sendable {
 
     /// A SHA-256 fingerprint as `serve` prints it and `--fingerprint` takes it: `sha256:` and hex.
     public static func text(_ fingerprint: [UInt8]) -> String {
-        "sha256:" + fingerprint.map { String(format: "%02x", $0) }.joined()
+        "sha256:" + fingerprint.hexString
     }
 
     /// Reads what `text` writes (any case; colons between pairs allowed, as SDP writes them).

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Congestion
-import Foundation
+import FoundationEssentials
+import Glibc
 import AudioIO
 import MediaCore
 import ScreenCapture
@@ -63,7 +64,7 @@ enum Parse {
 
     /// A room token as given: one line of printable ASCII (a JWT), not checked here (the relay does).
     static func token(_ text: String) throws -> String {
-        let t = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let t = text.trimmed()
         guard !t.isEmpty, t.utf8.count <= 4096, t.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
             throw SettingsError("a token is one line of printable ASCII up to 4096 bytes, as `screenshare token` prints it")
         }
@@ -72,7 +73,7 @@ enum Parse {
 
     /// The relay's certificate fingerprint as `serve` prints it: `sha256:` and 64 hex digits.
     static func fingerprint(_ text: String) throws -> [UInt8] {
-        guard let f = DTLSCertificate.parseFingerprint(text.trimmingCharacters(in: .whitespaces)) else {
+        guard let f = DTLSCertificate.parseFingerprint(text.trimmed()) else {
             throw SettingsError("'\(text)': expected sha256: and 64 hex digits, as `serve` prints it in its started event")
         }
         return f

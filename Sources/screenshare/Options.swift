@@ -2,7 +2,7 @@ import ArgumentParser
 import AudioIO
 import Control
 import Events
-import Foundation
+import FoundationEssentials
 import Logging
 import MediaCore
 import RTP

@@ -2,7 +2,7 @@ import Events
 import QRCode
 import Sender
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc

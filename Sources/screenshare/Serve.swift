@@ -3,7 +3,7 @@ import ArgumentParser
 import AudioIO
 import Control
 import Events
-import Foundation
+import FoundationEssentials
 import Synchronization
 import Logging
 import MediaCore

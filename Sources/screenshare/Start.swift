@@ -4,7 +4,7 @@ import AudioIO
 import Congestion
 import Control
 import Events
-import Foundation
+import FoundationEssentials
 import Logging
 import MediaCore
 import RTP
@@ -267,9 +267,7 @@ struct Start: ParsableCommand {
                 settings.fingerprint = DTLSCertificate.parseFingerprint(relay!.fingerprint)
                 settings.watchCommand = "screenshare watch --room \(Self.shellQuoted(room)) --server \(reachable):\(listenAt.port)"
                     + " --fingerprint \(relay!.fingerprint)" + (access.map { " --token \($0.viewer)" } ?? "")
-                var pathSafe = CharacterSet.urlPathAllowed
-                pathSafe.remove("/")
-                settings.browserURL = "http://\(reachable):\(listenAt.port)/\(room.addingPercentEncoding(withAllowedCharacters: pathSafe) ?? room)"
+                settings.browserURL = "http://\(reachable):\(listenAt.port)/\(PercentEncoding.encodePath(room))"
                     + (access.map { "#token=\($0.viewer)&fp=" } ?? "#fp=") + relay!.fingerprint
                 roomSettings = settings
             }
@@ -363,8 +361,8 @@ struct Start: ParsableCommand {
 
     /// `text` as one shell word (single quotes when it needs any).
     static func shellQuoted(_ text: String) -> String {
-        let plain = text.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) || "-_.,:@%+=/".unicodeScalars.contains($0) }
-        return plain ? text : "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        let plain = text.allSatisfy { $0.isLetter || $0.isNumber || "-_.,:@%+=/".contains($0) }
+        return plain ? text : "'" + text.replacing("'", with: "'\\''") + "'"
     }
 
     /// Who presents, as a room shows it: USER@HOST.

@@ -1,6 +1,7 @@
 import Access
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 struct Token: ParsableCommand {

@@ -2,7 +2,7 @@ import ArgumentParser
 import AudioIO
 import Control
 import Events
-import Foundation
+import FoundationEssentials
 import Logging
 import MediaCore
 import RTP
@@ -110,8 +110,8 @@ struct Watch: ParsableCommand {
             return ViewerConfig(room: settings, server: server, cname: Start.cname())
         }
         let text: String
-        do { text = try String(contentsOfFile: sdp!, encoding: .utf8) } catch {
-            printError("screenshare: --sdp '\(sdp!)': cannot read it: \(error.localizedDescription)")
+        do { text = try PrivateFile.readText(sdp!, what: "--sdp") } catch {
+            printError("screenshare: \(error)")
             throw Exit.noInput
         }
         let description: ReceiveDescription

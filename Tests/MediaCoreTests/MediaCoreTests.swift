@@ -57,9 +57,13 @@ import Testing
 
     @Test func takeReturnsNilAtDeadlineAndAfterClose() {
         let box = LatestFrameMailbox<Int>()
-        #expect(box.take(until: Date()) == nil)
+        #expect(box.take(timeoutNanos: 0) == nil)
+        // A timed wait on CLOCK_MONOTONIC does not come back before its time.
+        let before = SystemClock().nowNanos()
+        #expect(box.take(timeoutNanos: 30_000_000) == nil)
+        #expect(SystemClock().nowNanos() - before >= 30_000_000)
         box.close()
-        #expect(box.take(until: .distantFuture) == nil)
+        #expect(box.take(timeoutNanos: .max) == nil)
         #expect(box.isClosed)
     }
 
@@ -68,7 +72,7 @@ import Testing
         let started = Date()
         let t = Thread { box.wake() }
         t.start()
-        let item = box.take(until: Date().addingTimeInterval(30))
+        let item = box.take(timeoutNanos: 30_000_000_000)
         #expect(item == nil)
         #expect(Date().timeIntervalSince(started) < 29)
     }
@@ -81,7 +85,7 @@ import Testing
         }
         producer.start()
         var last = 0
-        while let v = box.take(until: .distantFuture) {
+        while let v = box.take(timeoutNanos: .max) {
             #expect(v > last)
             last = v
         }
