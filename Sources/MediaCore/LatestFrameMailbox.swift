@@ -69,6 +69,17 @@ public final class LatestFrameMailbox<Item: Sendable>: @unchecked Sendable {
         return item
     }
 
+    /// Takes back the item the consumer has not taken yet, so the producer brings it up to date
+    /// in place instead of filling another (one item fewer in flight); counted as replaced.
+    public func reclaim() -> Item? {
+        condition.lock()
+        defer { condition.unlock() }
+        let item = slot
+        slot = nil
+        if item != nil { replacedCount += 1 }
+        return item
+    }
+
     /// Wakes a waiting consumer once (its `take` returns what is there, possibly nil), so it can
     /// look at other work, e.g. a keyframe request.
     public func wake() {

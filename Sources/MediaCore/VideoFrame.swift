@@ -120,10 +120,12 @@ public final class VideoFrame: @unchecked Sendable {
     /// The changes are `rects`, in the pixels of a `source`-sized picture this frame was
     /// converted (and maybe scaled) from; nil: unknown. A rectangle marks every macroblock it
     /// touches, widened by 2 pixels once scaled (the scaler's filter reaches that far).
-    public func setChanges(_ rects: UnsafeBufferPointer<PixelRect>?, source: PixelSize) {
+    /// - Parameter keepingEarlier: add to the marks already there (a frame brought up to date
+    ///   before the encoder took it: what changed in its older picture is not encoded yet).
+    public func setChanges(_ rects: UnsafeBufferPointer<PixelRect>?, source: PixelSize, keepingEarlier: Bool = false) {
         guard let rects, source.width > 0, source.height > 0 else { changesKnown = false; return }
-        let count = macroblockColumns * macroblockRows
-        changes.update(repeating: 0, count: count)
+        if keepingEarlier && !changesKnown { return }  // everything was already marked
+        if !keepingEarlier { changes.update(repeating: 0, count: macroblockColumns * macroblockRows) }
         changesKnown = true
         let scaled = source != size
         let sx = Double(width) / Double(source.width), sy = Double(height) / Double(source.height)

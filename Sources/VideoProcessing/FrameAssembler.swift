@@ -6,6 +6,10 @@ import MediaCore
 /// slide costs the video's pixels, not the screen's. When the picture is scaled, the bands go into
 /// a source-sized I420 copy kept up to date the same way, scaled whole into the frame.
 ///
+/// A picture the encoder has not taken yet is taken back (`reclaim`) and brought up to date in
+/// place, its marks of what changed kept, instead of filling a third frame: two frames are in
+/// flight, the encoder's and the capture's.
+///
 /// XDamage can miss a change (some GL drivers, compositors): at least every
 /// ``fullRefreshNanos`` the whole picture is converted again, whatever it says, so a missed
 /// change shows within that time instead of staying until its area changes again.
@@ -18,6 +22,13 @@ public final class FrameAssembler: CaptureSink {
     /// Asked with the picture's size before anything is grabbed: false takes nothing (the
     /// source is too small). May resize the pool.
     private let accept: (PixelSize) -> Bool
+    /// The last finished frame when the encoder has not taken it yet (the mailbox's), or nil.
+    private let reclaim: () -> VideoFrame?
+    /// Whether the frame being filled was taken back, so its marks are added to.
+    private var reclaimed = false
+    /// A taken-back frame was dropped by a failed grab with changes the encoder never got: the
+    /// next frame marks everything.
+    private var changesLost = false
     private var history = ChangeHistory()
     private var frame: VideoFrame?
     private var size = PixelSize(width: 0, height: 0)
@@ -35,9 +46,11 @@ public final class FrameAssembler: CaptureSink {
     /// Source pixels converted for the last picture (all of it when nothing was known).
     public private(set) var pixelsConverted = 0
 
-    public init(pool: FramePool, nowNanos: @escaping () -> UInt64, accept: @escaping (PixelSize) -> Bool = { _ in true }) {
+    public init(pool: FramePool, nowNanos: @escaping () -> UInt64, accept: @escaping (PixelSize) -> Bool = { _ in true },
+                reclaim: @escaping () -> VideoFrame? = { nil }) {
         self.pool = pool
         self.nowNanos = nowNanos
+        self.reclaim = reclaim
         self.accept = accept
         changed.reserveCapacity(64)
     }
@@ -69,7 +82,14 @@ public final class FrameAssembler: CaptureSink {
             history.record(nil, size: size)  // what the frames hold is not trusted: all of it
             lastFullNanos = now
         }
-        let f = pool.take()
+        var taken = reclaim()
+        if let r = taken, r.size != pool.size {
+            // Made for an old size: the encoder starts again with a keyframe at the new one.
+            pool.recycle(r)
+            taken = nil
+        }
+        reclaimed = taken != nil
+        let f = taken ?? pool.take()
         frame = f
         if f.size == size {
             history.areas(since: f.pictureSerial, into: &areas)
@@ -100,7 +120,8 @@ public final class FrameAssembler: CaptureSink {
         }
         convertNanos &+= nowNanos() &- start
         f.pictureSerial = history.serial
-        changed.withUnsafeBufferPointer { f.setChanges(changesKnown ? $0 : nil, source: size) }
+        changed.withUnsafeBufferPointer { f.setChanges(changesKnown && !changesLost ? $0 : nil, source: size, keepingEarlier: reclaimed) }
+        changesLost = false
         finished = f
     }
 
@@ -110,6 +131,7 @@ public final class FrameAssembler: CaptureSink {
         guard let f = frame else { return }
         frame = nil
         f.pictureSerial = 0
+        if reclaimed { changesLost = true }
         pool.recycle(f)
     }
 }

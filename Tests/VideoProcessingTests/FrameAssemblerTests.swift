@@ -94,6 +94,73 @@ import TestSupport
         #expect(pool.allocatedCount <= 3)
     }
 
+    /// The sender's two frames: the encoder holds one, and a picture it has not taken yet is
+    /// taken back from the mailbox and brought up to date in place. Every frame the encoder
+    /// takes holds exactly the newest picture and marks every macroblock that changed since the
+    /// encoder's previous frame, in the pictures it never took too.
+    @Test func aPictureTakenBackKeepsWhatTheEncoderHasNotSeen() throws {
+        let size = PixelSize(width: 320, height: 180)
+        let screen = Screen(size)
+        let pool = FramePool(size: size, capacity: 4)
+        let mailbox = LatestFrameMailbox<VideoFrame>()
+        let assembler = FrameAssembler(pool: pool, nowNanos: { 0 }, reclaim: { mailbox.reclaim() })
+        var encoders: VideoFrame?
+        var unseen: [PixelRect] = []  // changed since the encoder's frame
+        var rng = SplitMix64(seed: 3)
+        var checked = 0
+        for picture in 0..<60 {
+            let changed: [PixelRect]? = picture == 0 ? nil : screen.change(count: 1 + picture % 3, maxSide: 30)
+            #expect(screen.deliver(changed, to: assembler))
+            let (frame, _) = try #require(assembler.takeFinished())
+            #expect(mailbox.put(frame) == nil, "a picture was left waiting instead of being taken back")
+            unseen += changed ?? []
+            // The encoder is slower than the capture: it takes the newest picture one time in three.
+            guard picture == 0 || rng.next() % 3 == 0 else { continue }
+            let taken = try #require(mailbox.poll())
+            #expect(taken.samePixels(as: screen.reference(size)), "picture \(picture)")
+            if picture > 0 {
+                #expect(taken.changesKnown)
+                for r in unseen {
+                    for row in (r.y / 16)...((r.y + r.height - 1) / 16) {
+                        for column in (r.x / 16)...((r.x + r.width - 1) / 16) {
+                            #expect(taken.changes[row * taken.macroblockColumns + column] == 1, "picture \(picture): \(r) unmarked")
+                        }
+                    }
+                }
+                checked += 1
+            }
+            if let old = encoders { pool.recycle(old) }
+            encoders = taken
+            unseen = []
+        }
+        #expect(checked >= 10)
+        #expect(mailbox.replaced >= 20, "only \(mailbox.replaced) pictures were taken back")
+        #expect(pool.allocatedCount == 2)
+    }
+
+    /// A grab that fails in a picture taken back loses what the encoder had not seen in it: the
+    /// next frame marks everything, so the encoder skips nothing that changed.
+    @Test func aFailedGrabOfATakenBackPictureMarksEverythingNext() throws {
+        let size = PixelSize(width: 320, height: 180)
+        let screen = Screen(size)
+        let pool = FramePool(size: size, capacity: 4)
+        let mailbox = LatestFrameMailbox<VideoFrame>()
+        let assembler = FrameAssembler(pool: pool, nowNanos: { 0 }, reclaim: { mailbox.reclaim() })
+        #expect(screen.deliver(nil, to: assembler))
+        mailbox.put(try #require(assembler.takeFinished()).frame)
+        let encoders = try #require(mailbox.poll())
+        #expect(screen.deliver(screen.change(count: 1, maxSide: 20), to: assembler))
+        mailbox.put(try #require(assembler.takeFinished()).frame)
+        #expect(!screen.deliver(screen.change(count: 1, maxSide: 20), to: assembler, bandRows: 2, failAfterBands: 0))
+        #expect(assembler.takeFinished() == nil)
+        #expect(mailbox.poll() == nil)  // the waiting picture was taken back, and failed
+        #expect(screen.deliver([], to: assembler))
+        let (frame, _) = try #require(assembler.takeFinished())
+        #expect(!frame.changesKnown)
+        #expect(frame.samePixels(as: screen.reference(size)))
+        pool.recycle(encoders)
+    }
+
     /// Scaled: the bands go into a source-sized copy, scaled whole into each frame.
     @Test func scaledFramesHoldExactlyTheWholeConversionScaled() throws {
         let size = PixelSize(width: 640, height: 360), output = PixelSize(width: 320, height: 180)
