@@ -21,12 +21,13 @@ public final class ControlServer: Sendable {
         self.path = path
         self.handler = handler
         let dir = path.lastIndex(of: "/").map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        mkdir(dir, 0o700)
+        // A directory made here is ours alone; one that was there (the working directory of a
+        // relative --control-socket, /) keeps its mode: the socket itself is made 0600 below.
+        if mkdir(dir, 0o700) == 0 { chmod(dir, 0o700) }
         var st = stat()
         guard stat(dir, &st) == 0, st.st_uid == getuid() else {
             throw ControlError("control socket directory \(dir) is not ours; pass --control-socket PATH")
         }
-        chmod(dir, 0o700)
         // A socket left by a broadcaster that died: remove it if nobody answers there.
         if access(path, F_OK) == 0 {
             if (try? ControlSocket.request(ControlRequest(.status), socketPath: path, timeoutSeconds: 1)) != nil {

@@ -2,8 +2,9 @@
 import Glibc
 #endif
 
-/// C's printf for numbers (`%.1f`, `%02x`, `%g`, `%d`), as `String(format:)` gives them without
-/// Foundation. Only numeric conversions: a `%s` or `%@` has no C string to read.
+/// C's printf for numbers (`%.1f`, `%02x`, `%g`; `%ld` for an `Int`, which is 64 bits), as
+/// `String(format:)` gives them without Foundation. Only numeric conversions: a `%s` or `%@`
+/// has no C string to read.
 public func cFormat(_ format: String, _ arguments: CVarArg...) -> String {
     var capacity = 64
     while true {

@@ -80,3 +80,28 @@ import TestSupport
         #expect(answered == 20_000)
     }
 }
+
+/// Where the control socket lives: a directory the server makes is made private (0700); one
+/// that was there, such as the working directory of a relative `--control-socket`, keeps its mode.
+@Suite struct ControlSocketDirectoryTests {
+    func mode(_ path: String) -> mode_t {
+        var st = stat()
+        return stat(path, &st) == 0 ? st.st_mode & 0o777 : 0
+    }
+
+    @Test func onlyADirectoryTheServerMakesIsMadePrivate() throws {
+        let base = "/tmp/screenshare-ctl-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        #expect(mkdir(base, 0o755) == 0)
+        chmod(base, 0o755)
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let handler: @Sendable (ControlRequest) -> ControlResponse = { _ in ControlResponse() }
+        let given = try ControlServer(path: "\(base)/a.sock", handler: handler)
+        defer { given.close() }
+        #expect(mode(base) == 0o755)
+        #expect(mode("\(base)/a.sock") == 0o600)
+        let made = try ControlServer(path: "\(base)/new/b.sock", handler: handler)
+        defer { made.close() }
+        #expect(mode("\(base)/new") == 0o700)
+        #expect(mode("\(base)/new/b.sock") == 0o600)
+    }
+}

@@ -94,16 +94,21 @@ import TestSupport
         #expect(pool.allocatedCount <= 3)
     }
 
+    /// A 320x180 screen and an assembler that takes back what waits in the mailbox, as the
+    /// sender's.
+    func takingBack() -> (PixelSize, Screen, FramePool, LatestFrameMailbox<VideoFrame>, FrameAssembler) {
+        let size = PixelSize(width: 320, height: 180)
+        let pool = FramePool(size: size, capacity: 4)
+        let mailbox = LatestFrameMailbox<VideoFrame>()
+        return (size, Screen(size), pool, mailbox, FrameAssembler(pool: pool, nowNanos: { 0 }, reclaim: { mailbox.reclaim() }))
+    }
+
     /// The sender's two frames: the encoder holds one, and a picture it has not taken yet is
     /// taken back from the mailbox and brought up to date in place. Every frame the encoder
     /// takes holds exactly the newest picture and marks every macroblock that changed since the
     /// encoder's previous frame, in the pictures it never took too.
     @Test func aPictureTakenBackKeepsWhatTheEncoderHasNotSeen() throws {
-        let size = PixelSize(width: 320, height: 180)
-        let screen = Screen(size)
-        let pool = FramePool(size: size, capacity: 4)
-        let mailbox = LatestFrameMailbox<VideoFrame>()
-        let assembler = FrameAssembler(pool: pool, nowNanos: { 0 }, reclaim: { mailbox.reclaim() })
+        let (size, screen, pool, mailbox, assembler) = takingBack()
         var encoders: VideoFrame?
         var unseen: [PixelRect] = []  // changed since the encoder's frame
         var rng = SplitMix64(seed: 3)
@@ -141,11 +146,7 @@ import TestSupport
     /// A grab that fails in a picture taken back loses what the encoder had not seen in it: the
     /// next frame marks everything, so the encoder skips nothing that changed.
     @Test func aFailedGrabOfATakenBackPictureMarksEverythingNext() throws {
-        let size = PixelSize(width: 320, height: 180)
-        let screen = Screen(size)
-        let pool = FramePool(size: size, capacity: 4)
-        let mailbox = LatestFrameMailbox<VideoFrame>()
-        let assembler = FrameAssembler(pool: pool, nowNanos: { 0 }, reclaim: { mailbox.reclaim() })
+        let (size, screen, pool, mailbox, assembler) = takingBack()
         #expect(screen.deliver(nil, to: assembler))
         mailbox.put(try #require(assembler.takeFinished()).frame)
         let encoders = try #require(mailbox.poll())
