@@ -103,9 +103,14 @@ public final class VP8Encoder {
         cfg.rc_max_quantizer = config.content == .motion ? 63 : 56
         cfg.rc_undershoot_pct = 100
         cfg.rc_overshoot_pct = 15
-        cfg.rc_buf_initial_sz = 500
+        // libwebrtc's buffer (600 ms aimed at, 1000 ms at most), started full enough for the
+        // first keyframe. libvpx gives a stream's first frame half the starting level: from
+        // 500 ms that was 250 ms of the bit rate, 7.5 frames' worth at 30 fps and 3.75 at 15,
+        // where `maxIntraBitratePercent` allows 9: the bench's first samples of `slides`,
+        // `clip` and `motion` were at 33, 32.6 and 38 dB; they are at 37, 35.3 and 39.3 now.
         cfg.rc_buf_optimal_sz = 600
         cfg.rc_buf_sz = 1000
+        cfg.rc_buf_initial_sz = UInt32(Self.initialBufferMs(optimalMs: 600, maxMs: 1000, config: config))
         // libvpx's own frame dropper is off: on screen content it drops most frames of a
         // scrolling page far below the bit rate (each dropped frame costs a whole encode).
         // `detail` lowers the frame rate itself instead (RateBucket, in the pipeline).
@@ -183,6 +188,15 @@ public final class VP8Encoder {
             }
         }
         config.content = content
+    }
+
+    /// The buffer level libvpx starts from: its aim plus the largest first keyframe, in ms of
+    /// the bit rate (`maxIntraBitratePercent` of a frame's share), at most the buffer's size
+    /// (0 percent is no limit for libvpx: the whole buffer).
+    static func initialBufferMs(optimalMs: Int, maxMs: Int, config: VP8EncoderConfig) -> Int {
+        guard config.maxIntraBitratePercent > 0 else { return maxMs }
+        let keyframeMs = config.maxIntraBitratePercent * 1000 / (100 * max(1, config.fps))
+        return min(maxMs, optimalMs + keyframeMs)
     }
 
     /// VP8E_SET_SCREEN_CONTENT_MODE for a preference: 1 for `detail` (slides, text: rate

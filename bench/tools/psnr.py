@@ -10,6 +10,9 @@ k*STEP (k < PERIOD/STEP) of a tall REF frame (scroll mode).
 
     psnr.py [--exclude X,Y,W,H] SAMPLES.yuv W H REF.yuv REF_H frames|scroll:STEP:PERIOD [WORST.pgm]  → JSON on stdout
 
+The JSON has the mean, median, min and max, how many distinct source pictures were matched, and
+every sample's value in order (psnr_samples; the first is the stream's first frame).
+
 WORST.pgm (optional): the worst sample above its matched reference, Y plane, for inspection.
 --exclude: a rectangle left out of matching and PSNR (the latency barcode, which is drawn on
 top of the content and is not in REF).
@@ -63,7 +66,8 @@ def main():
         v = np.array(values)
         out.update(psnr_mean=round(float(v.mean()), 2), psnr_median=round(float(np.median(v)), 2),
                    psnr_min=round(float(v.min()), 2), psnr_max=round(float(v.max()), 2),
-                   distinct_matches=len(set(matches)))
+                   distinct_matches=len(set(matches)),
+                   psnr_samples=[round(float(x), 2) for x in values])
     if worst is not None and len(args) > 6:
         with open(args[6], "wb") as f:
             f.write(b"P5\n%d %d\n255\n" % (w, 2 * h))
