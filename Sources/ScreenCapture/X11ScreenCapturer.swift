@@ -105,6 +105,9 @@ public final class X11ScreenCapturer {
     private var damage: Damage = 0
     private var damageEventBase: Int32 = 0
     private var dirty = true
+    /// When the change waiting to be grabbed was first seen (`clock`), nil when none is.
+    private var changedAtNanos: UInt64?
+    private let clock: any MediaClock
     /// What changed, for the encoder to skip the rest: XDamage's region moved into this one
     /// (XFixes ≥ 2) at each grab and fetched as rectangles, in the picture's pixels (reused).
     /// `changesKnown` is false when it cannot say (forced grabs, windows, no XFixes).
@@ -155,9 +158,11 @@ public final class X11ScreenCapturer {
     ///   - drawCursor: draw the pointer into the frames (XFixes cursor image).
     ///   - useSharedMemory: false forces the XGetImage path (as does SCREENSHARE_NO_SHM=1).
     /// - Throws: `CaptureError` naming the display, region, monitor or window that is not usable.
+    ///   - clock: the time `settle` waits by.
     public init(display name: String?, source: CaptureSourceSpec, drawCursor: Bool = false,
-                useSharedMemory: Bool = true, logger: Logger) throws {
+                useSharedMemory: Bool = true, clock: any MediaClock = SystemClock(), logger: Logger) throws {
         self.logger = logger
+        self.clock = clock
         self.drawCursor = drawCursor
         self.spec = source
         XInitThreads()
@@ -462,6 +467,7 @@ public final class X11ScreenCapturer {
             XNextEvent(display, &event)
             let type = event.type
             if damage != 0, type == damageEventBase + XDamageNotify {
+                if !dirty { changedAtNanos = clock.nowNanos() }
                 dirty = true
             } else if randrEventBase >= 0, type == randrEventBase + RRScreenChangeNotify {
                 XRRUpdateConfiguration(&event)
@@ -554,6 +560,7 @@ public final class X11ScreenCapturer {
         guard dirty || force else { return .unchanged }
         takeDamage(force: force)
         dirty = false
+        changedAtNanos = nil
         switch target {
         case .rect(let r):
             let screen = cx11_default_screen(display)
@@ -637,6 +644,19 @@ public final class X11ScreenCapturer {
         sink.end()
         cursorRect = nil
         return .placeholder(reason)
+    }
+
+    /// Waits until `nanos` after the change waiting to be grabbed was first seen (at once when
+    /// none is, or it is that old). An application draws a picture in several requests (a
+    /// video and then its subtitles, a page and then its scroll bar, the bench's content and
+    /// then its barcode): a grab at the first damage sends part of the picture now and the
+    /// rest a frame later. VNC servers wait the same way before an update (TigerVNC's
+    /// DeferUpdate, 1 ms).
+    public func settle(nanos: UInt64) {
+        drainEvents()
+        guard let since = changedAtNanos else { return }
+        let due = since &+ nanos
+        while clock.nowNanos() < due { clock.sleep(untilNanos: due) }
     }
 
     /// Waits up to `timeoutNanos` for X events (damage, window changes) or, when the cursor is

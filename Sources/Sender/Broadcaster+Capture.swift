@@ -11,12 +11,14 @@ import VideoProcessing
 extension Broadcaster {
     /// Sources smaller than this on a side are not encoded (`unsupported_resolution`).
     static let minimumSide = 16
+    /// How long after a change is first seen it is grabbed (`X11ScreenCapturer.settle`).
+    static let damageSettleNanos: UInt64 = 2_000_000
 
     /// Opens the source and returns the capture loop to run on its own thread.
     func makeProducer() throws -> @Sendable () -> Void {
         switch config.source {
         case .x11(let display, let spec, let drawCursor):
-            let capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: drawCursor, logger: logger)
+            let capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: drawCursor, clock: clock, logger: logger)
             let box = UncheckedBox(capturer)
             return { [self] in x11Loop(box.value) }
         case .raw(let path, let format, let size, let fps):
@@ -88,7 +90,7 @@ extension Broadcaster {
                 let next = settings
                 if next.source != current.source, case .x11(let display, let spec, let cursor) = next.source {
                     do {
-                        capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: cursor, logger: logger)
+                        capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: cursor, clock: clock, logger: logger)
                         force = true
                     } catch {
                         events.emit(.error(.sourceSwitchFailed, "\(error); keeping the previous source"))
@@ -108,13 +110,15 @@ extension Broadcaster {
                 clock.sleep(untilNanos: clock.nowNanos() + 50_000_000)
                 continue
             }
+            if clock.nowNanos() < pacer.nextNanos { clock.sleep(untilNanos: pacer.nextNanos); continue }
+            // A change is grabbed a moment after it is first seen: the rest of the picture its
+            // application draws in further requests comes with it.
+            capturer.settle(nanos: Self.damageSettleNanos)
             let now = clock.nowNanos()
-            if now < pacer.nextNanos { clock.sleep(untilNanos: pacer.nextNanos); continue }
-            let grabStart = clock.nowNanos()
             let outcome = capturer.capture(force: force, into: assembler)
             if let (frame, convertMillis) = assembler.takeFinished() {
                 frame.timestampNanos = now
-                let total = Double(clock.nowNanos() &- grabStart) / 1e6
+                let total = Double(clock.nowNanos() &- now) / 1e6
                 publish(frame, captureMillis: max(0, total - convertMillis), convertMillis: convertMillis)
             }
             force = false

@@ -112,6 +112,39 @@ func matchesPattern(_ view: BGRAImageView, origin: (Int, Int), seed: UInt32) -> 
         #expect(cap.capture(force: true) { _ in } == .captured)
     }
 
+    /// A change is grabbed a moment after its first damage is seen, so what its application
+    /// draws in further requests meanwhile comes in the same picture, not a frame later.
+    @Test func aGrabWaitsForTheRestOfAChange() throws {
+        let painter = try RootPainter()
+        let clock = DrawingClock()
+        let cap = try X11ScreenCapturer(display: nil, source: .region(PixelRect(x: 0, y: 0, width: 320, height: 240)),
+                                        clock: clock, logger: logger)
+        #expect(cap.capture { _ in } == .captured)
+        cap.settle(nanos: 2_000_000)
+        #expect(clock.deadlines.isEmpty, "nothing changed, yet it waited")
+        let before = clock.nowNanos()
+        painter.paint(PixelRect(x: 10, y: 10, width: 50, height: 50), seed: 11)  // the first request
+        #expect(cap.waitForChange(timeoutNanos: 2_000_000_000))
+        let seen = clock.nowNanos()
+        // The application's second request lands while the capturer waits.
+        clock.whileSleeping = { painter.paint(PixelRect(x: 200, y: 150, width: 40, height: 40), seed: 12) }
+        cap.settle(nanos: 2_000_000)
+        let deadline = try #require(clock.deadlines.first, "it did not wait")
+        #expect(clock.deadlines.count == 1)
+        #expect(deadline >= before + 2_000_000 && deadline <= seen + 2_000_000, "waited until \(deadline - before) ns after the change")
+        var first = false, second = false
+        #expect(cap.capture { view in
+            first = matchesPattern(BGRAImageView(base: view.base.advanced(by: 10 * view.stride + 40), stride: view.stride, width: 50, height: 50),
+                                   origin: (10, 10), seed: 11)
+            second = matchesPattern(BGRAImageView(base: view.base.advanced(by: 150 * view.stride + 800), stride: view.stride, width: 40, height: 40),
+                                    origin: (200, 150), seed: 12)
+        } == .captured)
+        #expect(first && second, "first request in the picture: \(first), second: \(second)")
+        // Grabbed: nothing waits any more.
+        cap.settle(nanos: 2_000_000)
+        #expect(clock.deadlines.count == 1)
+    }
+
     /// A grab says what changed since the one before, in the picture's pixels (XDamage's
     /// rectangles fetched with XFixes): the encoder skips the rest. A forced grab says nothing.
     @Test func aGrabSaysWhatChangedInThePicturesPixels() throws {
@@ -205,5 +238,20 @@ func matchesPattern(_ view: BGRAImageView, origin: (Int, Int), seed: UInt32) -> 
     @Test(arguments: ["", "640x", "x480", "0x480", "640x480+10", "640x480-1+2", "abc", "640x480+1+2+3"])
     func rejectsBadGeometry(text: String) {
         #expect(throws: CaptureError.self) { try CaptureSourceSpec.parseRegion(text) }
+    }
+}
+
+/// The system's clocks; a sleep first runs `whileSleeping` once (an application drawing
+/// meanwhile) and notes until when it was asked to sleep.
+final class DrawingClock: MediaClock, @unchecked Sendable {  // one test thread
+    var whileSleeping: (() -> Void)?
+    private(set) var deadlines: [UInt64] = []
+    func nowNanos() -> UInt64 { SystemClock().nowNanos() }
+    func wallNanos() -> UInt64 { SystemClock().wallNanos() }
+    func sleep(untilNanos deadline: UInt64) {
+        deadlines.append(deadline)
+        whileSleeping?()
+        whileSleeping = nil
+        SystemClock().sleep(untilNanos: deadline)
     }
 }
