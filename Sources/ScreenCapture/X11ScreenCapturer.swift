@@ -157,8 +157,8 @@ public final class X11ScreenCapturer {
     ///   - source: what to capture.
     ///   - drawCursor: draw the pointer into the frames (XFixes cursor image).
     ///   - useSharedMemory: false forces the XGetImage path (as does SCREENSHARE_NO_SHM=1).
-    /// - Throws: `CaptureError` naming the display, region, monitor or window that is not usable.
     ///   - clock: the time `settle` waits by.
+    /// - Throws: `CaptureError` naming the display, region, monitor or window that is not usable.
     public init(display name: String?, source: CaptureSourceSpec, drawCursor: Bool = false,
                 useSharedMemory: Bool = true, clock: any MediaClock = SystemClock(), logger: Logger) throws {
         self.logger = logger

@@ -106,11 +106,11 @@ public final class VP8Encoder {
         // libwebrtc's buffer (600 ms aimed at, 1000 ms at most), started full enough for the
         // first keyframe. libvpx gives a stream's first frame half the starting level: from
         // 500 ms that was 250 ms of the bit rate, 7.5 frames' worth at 30 fps and 3.75 at 15,
-        // where `maxIntraBitratePercent` allows 9: the bench's first samples of `slides`,
-        // `clip` and `motion` were at 33, 32.6 and 38 dB; they are at 37, 35.3 and 39.3 now.
+        // where `maxIntraBitratePercent` allows 9.
         cfg.rc_buf_optimal_sz = 600
         cfg.rc_buf_sz = 1000
-        cfg.rc_buf_initial_sz = UInt32(Self.initialBufferMs(optimalMs: 600, maxMs: 1000, config: config))
+        cfg.rc_buf_initial_sz = UInt32(Self.initialBufferMs(optimalMs: Int(cfg.rc_buf_optimal_sz), maxMs: Int(cfg.rc_buf_sz),
+                                                            config: config))
         // libvpx's own frame dropper is off: on screen content it drops most frames of a
         // scrolling page far below the bit rate (each dropped frame costs a whole encode).
         // `detail` lowers the frame rate itself instead (RateBucket, in the pipeline).
