@@ -117,6 +117,7 @@ func matchesPattern(_ view: BGRAImageView, origin: (Int, Int), seed: UInt32) -> 
     @Test func aGrabWaitsForTheRestOfAChange() throws {
         let painter = try RootPainter()
         let clock = DrawingClock()
+        clock.manualNanos = SystemClock().nowNanos()  // however slow the machine, the wait is due
         let cap = try X11ScreenCapturer(display: nil, source: .region(PixelRect(x: 0, y: 0, width: 320, height: 240)),
                                         clock: clock, logger: logger)
         #expect(cap.capture { _ in } == .captured)
@@ -246,12 +247,19 @@ func matchesPattern(_ view: BGRAImageView, origin: (Int, Int), seed: UInt32) -> 
 final class DrawingClock: MediaClock, @unchecked Sendable {  // one test thread
     var whileSleeping: (() -> Void)?
     private(set) var deadlines: [UInt64] = []
-    func nowNanos() -> UInt64 { SystemClock().nowNanos() }
+    /// When set, the time stands still there until a sleep moves it to its deadline (no
+    /// test depends on how fast the machine runs).
+    var manualNanos: UInt64?
+    func nowNanos() -> UInt64 { manualNanos ?? SystemClock().nowNanos() }
     func wallNanos() -> UInt64 { SystemClock().wallNanos() }
     func sleep(untilNanos deadline: UInt64) {
         deadlines.append(deadline)
         whileSleeping?()
         whileSleeping = nil
+        if let now = manualNanos {
+            manualNanos = max(now, deadline)
+            return
+        }
         SystemClock().sleep(untilNanos: deadline)
     }
 }
