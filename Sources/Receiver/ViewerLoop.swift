@@ -94,7 +94,8 @@ final class ViewerLoop {
     private var transportFeedback = TransportFeedbackRecorder()
     private var transportFeedbacksSent = 0
 
-    /// Opens the ports, the audio, the decoder, the MD5 file and the window (see ``Viewer``).
+    /// Opens the ports, the audio, the decoder, the MD5 file, the window and libavformat for
+    /// `--record` (see ``Viewer``).
     init(config: ViewerConfig, events: EventSink, logger: Logger, clock: MediaClock, stop: ViewerStopSignal) throws {
         self.config = config
         self.events = events
@@ -178,6 +179,7 @@ final class ViewerLoop {
         if let w = audioPlaybackWarning {
             events.emit(.warning(.audioPlaybackUnavailable, w))
         }
+        recording?.started()
         if room != nil {
             room!.start(now: startNanos)
             flushRoom()

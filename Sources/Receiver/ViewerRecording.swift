@@ -8,11 +8,14 @@ import Recording
 /// `watch --record`: what arrived, VP8 frames and Opus packets as received, into a WebM file
 /// (`WebMRecorder`) on the video's timeline.
 ///
-/// The file is created at the first decoded keyframe (a file starts with one, and the picture
-/// size is known then). A file that cannot be created, written or finished (its trailer: cues,
-/// duration) is an `error` event (`record_failure`, once); recording stops there (a later
-/// keyframe never starts the file again over what was written), the viewer goes on watching,
-/// and ``finish()`` says so, for `watch` to exit with a failure.
+/// libavformat is opened when the viewer starts (``init``), before anything arrives: opened at
+/// the first keyframe, its ~100 libraries held that picture and the ones after it for up to a
+/// second on a busy machine (a freeze). The file is created at the first decoded keyframe (a
+/// file starts with one, and the picture size is known then). A library that cannot be opened,
+/// or a file that cannot be created, written or finished (its trailer: cues, duration) is an
+/// `error` event (`record_failure`, once); recording stops there (a later keyframe never starts
+/// the file again over what was written), the viewer goes on watching, and ``finish()`` says
+/// so, for `watch` to exit with a failure.
 struct ViewerRecording {
     /// The `--record` path.
     let path: String
@@ -28,10 +31,23 @@ struct ViewerRecording {
     /// Extends the video's RTP timestamps; a new sender starts a new one (see ``restart()``).
     private var unwrapper = TimestampUnwrapper()
 
+    /// A library that cannot be opened, reported by ``started()``.
+    private var openFailure: RecordingError?
+
+    /// Opens libavformat (``WebMRecorder/prepare(for:)``); a failure is reported by ``started()``.
     init(path: String, withAudio: Bool, events: EventSink) {
         self.path = path
         self.withAudio = withAudio
         self.events = events
+        do { try WebMRecorder.prepare(for: path) } catch {
+            openFailure = error as? RecordingError ?? RecordingError("--record \(path): \(error)")
+        }
+    }
+
+    /// The viewer has said it started: a library that could not be opened is reported now, and
+    /// nothing is recorded.
+    mutating func started() {
+        if let openFailure { fail(openFailure) }
     }
 
     /// Pictures written so far.

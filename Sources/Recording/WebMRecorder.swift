@@ -15,7 +15,7 @@ public struct RecordingError: Error, CustomStringConvertible, Equatable {
 /// the recorder when the video size is known (at the first keyframe). Use from one thread.
 public final class WebMRecorder {
     public let path: String
-    /// libavformat, loaded at the first recording (``load(for:)``).
+    /// libavformat, opened once per process (``prepare(for:)``).
     private let av: cav_library
     private var context: UnsafeMutablePointer<AVFormatContext>?
     private var packet: UnsafeMutablePointer<AVPacket>?
@@ -97,8 +97,16 @@ public final class WebMRecorder {
         return buf.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
-    /// libavformat, libavcodec and libavutil, opened the first time a recording starts (they
-    /// are not linked: a process that never records does not map them).
+    /// Opens libavformat, libavcodec and libavutil now, if not yet open: the first open maps
+    /// about 100 libraries, which takes from tens of milliseconds to a second on a busy machine.
+    /// A viewer that will record calls it when it starts, so that no picture waits for it.
+    /// - Throws: `RecordingError` naming `path` and the loader's reason.
+    public static func prepare(for path: String) throws {
+        _ = try load(for: path)
+    }
+
+    /// libavformat, libavcodec and libavutil, opened once per process, by ``prepare(for:)`` or
+    /// the first recorder (they are not linked: a process that never records does not map them).
     /// - Throws: `RecordingError` with the loader's reason.
     static func load(for path: String) throws -> cav_library {
         var error = [CChar](repeating: 0, count: 512)
