@@ -112,6 +112,12 @@ public final class X11ScreenCapturer {
     /// (XFixes ≥ 2) at each grab and fetched as rectangles, in the picture's pixels (reused).
     /// `changesKnown` is false when it cannot say (forced grabs, windows, no XFixes).
     private var changedRegion: XserverRegion = 0
+    /// What XDamage held while a change waited for the next (``awaitNextChange``): it is
+    /// grabbed with that one. Empty unless `holdsDamage`.
+    private var heldRegion: XserverRegion = 0
+    private var holdsDamage = false
+    /// XDamage events seen (each says a region went from empty to changed).
+    private var damageEvents: UInt64 = 0
     private var changedRects: [PixelRect] = []
     private var changesKnown = false
     /// Where the cursor was drawn into the last picture (its pixels), nil if it was not.
@@ -247,6 +253,7 @@ public final class X11ScreenCapturer {
             var fixesEvent: Int32 = 0, fixesError: Int32 = 0, major: Int32 = 2, minor: Int32 = 0
             if XFixesQueryExtension(d, &fixesEvent, &fixesError) != 0, XFixesQueryVersion(d, &major, &minor) != 0, major >= 2 {
                 changedRegion = XFixesCreateRegion(d, nil, 0)
+                heldRegion = XFixesCreateRegion(d, nil, 0)
                 changedRects.reserveCapacity(64)
             }
         } else {
@@ -285,6 +292,7 @@ public final class X11ScreenCapturer {
         }
         if damage != 0 { XDamageDestroy(display, damage) }
         if changedRegion != 0 { XFixesDestroyRegion(display, changedRegion) }
+        if heldRegion != 0 { XFixesDestroyRegion(display, heldRegion) }
         releaseImage()
         if windowPixmap != 0 { XFreePixmap(display, windowPixmap) }
         placeholder?.deallocate()
@@ -438,12 +446,19 @@ public final class X11ScreenCapturer {
     private func takeDamage(force: Bool) {
         changedRects.removeAll(keepingCapacity: true)
         changesKnown = false
+        defer {
+            if holdsDamage {
+                XFixesSetRegion(display, heldRegion, nil, 0)
+                holdsDamage = false
+            }
+        }
         guard damage != 0 else { return }
         guard changedRegion != 0, !force, case .rect(let area) = target else {
             XDamageSubtract(display, damage, 0, 0)
             return
         }
         XDamageSubtract(display, damage, 0, changedRegion)
+        if holdsDamage { XFixesUnionRegion(display, changedRegion, changedRegion, heldRegion) }
         var count: Int32 = 0
         let rects = XFixesFetchRegion(display, changedRegion, &count)
         guard rects != nil || count == 0 else { return }
@@ -467,6 +482,7 @@ public final class X11ScreenCapturer {
             XNextEvent(display, &event)
             let type = event.type
             if damage != 0, type == damageEventBase + XDamageNotify {
+                damageEvents &+= 1
                 if !dirty { changedAtNanos = clock.nowNanos() }
                 dirty = true
             } else if randrEventBase >= 0, type == randrEventBase + RRScreenChangeNotify {
@@ -657,6 +673,44 @@ public final class X11ScreenCapturer {
         guard let since = changedAtNanos else { return }
         let due = since &+ nanos
         while clock.nowNanos() < due { clock.sleep(untilNanos: due) }
+    }
+
+    /// Whether a change waits to be grabbed (pending X events read first).
+    public func changePending() -> Bool {
+        if cx11_io_failed() != 0 { return true }  // the next capture reports it
+        drainEvents()
+        return dirty
+    }
+
+    /// While a change waits to be grabbed, waits up to `timeoutNanos` for the source to change
+    /// again, and returns true when it did (`settle` then waits from then). For content that
+    /// changes faster than the frame rate: grabbed when the pacer lets it, at whatever point
+    /// of its drawing, a picture can be half old and half new (a scrolling page grabbed
+    /// between two of its application's requests); grabbed just after its next change begins,
+    /// it is whole, and as new as it can be. What changed meanwhile is kept for the grab
+    /// (XDamage reports a region that becomes non-empty: it is emptied into `heldRegion` so
+    /// the next change is reported). False at once when no change waits.
+    public func awaitNextChange(timeoutNanos: UInt64) -> Bool {
+        guard changePending(), damage != 0, cx11_io_failed() == 0 else { return false }
+        if heldRegion != 0 {
+            XDamageSubtract(display, damage, 0, changedRegion)
+            XFixesUnionRegion(display, heldRegion, heldRegion, changedRegion)
+            holdsDamage = true
+        } else {
+            XDamageSubtract(display, damage, 0, 0)
+        }
+        XSync(display, 0)  // emptied before waiting: a change drawn from now on is reported
+        let seen = damageEvents
+        let deadline = clock.nowNanos() &+ timeoutNanos
+        while damageEvents == seen {
+            let now = clock.nowNanos()
+            guard now < deadline, cx11_io_failed() == 0 else { return false }
+            var pfd = pollfd(fd: cx11_connection_number(display), events: Int16(POLLIN), revents: 0)
+            _ = poll(&pfd, 1, Int32(min((deadline - now) / 1_000_000 + 1, 1_000)))
+            drainEvents()
+        }
+        changedAtNanos = clock.nowNanos()
+        return true
     }
 
     /// Waits up to `timeoutNanos` for X events (damage, window changes) or, when the cursor is

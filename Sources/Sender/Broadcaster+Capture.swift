@@ -54,6 +54,7 @@ extension Broadcaster {
         var unavailable: String?
         var tooSmall: PixelSize?
         var force = false
+        var held = false  // the pacer held back the grab about to be made
         var scale = scaleLevel.load(ordering: .relaxed)
         // A picture still waiting for the encoder is brought up to date in place: two frames in
         // flight, not three (3 MB at 1080p, 12 at 4K).
@@ -110,7 +111,16 @@ extension Broadcaster {
                 clock.sleep(untilNanos: clock.nowNanos() + 50_000_000)
                 continue
             }
-            if clock.nowNanos() < pacer.nextNanos { clock.sleep(untilNanos: pacer.nextNanos); continue }
+            if clock.nowNanos() < pacer.nextNanos {
+                clock.sleep(untilNanos: pacer.nextNanos)
+                held = true
+                continue
+            }
+            // Content faster than the frame rate is grabbed just after its next change begins.
+            if pacer.awaitsNextChange(heldWithChangeWaiting: held && capturer.changePending()) && !force {
+                _ = capturer.awaitNextChange(timeoutNanos: pacer.periodNanos)
+            }
+            held = false
             // A change is grabbed a moment after it is first seen: the rest of the picture its
             // application draws in further requests comes with it.
             capturer.settle(nanos: Self.damageSettleNanos)

@@ -124,6 +124,8 @@ public struct CapturePacer: Sendable, Equatable {
     private var tatNanos: UInt64
     /// No grab before this (half a period after the last grab, or a period after a retry).
     private var notBeforeNanos: UInt64
+    /// The share of grabs held back lately while a change waited (a moving average, 1/8 a grab).
+    private var heldShare = 0.0
 
     public init(fps: Double, now: UInt64) {
         periodNanos = UInt64(1e9 / max(fps, 0.1))
@@ -143,6 +145,20 @@ public struct CapturePacer: Sendable, Equatable {
     public mutating func grabbed(at now: UInt64) {
         tatNanos = max(tatNanos, now) &+ periodNanos &- periodNanos / Self.creditLeak
         notBeforeNanos = now &+ periodNanos / 2
+    }
+
+    /// Whether the grab about to be made waits for the source's next change first: the pacer
+    /// held it back while a change was waiting (`heldWithChangeWaiting`), as it did at least
+    /// half of the grabs lately (a moving average over about 8). Content that changes faster
+    /// than the frame rate is held back at nearly every grab: it then grabs just after one of
+    /// its changes begins, not wherever the pacer's time falls in its drawing (X11ScreenCapturer's
+    /// `awaitNextChange`). Content at the frame rate is held back now and then (the rest of a
+    /// picture drawn late, by an application short of CPU): it is grabbed as it is, since the
+    /// change that waits can be a whole picture that waiting would skip. Every capture attempt
+    /// counts as a grab here.
+    public mutating func awaitsNextChange(heldWithChangeWaiting held: Bool) -> Bool {
+        heldShare += ((held ? 1 : 0) - heldShare) / 8
+        return held && heldShare >= 0.5
     }
 
     /// Nothing usable was grabbed at `now` (an error, a placeholder): try again a period later.

@@ -146,6 +146,42 @@ func matchesPattern(_ view: BGRAImageView, origin: (Int, Int), seed: UInt32) -> 
         #expect(clock.deadlines.count == 1)
     }
 
+    /// Content faster than the frame rate: while a change waits, the capturer waits for the
+    /// next one, and the grab has both, with both in what changed.
+    @Test func aWaitingChangeWaitsForTheNextOne() throws {
+        let painter = try RootPainter()
+        let clock = DrawingClock()
+        let region = PixelRect(x: 0, y: 0, width: 640, height: 360)
+        let cap = try X11ScreenCapturer(display: nil, source: .region(region), clock: clock, logger: logger)
+        #expect(cap.capture { _ in } == .captured)
+        #expect(!cap.awaitNextChange(timeoutNanos: 2_000_000_000), "nothing waits, yet it waited for a change")
+        painter.paint(PixelRect(x: 10, y: 10, width: 50, height: 50), seed: 21)
+        #expect(cap.waitForChange(timeoutNanos: 2_000_000_000))
+        // The next change is drawn once the capturer waits for it (it reads the time then).
+        clock.whenAsked = { painter.paint(PixelRect(x: 300, y: 200, width: 40, height: 40), seed: 22) }
+        #expect(cap.awaitNextChange(timeoutNanos: 2_000_000_000), "the next change was not seen")
+        var first = false, second = false
+        var changed: [PixelRect] = []
+        #expect(cap.capture { view in
+            first = matchesPattern(BGRAImageView(base: view.base.advanced(by: 10 * view.stride + 40), stride: view.stride, width: 50, height: 50),
+                                   origin: (10, 10), seed: 21)
+            second = matchesPattern(BGRAImageView(base: view.base.advanced(by: 200 * view.stride + 1200), stride: view.stride, width: 40, height: 40),
+                                    origin: (300, 200), seed: 22)
+            changed = view.changed.map(Array.init) ?? []
+        } == .captured)
+        #expect(first && second, "the first change in the picture: \(first), the next: \(second)")
+        func inside(_ x: Int, _ y: Int) -> Bool { changed.contains { x >= $0.x && x < $0.x + $0.width && y >= $0.y && y < $0.y + $0.height } }
+        #expect(inside(10, 10) && inside(59, 59) && inside(300, 200) && inside(339, 239), "\(changed)")
+        #expect(changed.reduce(0) { $0 + $1.width * $1.height } == 50 * 50 + 40 * 40, "\(changed)")
+        // No next change: it gives up, and the change that waited is still grabbed, and said.
+        painter.paint(PixelRect(x: 100, y: 100, width: 30, height: 30), seed: 23)
+        #expect(cap.waitForChange(timeoutNanos: 2_000_000_000))
+        #expect(!cap.awaitNextChange(timeoutNanos: 20_000_000))
+        #expect(cap.capture { view in changed = view.changed.map(Array.init) ?? [] } == .captured)
+        #expect(changed.reduce(0) { $0 + $1.width * $1.height } == 30 * 30, "\(changed)")
+        #expect(cap.capture { _ in } == .unchanged)
+    }
+
     /// A grab says what changed since the one before, in the picture's pixels (XDamage's
     /// rectangles fetched with XFixes): the encoder skips the rest. A forced grab says nothing.
     @Test func aGrabSaysWhatChangedInThePicturesPixels() throws {
@@ -246,11 +282,19 @@ func matchesPattern(_ view: BGRAImageView, origin: (Int, Int), seed: UInt32) -> 
 /// meanwhile) and notes until when it was asked to sleep.
 final class DrawingClock: MediaClock, @unchecked Sendable {  // one test thread
     var whileSleeping: (() -> Void)?
+    /// Runs once, the next time the capturer reads the time.
+    var whenAsked: (() -> Void)?
     private(set) var deadlines: [UInt64] = []
     /// When set, the time stands still there until a sleep moves it to its deadline (no
     /// test depends on how fast the machine runs).
     var manualNanos: UInt64?
-    func nowNanos() -> UInt64 { manualNanos ?? SystemClock().nowNanos() }
+    func nowNanos() -> UInt64 {
+        if let run = whenAsked {
+            whenAsked = nil
+            run()
+        }
+        return manualNanos ?? SystemClock().nowNanos()
+    }
     func wallNanos() -> UInt64 { SystemClock().wallNanos() }
     func sleep(untilNanos deadline: UInt64) {
         deadlines.append(deadline)

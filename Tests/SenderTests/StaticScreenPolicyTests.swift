@@ -107,7 +107,9 @@ import TestSupport
     let ms: UInt64 = 1_000_000
 
     /// Simulates the capture loop: a grab happens at the first moment the pacer allows and the
-    /// screen has changed since the last grab. `changes` are the times the screen changed.
+    /// screen has changed since the last grab; when the pacer held it back with a change
+    /// waiting, as it did the grab before, at the next change (within a period) instead.
+    /// `changes` are the times the screen changed.
     func grabs(fps: Double, changes: [UInt64], until end: UInt64) -> [UInt64] {
         var pacer = CapturePacer(fps: fps, now: 0)
         var grabbed: [UInt64] = []
@@ -115,11 +117,16 @@ import TestSupport
         var dirtySince: UInt64?
         while true {
             // Next event: the pacer opening, or the next change when the screen is still clean.
-            let t: UInt64
+            var t: UInt64
             if let since = dirtySince { t = max(since, pacer.nextNanos) } else if let c = pending.first { t = max(c, pacer.nextNanos) } else { break }
             guard t < end else { break }
             while let c = pending.first, c <= t { dirtySince = dirtySince ?? c; pending.removeFirst() }
-            guard dirtySince != nil else { continue }
+            guard let since = dirtySince else { continue }
+            if pacer.awaitsNextChange(heldWithChangeWaiting: since < t), let next = pending.first, next - t <= pacer.periodNanos {
+                t = next
+                pending.removeFirst()
+                guard t < end else { break }
+            }
             grabbed.append(t)
             pacer.grabbed(at: t)
             dirtySince = nil
@@ -188,6 +195,38 @@ import TestSupport
         #expect(g.contains(second))
         #expect(g.first { $0 > second }.map { $0 > main[11] } == true)  // the next change waited
         for change in main[20...] { #expect(g.contains(change), "the change at \(change / ms) ms is grabbed when it happens") }
+    }
+
+    @Test func fasterContentIsGrabbedAsItChanges() {
+        // Changes every 33.3 ms (a page scrolling at 30 fps) sent at 15 fps: each grab waits for
+        // the content's next change instead of falling anywhere in its drawing.
+        let period: UInt64 = 1_000_000_000 / 30
+        let changes = (0..<120).map { k in 5 * ms + UInt64(k) * period }
+        let g = grabs(fps: 15, changes: changes, until: 4_000 * ms)
+        #expect(g.count >= 59 && g.count <= 63, "\(g.count) grabs in 4 s at 15 fps")  // 4 s × 15 × 32/31 = 62
+        // Until most grabs were held back, they are grabbed as they are (the first 0.6 s).
+        let between = g.filter { !changes.contains($0) && $0 > 600 * ms }
+        #expect(between.isEmpty, "grabs between changes: \(between.map { $0 / ms }) ms")
+        for (a, b) in zip(g, g.dropFirst()) { #expect(b - a >= 1_000_000_000 / 15 / 2) }
+    }
+
+    @Test func onlyGrabsHeldBackMostOfTheTimeWaitForTheNextChange() {
+        // Held back now and then (the rest of a picture drawn late): never made to wait, even
+        // twice in a row.
+        var p = CapturePacer(fps: 30, now: 0)
+        let now_and_then = (0..<64).map { $0 % 4 == 0 || $0 == 33 }
+        #expect(!now_and_then.map { p.awaitsNextChange(heldWithChangeWaiting: $0) }.contains(true))
+        // Held back at every grab (faster content): waits from the 6th on, and still after one
+        // grab not held back; not after a run of grabs that are not.
+        var q = CapturePacer(fps: 30, now: 0)
+        let always = (0..<12).map { _ in q.awaitsNextChange(heldWithChangeWaiting: true) }
+        #expect(always == Array(repeating: false, count: 5) + Array(repeating: true, count: 7))
+        let once = q.awaitsNextChange(heldWithChangeWaiting: false)
+        let after = q.awaitsNextChange(heldWithChangeWaiting: true)
+        #expect(!once && after)
+        for _ in 0..<8 { _ = q.awaitsNextChange(heldWithChangeWaiting: false) }
+        let later = q.awaitsNextChange(heldWithChangeWaiting: true)
+        #expect(!later)
     }
 
     @Test func retryWaitsAPeriod() {
