@@ -13,12 +13,16 @@
 
 static size_t zf_threshold;
 static _Atomic uint64_t zf_skipped;
+static _Atomic uint64_t zf_skipped_unread;
 static _Thread_local int zf_disabled;
+static _Thread_local int zf_unread_fill;
 static pthread_once_t zf_once = PTHREAD_ONCE_INIT;
 static const char *zf_result = "not tried";
 
 void zero_fill_set_disabled_on_this_thread(int disabled) { zf_disabled = disabled; }
 uint64_t zero_fill_skipped_bytes(void) { return atomic_load(&zf_skipped); }
+void zero_fill_set_unread_fill_on_this_thread(int on) { zf_unread_fill = on; }
+uint64_t zero_fill_skipped_unread_bytes(void) { return atomic_load(&zf_skipped_unread); }
 
 // The mapping that holds all of [start, end), from /proc/self/maps read with a stack buffer (no
 // allocation): its protection, and whether it is private anonymous memory ("rw-p", inode 0,
@@ -50,7 +54,10 @@ static int zf_mapping(uintptr_t start, uintptr_t end, int *prot, int *anonymous)
 }
 
 static void *zf_memset(void *p, int c, size_t n) {
-    if (c != 0 || n < zf_threshold || zf_disabled) return memset(p, c, n);
+    // Zeros over a large buffer; or, while an encoder is made, the fill of its post-processing
+    // frame (128), which it never reads (zero_fill.h).
+    int unread = (unsigned char)c == 128 && zf_unread_fill;
+    if (zf_disabled || !((c == 0 && n >= zf_threshold) || unread)) return memset(p, c, n);
     long pagesize = sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p, end = start + n;
     uintptr_t first = (start + pagesize - 1) / pagesize * pagesize, last = end / pagesize * pagesize;
@@ -59,8 +66,8 @@ static void *zf_memset(void *p, int c, size_t n) {
         (fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC)) < 0) {
         return memset(p, c, n);
     }
-    memset(p, 0, first - start);
-    memset((void *)last, 0, end - last);
+    memset(p, c, first - start);
+    memset((void *)last, c, end - last);
     uint64_t entries[512];
     uintptr_t page = first;
     while (page < last) {
@@ -68,13 +75,13 @@ static void *zf_memset(void *p, int c, size_t n) {
         if (count > 512) count = 512;
         ssize_t got = pread(fd, entries, count * sizeof entries[0], (off_t)(page / pagesize * sizeof entries[0]));
         if (got != (ssize_t)(count * sizeof entries[0])) {  // cannot tell: write the rest
-            memset((void *)page, 0, last - page);
+            memset((void *)page, c, last - page);
             break;
         }
         for (size_t i = 0; i < count; i++, page += pagesize) {
             // Bit 63: present; bit 62: swapped. Neither: never touched (or given back): zeros.
-            if (entries[i] >> 62) memset((void *)page, 0, pagesize);
-            else atomic_fetch_add(&zf_skipped, (uint64_t)pagesize);
+            if (entries[i] >> 62) memset((void *)page, c, pagesize);
+            else atomic_fetch_add(unread ? &zf_skipped_unread : &zf_skipped, (uint64_t)pagesize);
         }
     }
     close(fd);

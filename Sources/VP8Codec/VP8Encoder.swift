@@ -138,9 +138,12 @@ public final class VP8Encoder {
         ctx = .allocate(capacity: 1)
         ctx.initialize(to: vpx_codec_ctx_t())
         // libvpx zeroes a token buffer of 24 bytes a pixel here: only its pages that tokens
-        // are written to become resident (CZeroFill).
+        // are written to become resident (CZeroFill). It also fills a post-processing frame
+        // with 128 that an encoder never reads: left untouched.
         _ = Self.zeroFillProblem
+        zero_fill_set_unread_fill_on_this_thread(1)
         let rc = cvpx_enc_init(ctx, &cfg, 0)
+        zero_fill_set_unread_fill_on_this_thread(0)
         guard rc == VPX_CODEC_OK else {
             let message = String(cString: vpx_codec_err_to_string(rc))
             ctx.deallocate()

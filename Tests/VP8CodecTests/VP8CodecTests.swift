@@ -262,17 +262,22 @@ func config(_ w: Int, _ h: Int, content: ContentPreference = .motion, _ change: 
     }
 
     /// libvpx zeroes a token buffer of 24 bytes a pixel (50 MB at 1080p) when the encoder is
-    /// made; routed through CZeroFill, the pages never touched are left alone, and libvpx
-    /// encodes exactly as with every byte written.
+    /// made, and fills a post-processing frame with 128 that an encoder never reads; routed
+    /// through CZeroFill, the pages never touched are left alone, and libvpx encodes exactly as
+    /// with every byte written.
     @Test func theTokenBufferIsNotMadeResidentAndEncodingIsUnchanged() throws {
         #expect(VP8Encoder.zeroFillProblem == nil)
         // A fixed speed (negative cpu-used): at a positive one libvpx picks its speed from how
         // long frames take, so two encoders differ under load whatever their memory.
         let c = config(1920, 1080, content: .detail) { $0.cpuUsed = -10 }
-        let skipped0 = zero_fill_skipped_bytes()
+        let skipped0 = zero_fill_skipped_bytes(), unread0 = zero_fill_skipped_unread_bytes()
         let lean = try VP8Encoder(config: c)
-        let skipped = zero_fill_skipped_bytes() - skipped0
+        let skipped = zero_fill_skipped_bytes() - skipped0, unread = zero_fill_skipped_unread_bytes() - unread0
         #expect(skipped >= 20 * 1920 * 1080, "left alone: \(skipped) bytes")
+        // The post-processing frame: 1920x1088 (whole macroblocks) with 32-pixel borders, the
+        // rows 32-byte aligned, 4:2:0; all of it but the two pages at its ends.
+        let yStride = (1920 + 64 + 31) / 32 * 32, frame = (1088 + 64) * yStride + 2 * (544 + 32) * (yStride / 2)
+        #expect(unread >= UInt64(frame - 2 * 4096), "left alone of the post-processing frame: \(unread) of \(frame) bytes")
         zero_fill_set_disabled_on_this_thread(1)
         let full = try VP8Encoder(config: c)
         zero_fill_set_disabled_on_this_thread(0)

@@ -10,7 +10,8 @@
 /// calls to memset (its GOT entry, nothing else in the process) through a memset that, for a
 /// call zeroing at least `threshold` bytes, leaves alone the pages of private anonymous memory
 /// that were never touched (neither present nor swapped, per /proc/self/pagemap): they read
-/// as zeros already. Everything else is set as memset would.
+/// as zeros already. Everything else is set as memset would (but see
+/// zero_fill_set_unread_fill_on_this_thread).
 ///
 /// Returns 0 when installed (or already), else a short reason (libvpx not loaded, no memset
 /// relocation found, mprotect refused). Thread-safe; the first call's threshold is kept.
@@ -21,5 +22,16 @@ uint64_t zero_fill_skipped_bytes(void);
 
 /// While nonzero on this thread, the hook writes every byte (the tests' comparison).
 void zero_fill_set_disabled_on_this_thread(int disabled);
+
+/// While nonzero on this thread, a call filling memory with 128 (of any size) also leaves the
+/// untouched pages alone, which then read as zeros, not 128: for making a VP8 encoder only.
+/// libvpx allocates a post-processing frame for every VP8 codec (Debian builds it with
+/// --enable-postproc) and fills it with 128 (3.4 MB resident at 1080p), but an encoder never
+/// reads it: only vpx_codec_get_preview_frame (never called here) and libvpx's internal-stats
+/// build do. Nothing else in making an encoder fills with 128 (libvpx 1.12's vp8/ and vpx_scale/).
+void zero_fill_set_unread_fill_on_this_thread(int on);
+
+/// Bytes of such fills the hook did not write (all calls so far).
+uint64_t zero_fill_skipped_unread_bytes(void);
 
 #endif
