@@ -109,6 +109,47 @@ import X11TestSupport
         #expect(log.names.firstIndex(of: "error")! < log.names.lastIndex(of: "stopped")!)
     }
 
+    /// A viewer that cannot open libavformat says so when it starts (an `error` event naming
+    /// the library and the file, after `started`, before any picture), goes on watching, and
+    /// fails (exit 1).
+    @Test func aRecordingWithoutLibavformatIsAnErrorAtTheStart() throws {
+        let dir = try makeTempDir()
+        // The loader looks in LD_LIBRARY_PATH first, and finds there a libavformat that is no library.
+        let libs = "\(dir)/libs"
+        try FileManager.default.createDirectory(atPath: libs, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: "\(libs)/libavformat.so.59", contents: Data("not a library".utf8)))
+        let input = "\(dir)/small.nv12"
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=15",
+                                          "-frames:v", "15", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", input]) == 0)
+        let record = "\(dir)/got.webm"
+        let port = freeEvenPort()
+        let sdp = "\(dir)/v.sdp"
+        try writeSDP(port: port, fps: 15, to: sdp)
+        let viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--record", record, "--duration", "4", "--json"],
+                               dir: dir, name: "viewer", environment: ["LD_LIBRARY_PATH": libs])
+        try waitUntilBound(port)
+        let error = try EventLog.wait(for: "error", in: viewer)
+        #expect(error["kind"] as? String == "record_failure")
+        let message = error["message"] as? String ?? ""
+        #expect(message.contains(record) && message.contains("cannot load libavformat") && message.contains("libavformat.so.59"), "\(message)")
+        let sender = try Child(screenshareBinary(), [
+            "start", "--to", "127.0.0.1:\(port)", "--input", input, "--input-format", "nv12", "--input-size", "320x240",
+            "--fps", "15", "--duration", "1", "--json",
+        ], dir: dir, name: "sender")
+        try EventLog.wait(for: "first_frame", in: viewer)
+        #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
+        #expect(viewer.finish(within: 30) == 1, "viewer: \(viewer.stderr)")
+
+        let log = EventLog(viewer)
+        #expect(log.events(named: "error").count == 1, "\(log.events(named: "error"))")
+        #expect(log.names.firstIndex(of: "started")! < log.names.firstIndex(of: "error")!)
+        #expect(log.names.firstIndex(of: "error")! < log.names.firstIndex(of: "first_frame")!)
+        let summary = try log.stopped()
+        #expect((summary["frames_decoded"] as? Int ?? 0) > 0, "\(summary)")
+        #expect((summary["recorded_frames"] as? Int ?? 0) == 0, "\(summary)")
+        #expect(!FileManager.default.fileExists(atPath: record))
+    }
+
     @Test func lostPacketsAreRepairedByNACK() throws {
         let dir = try makeTempDir()
         let input = try PlainSession.motion(width: 1280, height: 720, fps: 15, frames: 30, in: dir)
