@@ -75,9 +75,7 @@ import X11TestSupport
     /// why, and a failed `watch` (exit 1): not a file silently left without its end.
     @Test func aRecordingThatCannotBeFinishedFailsTheViewer() throws {
         let dir = try makeTempDir()
-        let input = "\(dir)/small.nv12"
-        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=15",
-                                          "-frames:v", "15", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", input]) == 0)
+        let input = try smallInput(in: dir)
         // Every write lands in libavformat's buffer (a few KB of small frames); the trailer
         // flushes it to a device that is always full.
         let record = "\(dir)/full.webm"
@@ -88,10 +86,7 @@ import X11TestSupport
         let viewer = try Child(screenshareBinary(), ["watch", "--sdp", sdp, "--headless", "--record", record, "--duration", "4", "--json"],
                                dir: dir, name: "viewer")
         try waitUntilBound(port)
-        let sender = try Child(screenshareBinary(), [
-            "start", "--to", "127.0.0.1:\(port)", "--input", input, "--input-format", "nv12", "--input-size", "320x240",
-            "--fps", "15", "--duration", "1", "--json",
-        ], dir: dir, name: "sender")
+        let sender = try smallSender(input, port: port, dir: dir)
         try EventLog.wait(for: "first_frame", in: viewer)
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         #expect(viewer.finish(within: 30) == 1, "viewer: \(viewer.stderr)")
@@ -118,9 +113,7 @@ import X11TestSupport
         let libs = "\(dir)/libs"
         try FileManager.default.createDirectory(atPath: libs, withIntermediateDirectories: true)
         #expect(FileManager.default.createFile(atPath: "\(libs)/libavformat.so.59", contents: Data("not a library".utf8)))
-        let input = "\(dir)/small.nv12"
-        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=15",
-                                          "-frames:v", "15", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", input]) == 0)
+        let input = try smallInput(in: dir)
         let record = "\(dir)/got.webm"
         let port = freeEvenPort()
         let sdp = "\(dir)/v.sdp"
@@ -132,10 +125,7 @@ import X11TestSupport
         #expect(error["kind"] as? String == "record_failure")
         let message = error["message"] as? String ?? ""
         #expect(message.contains(record) && message.contains("cannot load libavformat") && message.contains("libavformat.so.59"), "\(message)")
-        let sender = try Child(screenshareBinary(), [
-            "start", "--to", "127.0.0.1:\(port)", "--input", input, "--input-format", "nv12", "--input-size", "320x240",
-            "--fps", "15", "--duration", "1", "--json",
-        ], dir: dir, name: "sender")
+        let sender = try smallSender(input, port: port, dir: dir)
         try EventLog.wait(for: "first_frame", in: viewer)
         #expect(sender.finish(within: 30) == 0, "sender: \(sender.stderr)")
         #expect(viewer.finish(within: 30) == 1, "viewer: \(viewer.stderr)")
@@ -173,6 +163,22 @@ import X11TestSupport
         #expect(Double(decoded) >= 0.9 * Double(framesSent), "decoded \(decoded) of \(framesSent)")
         #expect((got["packets_lost"] as? Int ?? .max) * 2 <= dropped, "\(got)")
     }
+}
+
+/// A second of ffmpeg's test picture, 320x240 NV12 at 15 fps, for `start --input`.
+private func smallInput(in dir: String) throws -> String {
+    let input = "\(dir)/small.nv12"
+    #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=320x240:rate=15",
+                                      "-frames:v", "15", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", input]) == 0)
+    return input
+}
+
+/// `start` sending ``smallInput(in:)``'s picture to 127.0.0.1:`port` for a second.
+private func smallSender(_ input: String, port: UInt16, dir: String) throws -> Child {
+    try Child(screenshareBinary(), [
+        "start", "--to", "127.0.0.1:\(port)", "--input", input, "--input-format", "nv12", "--input-size", "320x240",
+        "--fps", "15", "--duration", "1", "--json",
+    ], dir: dir, name: "sender")
 }
 
 /// A script in the repository's Scripts folder.
