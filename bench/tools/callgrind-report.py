@@ -12,8 +12,14 @@ a frame delivered cost, the pictures captured and converted for it included. Run
 content with another label are compared with the first label.
 
 Reads the dump's text format (callgrind_format(5)): `ob=` names the object of the cost lines
-that follow; a cost line right after `calls=` is the inclusive cost of a call (counted in the
-callee), not the caller's own, and is skipped.
+that follow and `fn=` their function; a cost line right after `calls=` is the inclusive cost of
+a call (counted in the callee), not the caller's own, and is skipped.
+
+The release build links the Swift runtime statically (Scripts/lib/common.sh): in the screenshare
+binary, a function counts as the Swift runtime when its name is one of the runtime's (swift_*,
+swift::*), the standard library's ($ss, $sS + a standard type), FoundationEssentials' or
+Dispatch's, unless it is a specialization for screenshare's types (Tg5, Tf...: compiled into
+screenshare's own objects, as with a dynamically linked runtime).
 """
 import re
 import sys
@@ -29,18 +35,30 @@ GROUPS = [  # (name, pattern on the object's path), first match wins
 ]
 
 
-def group_of(obj):
+RUNTIME = GROUPS[-1][0]
+# Functions of the Swift runtime, standard library, FoundationEssentials and Dispatch linked into
+# the binary, and the marks of a specialization made for the caller's types.
+RUNTIME_FUNCTION = re.compile(r"^(_?swift_|swift::|\$ss|\$sS[a-zA-Z]|\$s20FoundationEssentials|\$s8Dispatch"
+                              r"|_?dispatch_|\$s17_StringProcessing|\$s12_RegexParser|\$s12_Concurrency)")
+SPECIALIZED = re.compile(r"T[fg][0-9]|Tt[0-9]")
+
+
+def group_of(obj, fn=""):
     for name, pattern in GROUPS:
         if re.search(pattern, obj):
+            if name == "screenshare's own code" and RUNTIME_FUNCTION.match(fn) and not SPECIALIZED.search(fn):
+                return RUNTIME
             return name
     return "other"
 
 
 def self_costs(path):
-    """Exclusive Ir by object path."""
+    """Exclusive Ir by (object path, function name)."""
     names = {}
+    fn_names = {}
     costs = defaultdict(int)
     obj = "???"
+    fn = "???"
     skip_next = False
 
     def resolve(value):
@@ -50,6 +68,14 @@ def self_costs(path):
         if m.group(2) is not None:
             names[m.group(1)] = m.group(2)
         return names.get(m.group(1), "???")
+
+    def resolve_fn(value):  # functions have their own compressed names
+        m = re.match(r"\((\d+)\)(?: (.*))?$", value)
+        if not m:
+            return value
+        if m.group(2) is not None:
+            fn_names[m.group(1)] = m.group(2)
+        return fn_names.get(m.group(1), "???")
 
     with open(path, errors="replace") as f:
         for line in f:
@@ -62,6 +88,10 @@ def self_costs(path):
             elif line.startswith("cob="):
                 key = line[4:]
                 resolve(key)  # defines a compressed name for later lines
+            elif line.startswith("fn="):
+                fn = resolve_fn(line[3:])
+            elif line.startswith("cfn="):
+                resolve_fn(line[4:])
             elif line.startswith("calls="):
                 skip_next = True
             elif c.isdigit() or c in "+-*":
@@ -70,7 +100,7 @@ def self_costs(path):
                     continue
                 parts = line.split()
                 if len(parts) >= 2:
-                    costs[obj] += int(parts[1])
+                    costs[(obj, fn)] += int(parts[1])
     return costs
 
 
@@ -80,8 +110,8 @@ def main():
     for arg in sys.argv[2:]:
         label, content, encoded, captured, path = arg.split(":", 4)
         by_group = defaultdict(int)
-        for obj, ir in self_costs(path).items():
-            by_group[group_of(obj)] += ir
+        for (obj, fn), ir in self_costs(path).items():
+            by_group[group_of(obj, fn)] += ir
         runs.append((label, content, int(encoded), captured, by_group))
     names = [g for g, _ in GROUPS] + ["other"]
     lines = ["| content | binary | frames encoded | pictures captured | " + " | ".join(names) + " | total |",
