@@ -54,28 +54,20 @@ def group_of(obj, fn=""):
 
 def self_costs(path):
     """Exclusive Ir by (object path, function name)."""
-    names = {}
-    fn_names = {}
+    objects = {}  # compressed names: objects (ob=, cob=) and functions (fn=, cfn=) have one table each
+    functions = {}
     costs = defaultdict(int)
     obj = "???"
     fn = "???"
     skip_next = False
 
-    def resolve(value):
+    def resolve(value, names):
         m = re.match(r"\((\d+)\)(?: (.*))?$", value)
         if not m:
             return value
         if m.group(2) is not None:
             names[m.group(1)] = m.group(2)
         return names.get(m.group(1), "???")
-
-    def resolve_fn(value):  # functions have their own compressed names
-        m = re.match(r"\((\d+)\)(?: (.*))?$", value)
-        if not m:
-            return value
-        if m.group(2) is not None:
-            fn_names[m.group(1)] = m.group(2)
-        return fn_names.get(m.group(1), "???")
 
     with open(path, errors="replace") as f:
         for line in f:
@@ -84,14 +76,13 @@ def self_costs(path):
                 continue
             c = line[0]
             if line.startswith("ob="):
-                obj = resolve(line[3:])
+                obj = resolve(line[3:], objects)
             elif line.startswith("cob="):
-                key = line[4:]
-                resolve(key)  # defines a compressed name for later lines
+                resolve(line[4:], objects)  # defines a compressed name for later lines
             elif line.startswith("fn="):
-                fn = resolve_fn(line[3:])
+                fn = resolve(line[3:], functions)
             elif line.startswith("cfn="):
-                resolve_fn(line[4:])
+                resolve(line[4:], functions)
             elif line.startswith("calls="):
                 skip_next = True
             elif c.isdigit() or c in "+-*":
