@@ -76,6 +76,9 @@ public final class VP8Encoder {
     private var activeMapSet = false
     /// With two temporal layers: the layer of the next frame (a keyframe starts at 0).
     private var nextLayer = 0
+    private var speedRestart: SpeedRestart
+    /// Times the adaptive speed was started again from its slowest (``SpeedRestart``).
+    public private(set) var speedRestarts = 0
     /// Why libvpx's memset could not be routed through `CZeroFill` (nil: it is). Then every
     /// encoder's token buffer (24 bytes a pixel) is resident from the start; nothing else differs.
     public static let zeroFillProblem: String? = {
@@ -87,6 +90,7 @@ public final class VP8Encoder {
     public init(config: VP8EncoderConfig) throws {
         try config.validate()
         self.config = config
+        speedRestart = SpeedRestart(adaptive: config.cpuUsed > 0, intervalFrames: config.fps)
         guard cvpx_enc_config_default(&cfg) == VPX_CODEC_OK else { throw VP8CodecError("vpx_codec_enc_config_default failed") }
         cfg.g_w = UInt32(config.size.width)
         cfg.g_h = UInt32(config.size.height)
@@ -183,6 +187,7 @@ public final class VP8Encoder {
             throw VP8CodecError("VP8 encoder reconfiguration failed: \(String(cString: vpx_codec_error(ctx)))")
         }
         cfg = next
+        speedRestart.configurationChanged()
         config.targetBitrateKbps = targetBitrateKbps
         if content != config.content {
             let mode = Self.screenContentMode(content)
@@ -220,7 +225,10 @@ public final class VP8Encoder {
     /// an unchanged picture cheap (nothing to search).
     public func setStaticThreshold(_ value: Int32) {
         guard value != staticThreshold else { return }
-        if cvpx_control_int(ctx, Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), value) == VPX_CODEC_OK { staticThreshold = value }
+        if cvpx_control_int(ctx, Int32(VP8E_SET_STATIC_THRESHOLD.rawValue), value) == VPX_CODEC_OK {
+            staticThreshold = value
+            speedRestart.configurationChanged()
+        }
     }
 
     /// Which macroblocks the next frames encode (1) and which they skip (0: taken from the
@@ -249,6 +257,7 @@ public final class VP8Encoder {
     /// Changes the largest keyframe (percent of an average frame's bits) from the next one on.
     public func setMaxIntraBitratePercent(_ percent: Int) {
         if cvpx_control_uint(ctx, Int32(VP8E_SET_MAX_INTRA_BITRATE_PCT.rawValue), UInt32(max(percent, 0))) == VPX_CODEC_OK {
+            speedRestart.configurationChanged()
             config.maxIntraBitratePercent = percent
         }
     }
@@ -281,6 +290,10 @@ public final class VP8Encoder {
             nextLayer = 1 - nextLayer
         }
         forceKeyframe = false
+        if speedRestart.frameEncoded(),
+           cvpx_control_int(ctx, Int32(VP8E_SET_CPUUSED.rawValue), Int32(config.cpuUsed)) == VPX_CODEC_OK {
+            speedRestarts += 1
+        }
         let rc = vpx_codec_encode(ctx, &image, pts, UInt(duration), flags, UInt(VPX_DL_REALTIME))
         guard rc == VPX_CODEC_OK else {
             let detail = vpx_codec_error_detail(ctx).map { String(cString: $0) } ?? ""
@@ -349,4 +362,40 @@ public final class VP8Decoder {
                                 width: Int(i.d_w), height: Int(i.d_h)))
         }
     }
+}
+
+/// When to start libvpx's adaptive speed (positive cpu-used) again from its slowest.
+///
+/// libvpx picks a VP8 encoder's speed from how long its encodes take: 2 or 4 steps faster when
+/// they take longer than their share of the frame time ((16 − cpu-used)/16), one step slower
+/// when they take less than about 0.87 of it (`vp8_auto_select_speed`). A fast speed searches
+/// motion coarsely, and a frame costs more bits at a given quantizer: at the same bit rate the
+/// quantizer climbs and each frame takes as long as before, inside that band. After one slow
+/// moment (the first frames, a busy machine) the speed can stay fast for good: bench `motion`
+/// at 1080p30, one encoder thread, cpu-used 8: 5 of 27 runs held quantizer 53–54 and 40 dB
+/// where the others held 30–31 and 44.5, at the same bit rate and CPU. Any change of the
+/// encoder's configuration makes libvpx start again at its slowest speed (4) and adapt from
+/// there (`vp8_change_config`): re-applying cpu-used once a second, when nothing else changed
+/// it, bounds such a stretch to a second. A fixed speed (negative cpu-used) never changes.
+struct SpeedRestart {
+    let adaptive: Bool
+    let intervalFrames: Int
+    private var frames = 0
+
+    init(adaptive: Bool, intervalFrames: Int) {
+        self.adaptive = adaptive
+        self.intervalFrames = max(1, intervalFrames)
+    }
+
+    /// Counts a frame about to be encoded; true when the speed should be started again first.
+    mutating func frameEncoded() -> Bool {
+        guard adaptive else { return false }
+        frames += 1
+        guard frames > intervalFrames else { return false }
+        frames = 1
+        return true
+    }
+
+    /// The configuration changed (libvpx started the speed again): count from here.
+    mutating func configurationChanged() { frames = 0 }
 }

@@ -384,6 +384,55 @@ func config(_ w: Int, _ h: Int, content: ContentPreference = .motion, _ change: 
     }
 }
 
+/// libvpx's adaptive speed is started again once a second when nothing else changed the
+/// encoder's configuration (a stretch at a fast speed lasts at most that); never a fixed one.
+@Suite struct SpeedRestartTests {
+    @Test func anAdaptiveSpeedStartsAgainEverySecondOfFrames() {
+        var restart = SpeedRestart(adaptive: true, intervalFrames: 30)
+        let firstSecond = (0..<30).map { _ in restart.frameEncoded() }
+        #expect(!firstSecond.contains(true))
+        let thirtyFirst = restart.frameEncoded()
+        #expect(thirtyFirst, "the 31st frame starts the speed again")
+        let secondSecond = (0..<29).map { _ in restart.frameEncoded() }
+        #expect(!secondSecond.contains(true))
+        let again = restart.frameEncoded()
+        #expect(again, "30 frames after the restart, again")
+        // Another change of configuration restarted it: the count starts there.
+        for _ in 0..<20 { _ = restart.frameEncoded() }
+        restart.configurationChanged()
+        let afterChange = (0..<30).map { _ in restart.frameEncoded() }
+        #expect(!afterChange.contains(true))
+        let next = restart.frameEncoded()
+        #expect(next)
+    }
+
+    @Test func aFixedSpeedIsNeverRestarted() {
+        var restart = SpeedRestart(adaptive: false, intervalFrames: 30)
+        let all = (0..<200).map { _ in restart.frameEncoded() }
+        #expect(!all.contains(true))
+    }
+
+    /// The encoder re-applies cpu-used (libvpx accepts it) once a second of frames at an
+    /// adaptive speed; not at a fixed speed, and not while other changes restart it anyway.
+    @Test func theEncoderRestartsItsAdaptiveSpeed() throws {
+        let adaptive = try VP8Encoder(config: config(160, 96) { $0.fps = 10; $0.cpuUsed = 8 })
+        let fixed = try VP8Encoder(config: config(160, 96) { $0.fps = 10; $0.cpuUsed = -8 })
+        for i in 0..<25 {
+            let picture = pannedTexture(width: 160, height: 96, frame: i)
+            _ = try encode(adaptive, picture, index: i)
+            _ = try encode(fixed, picture, index: i)
+        }
+        #expect(adaptive.speedRestarts == 2, "restarts in 25 frames at 10 fps: \(adaptive.speedRestarts)")
+        #expect(fixed.speedRestarts == 0)
+        let busy = try VP8Encoder(config: config(160, 96) { $0.fps = 10; $0.cpuUsed = 8 })
+        for i in 0..<25 {
+            try busy.reconfigure(targetBitrateKbps: 300 + i, content: .motion)
+            _ = try encode(busy, pannedTexture(width: 160, height: 96, frame: i), index: i)
+        }
+        #expect(busy.speedRestarts == 0, "restarted \(busy.speedRestarts) times between reconfigurations")
+    }
+}
+
 @Suite struct VP8DecoderTests {
     @Test func emptyInputThrows() throws {
         let decoder = try VP8Decoder()
