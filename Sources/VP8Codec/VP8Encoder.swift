@@ -90,7 +90,7 @@ public final class VP8Encoder {
     public init(config: VP8EncoderConfig) throws {
         try config.validate()
         self.config = config
-        speedRestart = SpeedRestart(adaptive: config.cpuUsed > 0, intervalFrames: config.fps)
+        speedRestart = SpeedRestart(adaptive: Self.restartsSpeed(config.cpuUsed, config.content), intervalFrames: config.fps)
         guard cvpx_enc_config_default(&cfg) == VPX_CODEC_OK else { throw VP8CodecError("vpx_codec_enc_config_default failed") }
         cfg.g_w = UInt32(config.size.width)
         cfg.g_h = UInt32(config.size.height)
@@ -196,7 +196,15 @@ public final class VP8Encoder {
             }
         }
         config.content = content
+        speedRestart.adaptive = Self.restartsSpeed(config.cpuUsed, content)
     }
+
+    /// Whether the adaptive speed is started again (``SpeedRestart``): for `motion`, whose one
+    /// encoder thread works close to its share of the frame time. Not for `detail`: each restart
+    /// goes through libvpx's change of configuration, which also moves its rate control, and a
+    /// scrolling page (bench `scroll`, 15 fps) then took 1043–1106 kbit/s at 53.6–54.2 dB where
+    /// it took 662–665 at 54.4 without; no `detail` content was seen stuck at a fast speed.
+    static func restartsSpeed(_ cpuUsed: Int, _ content: ContentPreference) -> Bool { cpuUsed > 0 && content == .motion }
 
     /// The buffer level libvpx starts from: its aim plus the largest first keyframe, in ms of
     /// the bit rate (`maxIntraBitratePercent` of a frame's share), at most the buffer's size
@@ -378,7 +386,7 @@ public final class VP8Decoder {
 /// there (`vp8_change_config`): re-applying cpu-used once a second, when nothing else changed
 /// it, bounds such a stretch to a second. A fixed speed (negative cpu-used) never changes.
 struct SpeedRestart {
-    let adaptive: Bool
+    var adaptive: Bool
     let intervalFrames: Int
     private var frames = 0
 

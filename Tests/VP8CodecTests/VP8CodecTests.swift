@@ -430,6 +430,14 @@ func config(_ w: Int, _ h: Int, content: ContentPreference = .motion, _ change: 
             _ = try encode(busy, pannedTexture(width: 160, height: 96, frame: i), index: i)
         }
         #expect(busy.speedRestarts == 0, "restarted \(busy.speedRestarts) times between reconfigurations")
+        // `detail` is not restarted (its rate control moves with each change), and a switch
+        // of content switches it.
+        let detail = try VP8Encoder(config: config(160, 96, content: .detail) { $0.fps = 10; $0.cpuUsed = 10 })
+        for i in 0..<25 { _ = try encode(detail, pannedTexture(width: 160, height: 96, frame: i), index: i) }
+        #expect(detail.speedRestarts == 0)
+        try detail.reconfigure(targetBitrateKbps: 300, content: .motion)
+        for i in 25..<50 { _ = try encode(detail, pannedTexture(width: 160, height: 96, frame: i), index: i) }
+        #expect(detail.speedRestarts == 2, "restarts in 25 frames after the switch to motion: \(detail.speedRestarts)")
     }
 }
 
