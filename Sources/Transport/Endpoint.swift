@@ -9,7 +9,8 @@ public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
         self.port = port
     }
 
-    public static func parse(_ text: String) throws -> Endpoint {
+    /// - Parameter anyPort: also take port 0 (a listener: any free port, which the system picks).
+    public static func parse(_ text: String, anyPort: Bool = false) throws -> Endpoint {
         let host: Substring, portText: Substring
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]") else {
@@ -27,8 +28,8 @@ public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
             portText = text[text.index(after: colon)...]
         }
         guard !host.isEmpty else { throw SettingsError("'\(text)': the host is empty") }
-        guard let port = Int(portText), (1...65534).contains(port) else {
-            throw SettingsError("'\(text)': port must be a number from 1 to 65534 (RTCP uses PORT+1)")
+        guard let port = Int(portText), ((anyPort ? 0 : 1)...65534).contains(port) else {
+            throw SettingsError("'\(text)': port must be a number from \(anyPort ? "0 (any free port)" : "1") to 65534 (RTCP uses PORT+1)")
         }
         return Endpoint(host: String(host), port: UInt16(port))
     }

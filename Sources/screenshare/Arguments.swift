@@ -86,7 +86,8 @@ enum Parse {
     }
 }
 
-/// `--listen`: ADDR:PORT, or :PORT for all addresses; the text as given is kept for messages.
+/// `--listen`: ADDR:PORT, or :PORT for all addresses (port 0: any free port, reported in the
+/// `started` event); the text as given is kept for messages.
 struct ListenAddress: CustomStringConvertible, Sendable {
     let text: String
     let endpoint: Endpoint
@@ -96,7 +97,7 @@ struct ListenAddress: CustomStringConvertible, Sendable {
 
     init(_ text: String) throws {
         self.text = text
-        endpoint = try Endpoint.parse(text.hasPrefix(":") ? "0.0.0.0" + text : text)
+        endpoint = try Endpoint.parse(text.hasPrefix(":") ? "0.0.0.0" + text : text, anyPort: true)
     }
 
     /// All addresses, port 7600.

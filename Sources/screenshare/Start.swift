@@ -259,15 +259,16 @@ struct Start: ParsableCommand {
                     throw Exit.network
                 }
                 relay!.start()
+                let port = relay!.port  // the one the system picked for --listen ADDR:0
                 let local = listenAt.host == "0.0.0.0" ? "127.0.0.1" : listenAt.host
-                destination = Endpoint(host: local, port: listenAt.port)
+                destination = Endpoint(host: local, port: port)
                 let reachable = listenAt.host == "0.0.0.0" ? (localIPv4Addresses().first ?? "127.0.0.1") : listenAt.host
-                var settings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: "\(reachable):\(listenAt.port)")
+                var settings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: "\(reachable):\(port)")
                 settings.token = access?.presenter
                 settings.fingerprint = DTLSCertificate.parseFingerprint(relay!.fingerprint)
-                settings.watchCommand = "screenshare watch --room \(Self.shellQuoted(room)) --server \(reachable):\(listenAt.port)"
+                settings.watchCommand = "screenshare watch --room \(Self.shellQuoted(room)) --server \(reachable):\(port)"
                     + " --fingerprint \(relay!.fingerprint)" + (access.map { " --token \($0.viewer)" } ?? "")
-                settings.browserURL = "http://\(reachable):\(listenAt.port)/\(PercentEncoding.encodePath(room))"
+                settings.browserURL = "http://\(reachable):\(port)/\(PercentEncoding.encodePath(room))"
                     + (access.map { "#token=\($0.viewer)&fp=" } ?? "#fp=") + relay!.fingerprint
                 roomSettings = settings
             }

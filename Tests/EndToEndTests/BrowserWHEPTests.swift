@@ -286,6 +286,25 @@ import X11TestSupport
         #expect((client.log.last(named: "stats")?["video_frames"] as? Int ?? 0) >= 10, "\(client.output)")
     }
 
+    /// `--listen ADDR:0`: the system picks a free port, and the `started` event's watch line and
+    /// link name it; browsers (TCP) and viewers (UDP) are served there.
+    @Test func aHostedRoomOnPortZeroNamesThePortItGot() throws {
+        let dir = try makeTempDir()
+        let presenter = try Self.presenter(dir, at: ["--listen", "127.0.0.1:0"], duration: 20)
+        defer { _ = presenter.finish(within: 0) }
+        let started = try EventLog.wait(for: "started", in: presenter)
+        let url = try #require(started["browser_url"] as? String, "\(started)")
+        let port = try #require(url.firstMatch(of: /^http:\/\/127\.0\.0\.1:(\d+)\/class#token=/).flatMap { UInt16($0.1) }, "\(url)")
+        #expect(port != 0)
+        #expect((started["watch_command"] as? String)?.contains("--server 127.0.0.1:\(port) ") == true, "\(started)")
+        let client = try Self.whepClient(url.replacingOccurrences(of: "/class#", with: "/whep/class#"), seconds: 2, dir: dir)
+        #expect((client.log.last(named: "stats")?["video_frames"] as? Int ?? 0) >= 10, "\(client.output)")
+        let viewer = try RoomEndToEndTests.viewer(dir, "viewer", room: "class", port: port, duration: 2,
+                                                  token: try RoomEndToEndTests.viewerToken(started))
+        #expect(viewer.finish(within: 20) == 0, "\(viewer.stderr)")
+        #expect((EventLog(viewer.stdout).last(named: "stopped")?["frames_decoded"] as? Int ?? 0) >= 10, "\(viewer.stdout.suffix(400))")
+    }
+
     /// On a terminal `start --room` draws its browser link as a QR code under the line that
     /// prints it; a real scanner (zbarimg) reads the drawing back as that link. Not with
     /// `--no-qr`, not in `--json`, not when the output is not a terminal.

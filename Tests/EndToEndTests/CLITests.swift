@@ -39,6 +39,8 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         (["start", "--room", "a", "--sdp", "x.sdp"], "--sdp"),
         (["start", "--room", "a", "--server", "nowhere"], "--server"),
         (["start", "--room", "a", "--listen", "7600"], "--listen"),
+        (["start", "--room", "a", "--server", "127.0.0.1:0"], "port must be a number from 1"),
+        (["start", "--room", "a", "--listen", "127.0.0.1:65535"], "from 0 (any free port) to 65534"),
         (["start", "--server", "127.0.0.1:7600"], "--server needs --room"),
         (["watch", "--room", "a", "--sdp", "x.sdp"], "cannot be used together"),
         (["watch", "--sdp", "x.sdp", "--from", "ann"], "--from needs --room"),
