@@ -109,11 +109,16 @@ build_screenshare() {
 
 # wait_line FILE TEXT SECONDS PID: waits until FILE contains TEXT (a grep pattern), at most
 # SECONDS; fails at once if PID ends first (its errors say why: no point waiting them out).
-wait_line() {
-    local i
-    for ((i = 0; i < $3 * 20; i++)); do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        kill -0 "$4" 2>/dev/null || return 1
+wait_line() { wait_count "$1" "$2" 1 "$3" "$4"; }
+
+# wait_count FILE PATTERN N SECONDS PID: waits until N lines of FILE match PATTERN; returns 1 if
+# PID exits first or SECONDS pass.
+wait_count() {
+    local i n
+    for ((i = 0; i < $4 * 20; i++)); do
+        n=$(grep -c "$2" "$1" 2>/dev/null) || true
+        ((${n:-0} >= $3)) && return 0
+        kill -0 "$5" 2>/dev/null || return 1
         sleep 0.05
     done
     return 1
