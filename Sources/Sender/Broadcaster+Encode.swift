@@ -147,10 +147,11 @@ extension Broadcaster {
             let encodeMillis = Double(clock.nowNanos() &- started &- sent.nanos) / 1e6
             scheduler.encoded(isNew: isNew, bytes: produced ? sent.octets : nil, keyframe: key, at: now)
             if key { active.touchAll(columns: columns, rows: rows) }  // coarse and all new: refine everything
+            let quantizer = produced ? encoder?.lastQuantizer() : nil
             // `motion` under congestion control keeps its frame rate: a smaller picture when the
             // encoder cannot hold the path's rate at this size.
             if networkTarget != 0, current.content == .motion,
-               let level = adapter.encoded(bits: sent.octets * 8, keyframe: key, quantizer: encoder?.lastQuantizer(),
+               let level = adapter.encoded(bits: sent.octets * 8, keyframe: key, quantizer: quantizer,
                                           maxQuantizer: encoder?.maxQuantizer ?? 63, target: scheduler.bitrate.bitsPerSecond,
                                           fps: Double(max(current.fps, 1)), now: now) {
                 scaleLevel.store(level, ordering: .relaxed)
@@ -169,6 +170,10 @@ extension Broadcaster {
                     c.fecPackets += sent.fecPackets
                     c.fecBytes += sent.fecBytes
                     c.lastRTPTimestamp = ts
+                    if let quantizer {
+                        c.quantizerSum += quantizer
+                        c.quantizerFrames += 1
+                    }
                 }
                 c.sendErrors += sent.errors
             }

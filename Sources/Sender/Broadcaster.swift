@@ -79,6 +79,9 @@ struct SenderCounters: Sendable {
     var framesSent = 0
     var keyframesSent = 0
     var repeatsEncoded = 0
+    /// The quantizers of the frames sent (libvpx's 0–63), summed, and how many were counted.
+    var quantizerSum = 0
+    var quantizerFrames = 0
     var packetsSent: UInt32 = 0
     var octetsSent: UInt32 = 0
     var bytesSent = 0

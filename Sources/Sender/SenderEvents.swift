@@ -125,6 +125,10 @@ public struct SenderStats: BroadcastEvent, Equatable {
     /// encoder cannot keep up, and encoded > captured on a still screen's refinements).
     public var framesCaptured: Int = 0
     public var framesEncoded: Int = 0
+    /// The mean quantizer of the frames sent in the last second (libvpx's 0–63: higher is
+    /// coarser); nil when none was sent. At a steady bit rate, a jump tells the encoder is
+    /// coding the same pictures coarser (libvpx's adaptive speed gone fast, say).
+    public var quantizer: Double?
 
     public var name: String { "stats" }
     public var fields: [String: JSONValue] {
@@ -140,6 +144,7 @@ public struct SenderStats: BroadcastEvent, Equatable {
             "retransmitted": .int(retransmitted),
             "target_kbps": .int(targetKbps), "estimate_kbps": estimateKbps.map { .int($0) } ?? .null,
             "fec_kbps": .int(fecKbps), "fec_protection": .double(fecProtection),
+            "quantizer": quantizer.map { .double(($0 * 10).rounded() / 10) } ?? .null,
         ]
         if let viewers { f["viewers"] = .int(viewers) }
         if let audio {

@@ -51,7 +51,9 @@ struct SenderStatistics {
             size: c.outputSize, sendErrors: c.sendErrors, rttMillis: c.rttMillis, loss: c.fractionLost,
             retransmitted: c.retransmitted, viewers: inRoom ? c.viewers : nil, audio: audioStats,
             targetKbps: targetKbps, estimateKbps: estimateKbps, fecKbps: (c.fecBytes - p.fecBytes) * 8 / 1000,
-            fecProtection: fecProtection, framesCaptured: c.framesCaptured, framesEncoded: c.framesEncoded))
+            fecProtection: fecProtection, framesCaptured: c.framesCaptured, framesEncoded: c.framesEncoded,
+            quantizer: c.quantizerFrames > p.quantizerFrames
+                ? Double(c.quantizerSum - p.quantizerSum) / Double(c.quantizerFrames - p.quantizerFrames) : nil))
         // Receivers asked for many packets again: the path is losing them (even if the
         // retransmissions repair it, it is a sign of congestion).
         let sentPackets = Int(c.packetsSent &- p.packetsSent), resent = c.retransmitted - p.retransmitted

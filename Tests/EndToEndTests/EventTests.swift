@@ -20,7 +20,7 @@ import X11TestSupport
             "paused": [], "resumed": [],
             "settings_changed": ["changed", "fps", "bitrate_kbps", "content", "paused", "source"],
             "stats": ["fps", "kbps", "encode_ms_p50", "encode_ms_p95", "capture_ms_p50", "convert_ms_p50", "send_ms_p50",
-                      "rtt_ms", "loss", "width", "height", "frames_sent", "frames_captured", "frames_encoded", "send_errors"],
+                      "rtt_ms", "loss", "width", "height", "frames_sent", "frames_captured", "frames_encoded", "send_errors", "quantizer"],
             "warning": ["kind", "message"],
             "error": ["kind", "message"],
             "reconnecting": ["attempt", "of", "retry_in_ms", "reason", "server"],
@@ -83,6 +83,26 @@ import X11TestSupport
 
     static func kinds(_ events: [String: [[String: Any]]], _ name: String) -> Set<String> {
         Set((events[name] ?? []).compactMap { $0["kind"] as? String })
+    }
+
+    /// `stats`' `quantizer` is libvpx's for the frames sent: the same moving pictures at 60 kbit/s
+    /// are coded far coarser than at 3 Mbit/s, and both stay on libvpx's 0–63 scale.
+    @Test func theStatsQuantizerIsCoarserAtALowerBitRate() throws {
+        let dir = try makeTempDir()
+        let input = try RoomEndToEndTests.motion(dir, 320, 240)
+        let sink = try UDPReceiver(port: freeEvenPort())
+        func meanQuantizer(_ bitrate: String) throws -> Double {
+            let r = try runScreenshare(["start", "--to", "127.0.0.1:\(sink.port)", "--input", input, "--input-format", "nv12",
+                                        "--input-size", "320x240", "--fps", "15", "--content", "motion", "--bitrate", bitrate,
+                                        "--no-audio", "--duration", "3", "--json"])
+            #expect(r.status == 0, "\(r.stderr)")
+            let q = EventLog(r.stdout).events(named: "stats").compactMap { $0["quantizer"] as? Double }
+            try #require(!q.isEmpty, "no stats with a quantizer: \(r.stdout.suffix(600))")
+            #expect(q.allSatisfy { (0...63).contains($0) }, "\(q)")
+            return q.reduce(0, +) / Double(q.count)
+        }
+        let coarse = try meanQuantizer("60k"), fine = try meanQuantizer("3M")
+        #expect(coarse > fine + 10, "60 kbit/s: quantizer \(coarse); 3 Mbit/s: \(fine)")
     }
 
     /// A room with a presenter (audio on) and a viewer, paused, resumed, changed, stopped.

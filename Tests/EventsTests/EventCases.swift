@@ -57,7 +57,7 @@ enum EventCases {
                 size: PixelSize(width: 1280, height: 720), sendErrors: 2, rttMillis: 0.4321, loss: 0.0123, retransmitted: 4,
                 viewers: 3,
                 audio: .init(packetsSent: 250, bytesSent: 40000, kbps: 64, latencyP50Millis: 42.5, latencyP95Millis: nil),
-                targetKbps: 1960, estimateKbps: 2210, framesCaptured: 598, framesEncoded: 600)),
+                targetKbps: 1960, estimateKbps: 2210, framesCaptured: 598, framesEncoded: 600, quantizer: 31.46)),
             ("sender.bitrate_changed", BitrateChanged(targetKbps: 870, previousKbps: 3000, estimateKbps: 1024, loss: 0.36, rttMillis: 26.016)),
             ("sender.stopped", SenderStopped(
                 reason: .duration, framesCaptured: 1, framesEncoded: 24, framesSent: 6, keyframesSent: 1, packetsSent: 648,

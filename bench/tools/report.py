@@ -78,6 +78,7 @@ def run_record(d):
         "sender_exited_early": meta["sender_exited_early"],
         "sender_exit_status": meta["sender_exit_status"],
         "loadavg": meta.get("loadavg"),
+        "quantizer_mean": meta.get("quantizer_mean"),
     }
     t2, tend = meta.get("thread_ticks_2s") or {}, meta.get("thread_ticks_end") or {}
     if tend:
@@ -273,12 +274,13 @@ def main():
     ss = [r for r in runs if r["tool"] == "screenshare" and r.get("screenshare_stopped")]
     if ss:
         lines += ["screenshare's own counters (per run):", "",
-                  "| content | run | captured | encoded | sent | keyframes |",
-                  "|---|---|---|---|---|---|"]
+                  "| content | run | captured | encoded | sent | keyframes | mean quantizer (0–63) |",
+                  "|---|---|---|---|---|---|---|"]
         for r in ss:
             s = r["screenshare_stopped"]
+            q = r.get("quantizer_mean")
             lines.append(f"| {r['content']} | {r['run']} | {s['frames_captured']} | {s['frames_encoded']} | "
-                         f"{s['frames_sent']} | {s['keyframes_sent']} |")
+                         f"{s['frames_sent']} | {s['keyframes_sent']} | {'–' if q is None else f'{q:.1f}'} |")
         lines.append("")
     early = [r for r in runs if r["sender_exited_early"]]
     for r in early:

@@ -19,9 +19,12 @@ meta.json: the arguments under the names report.py reads ("content", "tool", "ru
 "cpu_ticks_end", "vmhwm_kb", "xvfb_ticks", "xloop_ticks", "receiver_ticks", "frames_decoded",
 "sender_exited_early", "sender_exit_status", "sender_stop_s", "content_loop_died",
 "content_loop_exit_status", "pids": {"sender", "xloop"}, "thread_ticks_2s" and "thread_ticks_end"
-({name: ticks})) and "loadavg" (now, 3 strings).
+({name: ticks})), "loadavg" (now, 3 strings) and, for screenshare, "quantizer_mean": the mean
+quantizer of the frames it sent (its `stats` events in RUN_DIR/sender.out, weighted by frames;
+null without them).
 
-Prints (stdout) one line: frames decoded per second, sender CPU seconds per second, the bit
+Prints (stdout) one line: frames decoded per second, sender CPU seconds per second, screenshare's
+mean quantizer (a run coded coarser than the others at the same bit rate shows here), the bit
 rate and loss on the wire (from RUN_DIR/wire.json, bench/tools/rtpcount.py) and, with the
 barcode, capture-to-decode latency p50/p95 (bench/tools/latency.py over RUN_DIR/latency.tsv and
 relay-frames.tsv, from 2 s after the start), and the sender's exit status.
@@ -43,6 +46,25 @@ def thread_ticks(words):
         if name and ticks.isdigit():
             out[name] = out.get(name, 0) + int(ticks)
     return out
+
+
+def quantizer_mean(path):
+    """The mean quantizer over a run's `stats` events (each the mean of its second's frames),
+    weighted by the frames sent in that second; None without any."""
+    frames = total = 0
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("event") == "stats" and e.get("quantizer") is not None and e.get("fps"):
+            frames += e["fps"]
+            total += e["quantizer"] * e["fps"]
+    return total / frames if frames else None
 
 
 def main():
@@ -71,7 +93,8 @@ def main():
             "sender_stop_s": a.sender_stop_s, "content_loop_died": not a.content_loop_alive,
             "content_loop_exit_status": a.content_loop_exit_status, "pids": {"sender": a.sender_pid, "xloop": a.xloop_pid},
             "thread_ticks_2s": thread_ticks(a.thread_ticks_2s), "thread_ticks_end": thread_ticks(a.thread_ticks_end),
-            "loadavg": open("/proc/loadavg").read().split()[:3]}
+            "loadavg": open("/proc/loadavg").read().split()[:3],
+            "quantizer_mean": quantizer_mean(os.path.join(d, "sender.out")) if a.tool == "screenshare" else None}
     json.dump(meta, open(os.path.join(d, "meta.json"), "w"), indent=1)
 
     try:
@@ -87,8 +110,9 @@ def main():
         nan = float("nan")
         lat = (f", latency p50 {s.get('p50_ms', nan):.0f} p95 {s.get('p95_ms', nan):.0f} ms "
                f"(receiver p50 {s.get('receiver_p50_ms', nan):.0f})")
+    q = f", quantizer {meta['quantizer_mean']:4.1f}" if meta["quantizer_mean"] is not None else ""
     print(f"  {meta['content']:7} {meta['tool']:11} run {meta['run']}: {meta['frames_decoded'] / meta['duration_s']:5.1f} fps decoded, "
-          f"CPU {cpu:4.2f} s/s, {wire}{lat}, exit {meta['sender_exit_status']}")
+          f"CPU {cpu:4.2f} s/s{q}, {wire}{lat}, exit {meta['sender_exit_status']}")
 
 
 if __name__ == "__main__":
