@@ -16,6 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import latency  # noqa: E402
+import sender_events  # noqa: E402
 
 TOOLS = ["screenshare", "ffmpeg", "gstreamer"]
 CONTENTS = ["slides", "motion", "scroll", "latency", "clip"]
@@ -92,16 +93,7 @@ def run_record(d):
         r["latency"] = lat
         r["latency_p50_ms"] = lat.get("p50_ms")
     if meta["tool"] == "screenshare":
-        events = []
-        try:
-            with open(os.path.join(d, "sender.out")) as f:
-                for line in f:
-                    try:
-                        events.append(json.loads(line))
-                    except ValueError:
-                        pass
-        except OSError:
-            pass
+        events = sender_events.read(os.path.join(d, "sender.out"))
         stopped = next((e for e in events if e.get("event") == "stopped"), None)
         stats = [e for e in events if e.get("event") == "stats"]
         if stopped:

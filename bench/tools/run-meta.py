@@ -36,6 +36,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import latency  # noqa: E402  (bench/tools/latency.py, beside this file)
+import sender_events  # noqa: E402
 
 
 def thread_ticks(words):
@@ -46,25 +47,6 @@ def thread_ticks(words):
         if name and ticks.isdigit():
             out[name] = out.get(name, 0) + int(ticks)
     return out
-
-
-def quantizer_mean(path):
-    """The mean quantizer over a run's `stats` events (each the mean of its second's frames),
-    weighted by the frames sent in that second; None without any."""
-    frames = total = 0
-    try:
-        lines = open(path).read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if e.get("event") == "stats" and e.get("quantizer") is not None and e.get("fps"):
-            frames += e["fps"]
-            total += e["quantizer"] * e["fps"]
-    return total / frames if frames else None
 
 
 def main():
@@ -94,7 +76,8 @@ def main():
             "content_loop_exit_status": a.content_loop_exit_status, "pids": {"sender": a.sender_pid, "xloop": a.xloop_pid},
             "thread_ticks_2s": thread_ticks(a.thread_ticks_2s), "thread_ticks_end": thread_ticks(a.thread_ticks_end),
             "loadavg": open("/proc/loadavg").read().split()[:3],
-            "quantizer_mean": quantizer_mean(os.path.join(d, "sender.out")) if a.tool == "screenshare" else None}
+            "quantizer_mean": sender_events.quantizer_mean(sender_events.read(os.path.join(d, "sender.out")))
+            if a.tool == "screenshare" else None}
     json.dump(meta, open(os.path.join(d, "meta.json"), "w"), indent=1)
 
     try:
