@@ -92,7 +92,31 @@ write_version_header() {
 # the binary needs only Debian's libraries, and its relocations resolved and made read-only at
 # start (full RELRO), as Debian's hardening does. The demo and the benchmarks run this binary:
 # what they measure is what the package installs.
-RELEASE_BUILD_FLAGS=(-c release --static-swift-stdlib -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now)
+# It is linked by the toolchain's lld, for what keeps the pages the process maps few:
+# - relative relocations packed (DT_RELR, glibc 2.36): 13 kB where 72 000 entries took 1.7 MB,
+#   all read at every start;
+# - no symbol exported but what the libraries need (the toolchain's static-stdlib arguments ask
+#   for all: 2.4 MB of symbol tables that every library's symbol lookup went through);
+# - the functions that run first in .text, in Scripts/lib/screenshare.order (made by
+#   Scripts/bench-callgrind --order-file): the kernel maps blocks of pages around each page
+#   touched, and code that ran scattered through 17 MB made half of it resident. A function the
+#   list does not name (new code) is linked after them, as before.
+RELEASE_BUILD_FLAGS=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld
+                     -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
+                     -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic
+                     -Xlinker "--symbol-ordering-file=$SCREENSHARE_ROOT/Scripts/lib/screenshare.order"
+                     -Xlinker --no-warn-symbol-ordering)
+
+# forget_stale_link: SwiftPM does not know that the link order is an input of the release
+# binary; when the order file is newer than the binary, the binary is removed, so that the next
+# release build links it again.
+forget_stale_link() {
+    local bin
+    bin="$(swift build "${RELEASE_BUILD_FLAGS[@]}" --show-bin-path)/screenshare"
+    if [[ -f "$bin" && "$SCREENSHARE_ROOT/Scripts/lib/screenshare.order" -nt "$bin" ]]; then
+        rm -f "$bin"
+    fi
+}
 
 # build_screenshare [CONFIG]: builds the screenshare binary (CONFIG release, the default, with
 # RELEASE_BUILD_FLAGS, or debug) and sets SCREENSHARE_BIN to it. Quick when nothing changed since
@@ -102,7 +126,7 @@ build_screenshare() {
     ensure_swift
     log "building screenshare ($config)"
     write_version_header
-    if [[ "$config" == release ]]; then flags=("${RELEASE_BUILD_FLAGS[@]}"); else flags=(-c "$config"); fi
+    if [[ "$config" == release ]]; then flags=("${RELEASE_BUILD_FLAGS[@]}"); forget_stale_link; else flags=(-c "$config"); fi
     swift build "${flags[@]}" --product screenshare >/dev/null
     SCREENSHARE_BIN="$(swift build "${flags[@]}" --show-bin-path)/screenshare"
 }
