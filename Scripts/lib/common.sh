@@ -97,7 +97,8 @@ write_version_header() {
 #   all read at every start;
 # - no symbol exported but what the libraries need (the toolchain's static-stdlib arguments ask
 #   for all: 2.4 MB of symbol tables that every library's symbol lookup went through);
-# - the functions that run first in .text, in Scripts/lib/screenshare.order (made by
+# - the functions that run placed together at the start of .text, in the order of
+#   Scripts/lib/screenshare.order (made by
 #   Scripts/bench-callgrind --order-file): the kernel maps blocks of pages around each page
 #   touched, and code that ran scattered through 17 MB made half of it resident. A function the
 #   list does not name (new code) is linked after them, as before.
