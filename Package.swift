@@ -26,13 +26,16 @@ let package = Package(
         .systemLibrary(name: "CPulse", providers: [.apt(["libpulse-dev"])]),
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"])]),
-        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CSRTP", pkgConfig: "libsrtp2", providers: [.apt(["libsrtp2-dev"])]),
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
         // libavformat's headers (libavformat-dev), and a loader: the libraries are opened with
         // dlopen when a recording starts, never linked (see Sources/CAV/include/cav.h).
         .target(name: "CAV", linkerSettings: [.linkedLibrary("dl")]),
+        // OpenSSL's (libssl-dev) and libsrtp2's (libsrtp2-dev) headers, and functions of the same
+        // names that open the libraries with dlopen the first time DTLS or SRTP is used: a sender
+        // or viewer of a plain RTP stream never maps them (include/shim.h of each).
+        .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("dl")]),
+        .target(name: "CSRTP", linkerSettings: [.linkedLibrary("dl")]),
         // sendmmsg/recvmmsg (Glibc hides them behind _GNU_SOURCE): the relay's batched socket I/O.
         .target(name: "CSocketBatch"),
         // libvpx's calls to memset skip the pages never touched (its 24-bytes-a-pixel token buffer).

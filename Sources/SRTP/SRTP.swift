@@ -34,14 +34,17 @@ public final class SRTPSession {
 
     /// Whether this libsrtp2 can do `profile` (Debian's is built without OpenSSL: no AES-GCM).
     public static func supports(_ profile: SRTPProfile) -> Bool {
+        guard loadLibrary() == nil else { return false }
         initialize()
         return (try? SRTPSession(profile: profile, direction: .outbound,
                                  key: [UInt8](repeating: 1, count: profile.keyLength),
                                  salt: [UInt8](repeating: 2, count: profile.saltLength))) != nil
     }
 
-    /// - Throws: `SRTPError` when libsrtp2 refuses the policy (an unsupported profile).
+    /// - Throws: `SRTPError` when libsrtp2 cannot be loaded or refuses the policy (an unsupported
+    ///   profile).
     public init(profile: SRTPProfile, direction: Direction, key: [UInt8], salt: [UInt8]) throws {
+        if let reason = Self.loadLibrary() { throw SRTPError("cannot load libsrtp2: \(reason)") }
         Self.initialize()
         precondition(key.count == profile.keyLength && salt.count == profile.saltLength, "SRTP key or salt of the wrong length")
         self.profile = profile
@@ -105,6 +108,14 @@ public final class SRTPSession {
         let status = call(session, buffer.baseAddress, &n)
         guard status == srtp_err_status_ok else { throw SRTPError.status(status, what) }
         return Int(n)
+    }
+
+    /// Opens libsrtp2, which is loaded when SRTP is first used (Sources/CSRTP): nil, or why it
+    /// cannot be.
+    private static func loadLibrary() -> String? {
+        var reason = [CChar](repeating: 0, count: 512)
+        guard csrtp_load(&reason, reason.count) != 1 else { return nil }
+        return String(decoding: reason.prefix { $0 != 0 }.map(UInt8.init(bitPattern:)), as: UTF8.self)
     }
 
     private static let initialized = Mutex(false)

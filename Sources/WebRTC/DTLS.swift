@@ -20,6 +20,7 @@ public final class DTLSCertificate: @unchecked Sendable {
     /// Makes a new key and a certificate for it, valid from a day ago for `validDays`.
     /// - Throws: `DTLSError` with OpenSSL's reason.
     public init(commonName: String = "screenshare", validDays: Int = 30) throws {
+        try DTLSError.loadOpenSSL()
         guard let key = shim_EVP_EC_gen_P256() else { throw DTLSError.openSSL("cannot make an ECDSA P-256 key") }
         guard let x509 = X509_new() else {
             EVP_PKEY_free(key)
@@ -53,6 +54,7 @@ public final class DTLSCertificate: @unchecked Sendable {
     /// Reads a key and its certificate from PEM text (what `pem` writes).
     /// - Throws: `DTLSError` when either is missing or they do not belong together.
     public init(pem: String) throws {
+        try DTLSError.loadOpenSSL()
         let bytes = Array(pem.utf8)
         func read<T>(_ body: (OpaquePointer) -> T?) -> T? {
             guard let bio = bytes.withUnsafeBytes({ BIO_new_mem_buf($0.baseAddress, Int32($0.count)) }) else { return nil }
@@ -164,6 +166,7 @@ public final class DTLSContext: @unchecked Sendable {
     public init(role: DTLSTransport.Role, certificate: DTLSCertificate, profiles: [SRTPProfile] = SRTPProfile.usable) throws {
         self.role = role
         self.certificate = certificate
+        try DTLSError.loadOpenSSL()
         guard let ctx = SSL_CTX_new(DTLS_method()) else { throw DTLSError.openSSL("SSL_CTX_new") }
         guard shim_SSL_CTX_set_min_proto_version(ctx, shim_DTLS1_2_VERSION()) == 1,
               shim_SSL_CTX_set_max_proto_version(ctx, shim_DTLS1_2_VERSION()) == 1,
@@ -434,6 +437,15 @@ public enum DTLSError: Error, CustomStringConvertible, Equatable {
         switch self {
         case .openSSL(let message): return "DTLS: \(message)"
         case .notConnected: return "DTLS: not connected"
+        }
+    }
+
+    /// Opens OpenSSL, which is loaded when DTLS is first used (Sources/COpenSSL).
+    /// - Throws: `openSSL` with the loader's reason when it cannot be.
+    static func loadOpenSSL() throws {
+        var reason = [CChar](repeating: 0, count: 512)
+        guard copenssl_load(&reason, reason.count) == 1 else {
+            throw DTLSError.openSSL("cannot load OpenSSL: \(String(decoding: reason.prefix { $0 != 0 }.map(UInt8.init(bitPattern:)), as: UTF8.self))")
         }
     }
 

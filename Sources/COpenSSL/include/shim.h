@@ -1,5 +1,8 @@
-// OpenSSL for DTLS 1.2 with DTLS-SRTP (RFC 5764): functions Swift cannot call directly because
-// OpenSSL declares them as macros.
+// OpenSSL for DTLS 1.2 with DTLS-SRTP (RFC 5764), opened with dlopen the first time DTLS is
+// used, not linked (openssl.c): `start --to` and `watch` of a plain stream never map libssl and
+// libcrypto, about 1.7 MB of resident memory. The functions keep OpenSSL's names; each is a
+// small function here that calls the loaded library's. Below: functions Swift cannot call
+// directly because OpenSSL declares them as macros.
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
@@ -7,6 +10,13 @@
 #include <openssl/ec.h>
 #include <openssl/bio.h>
 #include <openssl/pem.h>
+#include <stddef.h>
+
+/// Opens libssl and libcrypto (the soname of the headers built against) and finds every function
+/// used, once. Returns 1, or 0 with the reason in `error` (dlerror's text, or the missing name).
+/// Calling an OpenSSL function before this succeeded loads it too, and ends the process with the
+/// reason if it cannot.
+int copenssl_load(char *error, size_t size);
 
 static inline long shim_DTLSv1_get_timeout(SSL *ssl, struct timeval *tv) { return DTLSv1_get_timeout(ssl, tv); }
 static inline long shim_DTLSv1_handle_timeout(SSL *ssl) { return DTLSv1_handle_timeout(ssl); }

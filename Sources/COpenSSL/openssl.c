@@ -1,0 +1,156 @@
+// The OpenSSL functions Swift calls (DTLS.swift, and the macros in include/shim.h), each
+// calling the function of that name in libssl.so.3, opened on first use. Hidden: they are never
+// exported, so libssl and libcrypto, which call their own functions through the global symbol
+// scope, still reach their own and not these (one of them, called from their initialisation,
+// would wait here for the loading it is part of).
+#include "shim.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define COPENSSL_STRING2(x) #x
+#define COPENSSL_STRING(x) COPENSSL_STRING2(x)
+#define COPENSSL_SONAME "libssl.so." COPENSSL_STRING(OPENSSL_VERSION_MAJOR)
+
+// F(return type, name, (parameters), (arguments)); V for functions that return nothing.
+#define COPENSSL_FUNCTIONS(F, V)                                                                  \
+    F(int, ASN1_INTEGER_set, (ASN1_INTEGER *a, long v), (a, v))                                   \
+    F(long, BIO_ctrl, (BIO *bp, int cmd, long larg, void *parg), (bp, cmd, larg, parg))           \
+    F(int, BIO_free, (BIO *a), (a))                                                               \
+    F(BIO *, BIO_new, (const BIO_METHOD *type), (type))                                           \
+    F(BIO *, BIO_new_mem_buf, (const void *buf, int len), (buf, len))                             \
+    F(const BIO_METHOD *, BIO_s_mem, (void), ())                                                  \
+    F(int, BIO_write, (BIO *b, const void *data, int dlen), (b, data, dlen))                      \
+    F(const SSL_METHOD *, DTLS_method, (void), ())                                                \
+    V(ERR_clear_error, (void), ())                                                                \
+    V(ERR_error_string_n, (unsigned long e, char *buf, size_t len), (e, buf, len))                \
+    F(unsigned long, ERR_get_error, (void), ())                                                   \
+    V(EVP_PKEY_free, (EVP_PKEY *pkey), (pkey))                                                    \
+    F(const EVP_MD *, EVP_sha256, (void), ())                                                     \
+    F(EVP_PKEY *, PEM_read_bio_PrivateKey, (BIO *out, EVP_PKEY **x, pem_password_cb *cb, void *u), \
+      (out, x, cb, u))                                                                            \
+    F(X509 *, PEM_read_bio_X509, (BIO *out, X509 **x, pem_password_cb *cb, void *u), (out, x, cb, u)) \
+    F(int, PEM_write_bio_PrivateKey,                                                              \
+      (BIO *out, const EVP_PKEY *x, const EVP_CIPHER *enc, const unsigned char *kstr, int klen,   \
+       pem_password_cb *cb, void *u),                                                             \
+      (out, x, enc, kstr, klen, cb, u))                                                           \
+    F(int, PEM_write_bio_X509, (BIO *out, const X509 *x), (out, x))                               \
+    F(int, SSL_CTX_check_private_key, (const SSL_CTX *ctx), (ctx))                                \
+    F(long, SSL_CTX_ctrl, (SSL_CTX *ctx, int cmd, long larg, void *parg), (ctx, cmd, larg, parg)) \
+    V(SSL_CTX_free, (SSL_CTX *ctx), (ctx))                                                        \
+    F(SSL_CTX *, SSL_CTX_new, (const SSL_METHOD *meth), (meth))                                   \
+    F(int, SSL_CTX_set_cipher_list, (SSL_CTX *ctx, const char *str), (ctx, str))                  \
+    V(SSL_CTX_set_cookie_generate_cb,                                                             \
+      (SSL_CTX *ctx, int (*cb)(SSL *ssl, unsigned char *cookie, unsigned int *cookie_len)),       \
+      (ctx, cb))                                                                                  \
+    V(SSL_CTX_set_cookie_verify_cb,                                                               \
+      (SSL_CTX *ctx, int (*cb)(SSL *ssl, const unsigned char *cookie, unsigned int cookie_len)),  \
+      (ctx, cb))                                                                                  \
+    F(uint64_t, SSL_CTX_set_options, (SSL_CTX *ctx, uint64_t op), (ctx, op))                      \
+    F(int, SSL_CTX_set_tlsext_use_srtp, (SSL_CTX *ctx, const char *profiles), (ctx, profiles))    \
+    V(SSL_CTX_set_verify, (SSL_CTX *ctx, int mode, SSL_verify_cb callback), (ctx, mode, callback)) \
+    F(int, SSL_CTX_use_PrivateKey, (SSL_CTX *ctx, EVP_PKEY *pkey), (ctx, pkey))                   \
+    F(int, SSL_CTX_use_certificate, (SSL_CTX *ctx, X509 *x), (ctx, x))                            \
+    F(long, SSL_ctrl, (SSL *ssl, int cmd, long larg, void *parg), (ssl, cmd, larg, parg))         \
+    F(int, SSL_do_handshake, (SSL *s), (s))                                                       \
+    F(int, SSL_export_keying_material,                                                            \
+      (SSL *s, unsigned char *out, size_t olen, const char *label, size_t llen,                   \
+       const unsigned char *context, size_t contextlen, int use_context),                         \
+      (s, out, olen, label, llen, context, contextlen, use_context))                              \
+    V(SSL_free, (SSL *ssl), (ssl))                                                                \
+    F(X509 *, SSL_get1_peer_certificate, (const SSL *s), (s))                                     \
+    F(int, SSL_get_error, (const SSL *s, int ret_code), (s, ret_code))                            \
+    F(SRTP_PROTECTION_PROFILE *, SSL_get_selected_srtp_profile, (SSL *s), (s))                    \
+    F(SSL *, SSL_new, (SSL_CTX *ctx), (ctx))                                                      \
+    F(int, SSL_read, (SSL *ssl, void *buf, int num), (ssl, buf, num))                             \
+    V(SSL_set_accept_state, (SSL *s), (s))                                                        \
+    V(SSL_set_bio, (SSL *s, BIO *rbio, BIO *wbio), (s, rbio, wbio))                               \
+    V(SSL_set_connect_state, (SSL *s), (s))                                                       \
+    F(int, SSL_shutdown, (SSL *s), (s))                                                           \
+    F(int, SSL_write, (SSL *ssl, const void *buf, int num), (ssl, buf, num))                      \
+    F(int, X509_NAME_add_entry_by_txt,                                                            \
+      (X509_NAME *name, const char *field, int type, const unsigned char *bytes, int len, int loc, \
+       int set),                                                                                  \
+      (name, field, type, bytes, len, loc, set))                                                  \
+    F(int, X509_check_private_key, (const X509 *x509, const EVP_PKEY *pkey), (x509, pkey))        \
+    F(int, X509_digest, (const X509 *data, const EVP_MD *type, unsigned char *md, unsigned int *len), \
+      (data, type, md, len))                                                                      \
+    V(X509_free, (X509 *a), (a))                                                                  \
+    F(ASN1_INTEGER *, X509_get_serialNumber, (X509 *x), (x))                                      \
+    F(X509_NAME *, X509_get_subject_name, (const X509 *a), (a))                                   \
+    F(ASN1_TIME *, X509_getm_notAfter, (const X509 *x), (x))                                      \
+    F(ASN1_TIME *, X509_getm_notBefore, (const X509 *x), (x))                                     \
+    F(ASN1_TIME *, X509_gmtime_adj, (ASN1_TIME *s, long adj), (s, adj))                           \
+    F(X509 *, X509_new, (void), ())                                                               \
+    F(int, X509_set_issuer_name, (X509 *x, const X509_NAME *name), (x, name))                     \
+    F(int, X509_set_pubkey, (X509 *x, EVP_PKEY *pkey), (x, pkey))                                 \
+    F(int, X509_set_version, (X509 *x, long version), (x, version))                               \
+    F(int, X509_sign, (X509 *x, EVP_PKEY *pkey, const EVP_MD *md), (x, pkey, md))
+
+#define COPENSSL_POINTER(ret, name, params, args) static __typeof__(name) *loaded_##name;
+#define COPENSSL_POINTER_VOID(name, params, args) static __typeof__(name) *loaded_##name;
+COPENSSL_FUNCTIONS(COPENSSL_POINTER, COPENSSL_POINTER_VOID)
+// Variadic (EVP_EC_gen in shim.h is `EVP_PKEY_Q_keygen(NULL, NULL, "EC", curve)`): found like the
+// others, called below with the one argument an "EC" key takes.
+static __typeof__(EVP_PKEY_Q_keygen) *loaded_EVP_PKEY_Q_keygen;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int loaded;
+static char load_error[512];
+
+static void load(void) {
+    void *ssl = dlopen(COPENSSL_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!ssl) {
+        snprintf(load_error, sizeof load_error, "%s", dlerror());
+        return;
+    }
+    // dlsym on libssl's handle also searches what it loaded: libcrypto.
+#define COPENSSL_FIND(name)                                                                 \
+    loaded_##name = (__typeof__(loaded_##name))dlsym(ssl, #name);                           \
+    if (!loaded_##name) {                                                                   \
+        snprintf(load_error, sizeof load_error, "%s has no function %s", COPENSSL_SONAME, #name); \
+        return;                                                                             \
+    }
+#define COPENSSL_FIND_F(ret, name, params, args) COPENSSL_FIND(name)
+#define COPENSSL_FIND_V(name, params, args) COPENSSL_FIND(name)
+    COPENSSL_FUNCTIONS(COPENSSL_FIND_F, COPENSSL_FIND_V)
+    COPENSSL_FIND(EVP_PKEY_Q_keygen)
+    loaded = 1;
+}
+
+int copenssl_load(char *error, size_t size) {
+    pthread_once(&once, load);
+    if (!loaded && size > 0) snprintf(error, size, "%s", load_error);
+    return loaded;
+}
+
+static void load_or_exit(void) {
+    pthread_once(&once, load);
+    if (loaded) return;
+    fprintf(stderr, "screenshare: cannot load OpenSSL for DTLS: %s\n", load_error);
+    abort();
+}
+
+#define COPENSSL_DEFINE(ret, name, params, args) \
+    __attribute__((visibility("hidden"))) ret name params {                            \
+        load_or_exit();                          \
+        return loaded_##name args;               \
+    }
+#define COPENSSL_DEFINE_VOID(name, params, args) \
+    __attribute__((visibility("hidden"))) void name params {                           \
+        load_or_exit();                          \
+        loaded_##name args;                      \
+    }
+COPENSSL_FUNCTIONS(COPENSSL_DEFINE, COPENSSL_DEFINE_VOID)
+
+__attribute__((visibility("hidden"))) EVP_PKEY *EVP_PKEY_Q_keygen(OSSL_LIB_CTX *libctx, const char *propq, const char *type, ...) {
+    load_or_exit();
+    va_list list;
+    va_start(list, type);
+    const char *curve = va_arg(list, const char *);
+    va_end(list);
+    return loaded_EVP_PKEY_Q_keygen(libctx, propq, type, curve);
+}
