@@ -68,7 +68,9 @@ public struct ULPFECEncoder: Sendable {
 
     public init(capacity: Int = 256) {
         self.capacity = capacity
-        store = [UInt8](repeating: 0, count: capacity * ULPFEC.maxPacketSize)
+        // Not zeroed: a slot is read only after a packet was written there, so a stream
+        // without FEC never makes these pages resident.
+        store = [UInt8](unsafeUninitializedCapacity: capacity * ULPFEC.maxPacketSize) { _, count in count = capacity * ULPFEC.maxPacketSize }
         lengths = [Int](repeating: 0, count: capacity)
     }
 

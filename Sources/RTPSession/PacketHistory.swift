@@ -2,8 +2,11 @@
 /// after libwebrtc's `RtpPacketHistory`.
 ///
 /// A ring of `capacity` slots (a power of two dividing 65536, so slot = sequence number mod
-/// capacity stays right across the wrap), each `maxPacketSize` bytes, allocated once: storing a
-/// packet copies its bytes and allocates nothing. A packet is resent at most once per RTT, and
+/// capacity stays right across the wrap) for what is known of each packet, and a ring of
+/// `byteCapacity` bytes for the packets themselves, one after the other: a packet is kept until
+/// `capacity` newer packets or `byteCapacity` newer bytes were stored, whichever comes first.
+/// Both are allocated once, the bytes left untouched until written (only what was sent is
+/// resident); storing a packet copies its bytes and allocates nothing. A packet is resent at most once per RTT, and
 /// not for a NACK that comes less than half an RTT after it was first sent: no receiver can
 /// have missed it yet (it is in flight; an idle probe or a reordering guess asked for it).
 public struct PacketHistory: Sendable {
@@ -21,6 +24,8 @@ public struct PacketHistory: Sendable {
 
     struct Slot: Sendable {
         var sequenceNumber: UInt16 = 0
+        /// Where its bytes start, counted over all bytes the ring ever advanced by.
+        var start: UInt64 = 0
         var length = 0
         var sentAt: UInt64 = 0
         var resentAt: UInt64?
@@ -30,10 +35,15 @@ public struct PacketHistory: Sendable {
 
     public let capacity: Int
     public let maxPacketSize: Int
+    /// Bytes of packets kept.
+    public let byteCapacity: Int
     /// Packets older than this (ns) are not resent; 0 keeps them until overwritten.
     public let maxAge: UInt64
     private var slots: [Slot]
     private var storage: [UInt8]
+    /// How far the byte ring advanced, ever (a packet that would not fit before the ring's end
+    /// starts at its beginning: the bytes skipped count).
+    private var written: UInt64 = 0
 
     /// Retransmissions made.
     public private(set) var retransmitted = 0
@@ -48,14 +58,20 @@ public struct PacketHistory: Sendable {
     ///   - capacity: packets kept; a power of two from 1 to 32768 (e.g. 512 ≈ 0.6 s at 6 Mbit/s).
     ///   - maxPacketSize: the largest RTP packet stored (header + payload).
     ///   - maxAge: ns after sending beyond which a packet is not resent (0: no limit).
-    public init(capacity: Int = 512, maxPacketSize: Int = 1500, maxAge: UInt64 = 1_000_000_000) {
+    ///   - byteCapacity: bytes of packets kept, at least `maxPacketSize` (nil: `capacity` full-size
+    ///     packets).
+    public init(capacity: Int = 512, maxPacketSize: Int = 1500, maxAge: UInt64 = 1_000_000_000, byteCapacity: Int? = nil) {
         precondition(capacity > 0 && capacity <= 32768 && capacity & (capacity - 1) == 0,
                      "capacity must be a power of two up to 32768")
+        let bytes = byteCapacity ?? capacity * maxPacketSize
+        precondition(bytes >= maxPacketSize, "byteCapacity must hold a packet of maxPacketSize")
         self.capacity = capacity
         self.maxPacketSize = maxPacketSize
         self.maxAge = maxAge
+        self.byteCapacity = bytes
         slots = Array(repeating: Slot(), count: capacity)
-        storage = Array(repeating: 0, count: capacity * maxPacketSize)
+        // Not zeroed: a byte is read only after a packet was written there.
+        storage = [UInt8](unsafeUninitializedCapacity: bytes) { _, count in count = bytes }
     }
 
     /// Stores a copy of an RTP packet sent at `now` (ns); its sequence number is read from the
@@ -66,9 +82,14 @@ public struct PacketHistory: Sendable {
         guard packet.count >= 12, packet.count <= maxPacketSize else { return false }
         let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
         let i = Int(seq) & (capacity - 1)
-        slots[i] = Slot(sequenceNumber: seq, length: packet.count, sentAt: now, resentAt: nil, retransmissions: 0, used: true)
+        var start = written
+        if Int(start % UInt64(byteCapacity)) + packet.count > byteCapacity {
+            start += UInt64(byteCapacity - Int(start % UInt64(byteCapacity)))  // from the ring's start
+        }
+        written = start + UInt64(packet.count)
+        slots[i] = Slot(sequenceNumber: seq, start: start, length: packet.count, sentAt: now, resentAt: nil, retransmissions: 0, used: true)
         newest = seq
-        let base = i * maxPacketSize
+        let base = Int(start % UInt64(byteCapacity))
         storage.withUnsafeMutableBytes {
             UnsafeMutableRawBufferPointer(rebasing: $0[base..<(base + packet.count)]).copyMemory(from: packet)
         }
@@ -78,7 +99,12 @@ public struct PacketHistory: Sendable {
     /// Whether the packet is here and young enough to resend.
     public func contains(sequenceNumber seq: UInt16, now: UInt64) -> Bool {
         let slot = slots[Int(seq) & (capacity - 1)]
-        return slot.used && slot.sequenceNumber == seq && (maxAge == 0 || now <= slot.sentAt &+ maxAge)
+        return holds(slot, seq) && (maxAge == 0 || now <= slot.sentAt &+ maxAge)
+    }
+
+    /// Whether `slot` is packet `seq`'s and its bytes were not written over since.
+    private func holds(_ slot: Slot, _ seq: UInt16) -> Bool {
+        slot.used && slot.sequenceNumber == seq && written <= slot.start + UInt64(byteCapacity)
     }
 
     /// Resends packet `seq` for a NACK received at `now`: calls `send` with its bytes (valid
@@ -115,7 +141,7 @@ public struct PacketHistory: Sendable {
         slots[i].resentAt = now
         slots[i].retransmissions += 1
         retransmitted += 1
-        let base = i * maxPacketSize, length = slots[i].length
+        let base = Int(slots[i].start % UInt64(byteCapacity)), length = slots[i].length
         storage.withUnsafeMutableBytes { send(UnsafeMutableRawBufferPointer(rebasing: $0[base..<(base + length)])) }
         return .sent
     }
@@ -129,8 +155,8 @@ public struct PacketHistory: Sendable {
         storage.withUnsafeBytes { bytes in
             while lengths.count < count, (lengths.count + 1) * slotSize <= buffer.count {
                 let slot = slots[Int(seq) & (capacity - 1)]
-                guard slot.used, slot.sequenceNumber == seq, slot.length <= slotSize else { break }
-                let from = (Int(seq) & (capacity - 1)) * maxPacketSize, to = lengths.count * slotSize
+                guard holds(slot, seq), slot.length <= slotSize else { break }
+                let from = Int(slot.start % UInt64(byteCapacity)), to = lengths.count * slotSize
                 UnsafeMutableRawBufferPointer(rebasing: buffer[to..<(to + slot.length)])
                     .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[from..<(from + slot.length)]))
                 lengths.append(slot.length)

@@ -151,8 +151,9 @@ public final class Broadcaster: Sendable {
     /// Sent RTP packets, for NACKs (written by the encode thread, read by the RTCP thread).
     /// Kept 3 s: on a still screen the next packet after a burst is the keep-alive frame, up to
     /// 1 s later (--min-fps 1), and only then does a viewer see that the burst's last frame was
-    /// lost; its NACK comes after that second plus a round trip.
-    let history = Mutex(PacketHistory(capacity: 1024, maxPacketSize: 1500, maxAge: 3_000_000_000))
+    /// lost; its NACK comes after that second plus a round trip. Up to 1024 packets and
+    /// ``historyBytes(for:)`` of them: on a still screen the packets are few and kept long.
+    let history: Mutex<PacketHistory>
     /// What receivers' RTCP told us (round trip, pending RRTRs): the RTCP thread's, and the
     /// final BYE's.
     let feedback: Mutex<SenderFeedback>
@@ -171,8 +172,16 @@ public final class Broadcaster: Sendable {
     /// Bits resent lately (the RTCP thread's), drained at ``resendRate``.
     let resendBudget = Mutex(RateBucket())
 
+    /// Bytes of sent packets kept for NACKs: two seconds at `bitrate`, at least 512 KiB (a sharp
+    /// 1080p keyframe and what follows it). 1024 full-size slots took 1.5 MB at any rate.
+    static func historyBytes(for bitrate: Bitrate) -> Int {
+        max(512 << 10, min(bitrate.bitsPerSecond / 4, 16 << 20))
+    }
+
     public init(config: BroadcastConfig, events: EventSink, logger: Logger, clock: MediaClock = SystemClock()) throws {
         self.config = config
+        history = Mutex(PacketHistory(capacity: 1024, maxPacketSize: 1500, maxAge: 3_000_000_000,
+                                      byteCapacity: Self.historyBytes(for: config.bitrate)))
         self.events = events
         self.logger = logger
         self.clock = clock

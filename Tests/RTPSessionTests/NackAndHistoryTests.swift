@@ -292,6 +292,29 @@ import TestSupport
         #expect(!stored)
         #expect(!h.contains(sequenceNumber: 9, now: 0))
     }
+
+    /// The bytes are a ring of their own: a packet is gone once newer packets filled the ring
+    /// past it, though its slot is not reused yet; one that would run past the ring's end is
+    /// kept whole at its start; the newest are intact, and what is gone is never resent.
+    @Test func theByteRingForgetsWhatNewerBytesWroteOver() {
+        var h = PacketHistory(capacity: 16, maxPacketSize: 400, maxAge: 0, byteCapacity: 1000)
+        let sizes = [300, 300, 300, 300, 120, 380]  // the 4th starts the ring again, at 0
+        for (i, n) in sizes.enumerated() { packet(UInt16(i), fill: UInt8(0x10 + i), size: n).withUnsafeBytes { _ = h.store($0, now: 0) } }
+        // Bytes 0..<900 held 0, 1, 2; then 3 at 0 (its 300 would end at 1200), 4 at 300, 5 at 420.
+        for gone: UInt16 in [0, 1, 2] {
+            #expect(!h.contains(sequenceNumber: gone, now: 0))
+            #expect(resend(&h, gone, at: 0, rtt: 0).0 == .unavailable)
+        }
+        for (i, n) in sizes.enumerated().dropFirst(3) {
+            #expect(resend(&h, UInt16(i), at: 0, rtt: 0) == (.sent, packet(UInt16(i), fill: UInt8(0x10 + i), size: n)))
+        }
+        // The probe copies the newest, and stops at the first one gone.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 6 * 400, alignment: 16)
+        defer { buffer.deallocate() }
+        var lengths: [Int] = []
+        #expect(h.copyNewest(6, into: buffer, slotSize: 400, lengths: &lengths) == 3 && lengths == [380, 120, 300])
+        #expect(Array(buffer[0..<380]) == packet(5, fill: 0x15, size: 380))
+    }
 }
 
 /// A path that reorders by more than the fixed allowance: once seen, holes wait for it.
