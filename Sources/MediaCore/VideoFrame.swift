@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A picture size in pixels.
 public struct PixelSize: Hashable, Sendable, CustomStringConvertible {
     public var width: Int
@@ -98,7 +102,8 @@ public final class VideoFrame: @unchecked Sendable {
         strideUV = (cw + 31) & ~31
         let ySize = strideY * height, uvSize = strideUV * ch
         byteCount = ySize + 2 * uvSize
-        storage = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: 64)
+        // Page-aligned, so ``discardPixels()`` gives all of it back.
+        storage = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: Self.pageSize)
         storage.initializeMemory(as: UInt8.self, repeating: 0, count: byteCount)
         y = storage.assumingMemoryBound(to: UInt8.self)
         u = y + ySize
@@ -116,6 +121,19 @@ public final class VideoFrame: @unchecked Sendable {
 
     /// Anything may have changed.
     public func markEverythingChanged() { changesKnown = false }
+
+    static let pageSize = max(4096, Int(sysconf(Int32(_SC_PAGESIZE))))
+
+    /// Gives the pixels' memory back to the system (`MADV_DONTNEED`): it stays allocated and
+    /// reads as zeros until written again, when pages are made resident one by one. The picture
+    /// is then unknown: ``pictureSerial`` 0 (a capture converts all of it) and everything
+    /// marked changed.
+    public func discardPixels() {
+        let end = byteCount & ~(Self.pageSize - 1)
+        if end > 0 { _ = madvise(storage, end, MADV_DONTNEED) }
+        pictureSerial = 0
+        changesKnown = false
+    }
 
     /// The changes are `rects`, in the pixels of a `source`-sized picture this frame was
     /// converted (and maybe scaled) from; nil: unknown. A rectangle marks every macroblock it

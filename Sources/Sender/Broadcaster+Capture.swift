@@ -45,6 +45,30 @@ extension Broadcaster {
         if let replaced = mailbox.put(frame, merging: { new, old in new.mergeChanges(from: old) }) { pool.recycle(replaced) }
     }
 
+    /// The encoder's picture, when the encoder is idle, for the capture to bring up to date in
+    /// place (``FrameAssembler``), and whether its changes were not encoded yet.
+    func lend() -> (frame: VideoFrame, changesPending: Bool)? {
+        held.withLock { h in
+            guard !h.encoding, !h.lent, let f = h.frame else { return nil }
+            h.frame = nil
+            h.lent = true
+            return (f, !h.encodedAsNew)
+        }
+    }
+
+    /// Takes back a lent picture that was not published (a failed grab): the encoder repeats it.
+    func giveBack(_ frame: VideoFrame) -> Bool {
+        let taken = held.withLock { h in
+            guard h.lent, h.frame == nil else { return false }
+            h.frame = frame
+            h.lent = false
+            h.encodedAsNew = true
+            return true
+        }
+        if taken { mailbox.wake() }
+        return taken
+    }
+
     func x11Loop(_ initial: X11ScreenCapturer) {
         var capturer = initial
         var current = settings
@@ -78,7 +102,7 @@ extension Broadcaster {
                 pool.resize(to: targetSize(for: size))
             }
             return true
-        }, reclaim: { [mailbox] in mailbox.reclaim() })
+        }, reclaim: { [mailbox] in mailbox.reclaim() }, borrow: { [self] in lend() }, giveBack: { [self] in giveBack($0) })
         while isRunning {
             if case let level = scaleLevel.load(ordering: .relaxed), level != scale {
                 scale = level

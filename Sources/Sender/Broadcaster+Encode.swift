@@ -50,14 +50,12 @@ extension Broadcaster {
         defer { probeBuffer.deallocate() }
         var probeLengths: [Int] = []
         probeLengths.reserveCapacity(Self.maxProbePackets)
-        var lastFrame: VideoFrame?
         var lastTimestamp: UInt32?
         var firstSent = false
         var lastSendWarning: UInt64 = 0
         var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
-        // The macroblocks to encode (what changed lately); whether `lastFrame` was encoded as new.
+        // The macroblocks to encode (what changed lately).
         var active = ActiveMacroblocks()
-        var lastFrameEncoded = false
 
         while true {
             let g = liveGeneration.load(ordering: .sequentiallyConsistent)
@@ -83,21 +81,33 @@ extension Broadcaster {
                 }
             }
             let before = clock.nowNanos()
-            let incoming = mailbox.take(timeoutNanos: scheduler.wakeAt(now: before) &- before)
+            // While the capture has the picture (lent), wait for it to come back instead of
+            // waking for a repeat with nothing to repeat.
+            let lent = held.withLock { $0.lent }
+            let incoming = mailbox.take(timeoutNanos: lent ? Self.lentWaitNanos : scheduler.wakeAt(now: before) &- before)
             if !isRunning { if let incoming { pool.recycle(incoming) }; break }
             let now = clock.nowNanos()
             if let incoming {
-                if let old = lastFrame, old !== incoming {
-                    if !lastFrameEncoded { incoming.mergeChanges(from: old) }  // its changes are not encoded yet
-                    pool.recycle(old)
+                let replaced: VideoFrame? = held.withLock { h in
+                    let old = h.frame
+                    if let old, old !== incoming, !h.encodedAsNew { incoming.mergeChanges(from: old) }  // its changes are not encoded yet
+                    h.frame = incoming
+                    h.encodedAsNew = false
+                    h.lent = false
+                    return old === incoming ? nil : old
                 }
-                lastFrame = incoming
-                lastFrameEncoded = false
+                if let replaced { pool.recycle(replaced) }
             }
-            let decision = scheduler.decide(newPicture: incoming != nil, havePicture: lastFrame != nil,
+            // Held (not lent) from here to the end of the pass.
+            let picture: VideoFrame? = held.withLock { h in
+                h.encoding = h.frame != nil
+                return h.frame
+            }
+            defer { held.withLock { $0.encoding = false } }
+            let decision = scheduler.decide(newPicture: incoming != nil, havePicture: picture != nil,
                                             keyframeRequested: keyframeRequested.exchange(false, ordering: .relaxed),
                                             encoderExists: encoder != nil, now: now)
-            guard case .encode(let isNew, let forceKeyframe, let staticThreshold) = decision, let frame = lastFrame else { continue }
+            guard case .encode(let isNew, let forceKeyframe, let staticThreshold) = decision, let frame = picture else { continue }
             let current = scheduler.settings
             if forceKeyframe { encoder?.requestKeyframe() }
 
@@ -121,7 +131,7 @@ extension Broadcaster {
             } else {
                 encoder!.setActiveMap(nil, rows: rows, columns: columns)
             }
-            if isNew { lastFrameEncoded = true }
+            if isNew { held.withLock { $0.encodedAsNew = true } }
             var ts = rtpTimestamp(at: isNew ? frame.timestampNanos : now)
             if let prev = lastTimestamp, Int32(bitPattern: ts &- prev) <= 0 { ts = prev &+ 1 }
             lastTimestamp = ts
@@ -194,8 +204,11 @@ extension Broadcaster {
                 }
             }
         }
-        if let lastFrame { pool.recycle(lastFrame) }
+        if let last = held.withLock({ h -> VideoFrame? in defer { h.frame = nil }; return h.frame }) { pool.recycle(last) }
     }
+
+    /// How long the encode thread waits for a lent picture to come back before it looks again.
+    static let lentWaitNanos: UInt64 = 100_000_000
 
     /// The most packets one probe resends.
     static let maxProbePackets = 16

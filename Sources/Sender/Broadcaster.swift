@@ -123,6 +123,10 @@ public final class Broadcaster: Sendable {
     let logger: Logger
     let clock: MediaClock
     let mailbox = LatestFrameMailbox<VideoFrame>()
+    /// The picture the encoder repeats: the encode thread's, lent to the capture thread while
+    /// the encoder is idle (``lend()``), so on a still screen a change is converted into it in
+    /// place rather than into a second frame (one resident picture instead of two).
+    let held = Mutex(HeldFrame())
     let pool: FramePool
     let rtpSocket: UDPSocket
     let rtcpSocket: UDPSocket
@@ -213,7 +217,8 @@ public final class Broadcaster: Sendable {
         fecSSRC = fec == ssrc || fec == 0 ? ssrc ^ 0x5A5A_5A5A : fec
         rtpBase = rng.next()
         startNanos = clock.nowNanos()
-        pool = FramePool(size: PixelSize(width: 2, height: 2), capacity: 4)
+        // On a still screen a recycled frame's pixels are given back (one resident picture).
+        pool = FramePool(size: PixelSize(width: 2, height: 2), capacity: 4, clock: clock)
         live = Mutex(LiveSettings(config: config))
         feedback = Mutex(SenderFeedback(ssrc: ssrc))
         // Plain mode (the SDP names the extension: a `watch` answers with feedback) and in a
@@ -371,4 +376,15 @@ public final class Broadcaster: Sendable {
             throw FileError("--sdp '\(path)': cannot move \(tmp) into place: \(reason)")
         }
     }
+}
+
+/// The encoder's picture and who may touch it (``Broadcaster/held``).
+struct HeldFrame {
+    var frame: VideoFrame?
+    /// The encode thread is deciding about or encoding `frame`: it is not lent.
+    var encoding = false
+    /// What changed in `frame` was encoded as a new picture (its marks are spent).
+    var encodedAsNew = true
+    /// `frame` is lent to the capture thread, until it comes back through the mailbox.
+    var lent = false
 }

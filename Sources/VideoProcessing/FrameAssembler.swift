@@ -8,7 +8,9 @@ import MediaCore
 ///
 /// A picture the encoder has not taken yet is taken back (`reclaim`) and brought up to date in
 /// place, its marks of what changed kept, instead of filling a third frame: two frames are in
-/// flight, the encoder's and the capture's.
+/// flight, the encoder's and the capture's. When the pool has no resident frame free (a still
+/// screen: ``FramePool`` parked it), the encoder's own picture is borrowed if the encoder is idle
+/// (`borrow`) and brought up to date the same way: one frame in all.
 ///
 /// XDamage can miss a change (some GL drivers, compositors): at least every
 /// ``fullRefreshNanos`` the whole picture is converted again, whatever it says, so a missed
@@ -24,8 +26,17 @@ public final class FrameAssembler: CaptureSink {
     private let accept: (PixelSize) -> Bool
     /// The last finished frame when the encoder has not taken it yet (the mailbox's), or nil.
     private let reclaim: () -> VideoFrame?
-    /// Whether the frame being filled was taken back, so its marks are added to.
+    /// The encoder's picture when it is idle, lent until it comes back published (or given back),
+    /// and whether its marks of what changed were not encoded yet; nil when it cannot be lent.
+    private let borrow: () -> (frame: VideoFrame, changesPending: Bool)?
+    /// Returns a borrowed frame that was not published (a failed grab); false: the encoder has
+    /// another, so it goes to the pool.
+    private let giveBack: (VideoFrame) -> Bool
+    /// Whether the frame being filled was taken back (or borrowed with changes not encoded), so
+    /// its marks are added to.
     private var reclaimed = false
+    /// Whether the frame being filled is the encoder's, borrowed.
+    private var borrowed = false
     /// A taken-back frame was dropped by a failed grab with changes the encoder never got: the
     /// next frame marks everything.
     private var changesLost = false
@@ -47,10 +58,14 @@ public final class FrameAssembler: CaptureSink {
     public private(set) var pixelsConverted = 0
 
     public init(pool: FramePool, nowNanos: @escaping () -> UInt64, accept: @escaping (PixelSize) -> Bool = { _ in true },
-                reclaim: @escaping () -> VideoFrame? = { nil }) {
+                reclaim: @escaping () -> VideoFrame? = { nil },
+                borrow: @escaping () -> (frame: VideoFrame, changesPending: Bool)? = { nil },
+                giveBack: @escaping (VideoFrame) -> Bool = { _ in false }) {
         self.pool = pool
         self.nowNanos = nowNanos
         self.reclaim = reclaim
+        self.borrow = borrow
+        self.giveBack = giveBack
         self.accept = accept
         changed.reserveCapacity(64)
     }
@@ -89,6 +104,17 @@ public final class FrameAssembler: CaptureSink {
             taken = nil
         }
         reclaimed = taken != nil
+        borrowed = false
+        if taken == nil { taken = pool.takeResident() }
+        if taken == nil, let (lent, changesPending) = borrow() {
+            if lent.size == pool.size {
+                taken = lent
+                borrowed = true
+                reclaimed = changesPending
+            } else if !giveBack(lent) {
+                pool.recycle(lent)
+            }
+        }
         let f = taken ?? pool.take()
         frame = f
         if f.size == size {
@@ -131,7 +157,15 @@ public final class FrameAssembler: CaptureSink {
         guard let f = frame else { return }
         frame = nil
         f.pictureSerial = 0
-        if reclaimed { changesLost = true }
+        if reclaimed || borrowed {
+            // A picture the encoder had or was given, partly brought up to date: if the encoder
+            // has none (it lent this one), it repeats it, everything marked changed, until the
+            // next grab converts all of it (serial 0).
+            changesLost = true
+            borrowed = false
+            f.markEverythingChanged()
+            if giveBack(f) { return }
+        }
         pool.recycle(f)
     }
 }

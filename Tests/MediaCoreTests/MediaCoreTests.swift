@@ -1,5 +1,8 @@
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import MediaCore
 
 @Suite struct VideoFrameTests {
@@ -42,6 +45,50 @@ import Testing
         let b = pool.take()
         #expect(b.size == PixelSize(width: 32, height: 16))
         #expect(pool.allocatedCount == 2)
+    }
+}
+
+extension FramePoolTests {
+    /// Pages of `frame`'s pixels resident in memory (mincore), of those wholly inside them.
+    static func residentPages(_ frame: VideoFrame) -> (resident: Int, pages: Int) {
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let pages = frame.byteCount / page
+        var vector = [UInt8](repeating: 0, count: pages)
+        let status = mincore(UnsafeMutableRawPointer(frame.y), pages * page, &vector)
+        precondition(status == 0, "mincore failed")
+        return (vector.filter { $0 & 1 != 0 }.count, pages)
+    }
+
+    /// Frames taken often (a video) stay as they are; a frame recycled while takes are a second
+    /// or more apart (a still slide) gives its pages back and is handed out again as an unknown
+    /// picture, without an allocation.
+    @Test func aFrameRecycledWhileTakesAreSeldomGivesItsPagesBack() {
+        let clock = ManualClock()
+        let pool = FramePool(size: PixelSize(width: 640, height: 360), capacity: 4, clock: clock, idleNanos: 1_000_000_000)
+        let a = pool.take()
+        clock.advance(milliseconds: 33)
+        let b = pool.take()
+        a.y.update(repeating: 0xAB, count: a.strideY * a.height)
+        a.pictureSerial = 7
+        pool.recycle(a)  // takes 33 ms apart: kept
+        #expect(pool.discardedCount == 0 && a.pictureSerial == 7 && a.y[1000] == 0xAB)
+        #expect(Self.residentPages(a).resident == Self.residentPages(a).pages)
+
+        clock.advance(milliseconds: 5_000)
+        let c = pool.take()  // a, 5 s after b
+        #expect(c === a)
+        b.y.update(repeating: 0xCD, count: b.strideY * b.height)
+        b.pictureSerial = 8
+        pool.recycle(b)
+        let (resident, pages) = Self.residentPages(b)
+        #expect(pool.discardedCount == 1 && resident == 0, "\(resident) of \(pages) pages resident")
+        #expect(b.pictureSerial == 0 && !b.changesKnown && b.y[1000] == 0)
+        // Parked: passed over by takeResident, and taken again by take, written as any other.
+        #expect(pool.takeResident() == nil)
+        let d = pool.take()
+        #expect(d === b && pool.allocatedCount == 2)
+        d.y[1000] = 1
+        #expect(Self.residentPages(d).resident >= 1)
     }
 }
 

@@ -162,6 +162,68 @@ import TestSupport
         pool.recycle(encoders)
     }
 
+    /// A still screen: the pool has no resident frame free, so the encoder's idle picture is
+    /// borrowed, brought up to date with what changed only, and comes back as the next picture:
+    /// one frame in all. A grab that fails in it gives it back to the encoder, and the next
+    /// picture marks everything.
+    @Test func anIdleEncodersPictureIsBorrowedAndBroughtUpToDateInPlace() throws {
+        let size = PixelSize(width: 320, height: 180)
+        let screen = Screen(size)
+        let pool = FramePool(size: size, capacity: 4)
+        final class Encoder: @unchecked Sendable {
+            var held: VideoFrame?
+            var lent = false
+            var busy = false
+        }
+        let encoder = Encoder()
+        let assembler = FrameAssembler(pool: pool, nowNanos: { 0 }, borrow: {
+            guard !encoder.busy, let f = encoder.held else { return nil }
+            encoder.held = nil
+            encoder.lent = true
+            return (f, false)
+        }, giveBack: { f in
+            guard encoder.lent else { return false }
+            encoder.held = f
+            encoder.lent = false
+            return true
+        })
+        #expect(screen.deliver(nil, to: assembler))
+        encoder.held = try #require(assembler.takeFinished()).frame
+        let first = encoder.held
+        for picture in 1...8 {
+            let changed = screen.change(count: 1 + picture % 2, maxSide: 30)
+            #expect(screen.deliver(changed, to: assembler))
+            let (frame, _) = try #require(assembler.takeFinished())
+            #expect(frame === first && encoder.lent, "picture \(picture) was not the encoder's")
+            #expect(assembler.pixelsConverted <= 2 * 32 * 32, "picture \(picture): \(assembler.pixelsConverted) pixels converted")
+            #expect(frame.samePixels(as: screen.reference(size)), "picture \(picture)")
+            #expect(frame.changesKnown)
+            for r in changed {
+                #expect(frame.changes[(r.y / 16) * frame.macroblockColumns + r.x / 16] == 1, "picture \(picture): \(r) unmarked")
+            }
+            encoder.held = frame  // published: the encoder has it back
+            encoder.lent = false
+        }
+        // The encoder is encoding: the pool makes a second frame.
+        encoder.busy = true
+        #expect(screen.deliver(screen.change(count: 1, maxSide: 20), to: assembler))
+        let second = try #require(assembler.takeFinished()).frame
+        #expect(second !== first && encoder.held === first && pool.allocatedCount == 2)
+        #expect(second.samePixels(as: screen.reference(size)))
+        encoder.busy = false
+        pool.recycle(second)
+        // A failed grab in the borrowed picture: it goes back to the encoder, not to the pool.
+        encoder.held = first
+        _ = pool.takeResident()  // the pool's resident frame is out (as a parked one would be)
+        #expect(!screen.deliver(screen.change(count: 1, maxSide: 20), to: assembler, bandRows: 2, failAfterBands: 1))
+        #expect(encoder.held === first && !encoder.lent)
+        #expect(screen.deliver([], to: assembler))
+        let (next, _) = try #require(assembler.takeFinished())
+        #expect(next === first && !next.changesKnown)
+        #expect(next.samePixels(as: screen.reference(size)))
+        #expect(pool.allocatedCount == 2)
+    }
+
     /// Scaled: the bands go into a source-sized copy, scaled whole into each frame.
     @Test func scaledFramesHoldExactlyTheWholeConversionScaled() throws {
         let size = PixelSize(width: 640, height: 360), output = PixelSize(width: 320, height: 180)
