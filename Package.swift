@@ -34,8 +34,10 @@ let package = Package(
         // OpenSSL's (libssl-dev) and libsrtp2's (libsrtp2-dev) headers, and functions of the same
         // names that open the libraries with dlopen the first time DTLS or SRTP is used: a sender
         // or viewer of a plain RTP stream never maps them (include/shim.h of each).
-        .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("dl")]),
-        .target(name: "CSRTP", linkerSettings: [.linkedLibrary("dl")]),
+        .target(name: "COpenSSL", dependencies: ["CLoadOnUse"]),
+        .target(name: "CSRTP", dependencies: ["CLoadOnUse"]),
+        // The loader both use (include/load_on_use.h): dlopen once, every function found by name.
+        .target(name: "CLoadOnUse", linkerSettings: [.linkedLibrary("dl")]),
         // sendmmsg/recvmmsg (Glibc hides them behind _GNU_SOURCE): the relay's batched socket I/O.
         .target(name: "CSocketBatch"),
         // libvpx's calls to memset skip the pages never touched (its 24-bytes-a-pixel token buffer).

@@ -1,22 +1,16 @@
 // The OpenSSL functions Swift calls (DTLS.swift, and the macros in include/shim.h), each
-// calling the function of that name in libssl.so.3, opened on first use. Hidden: they are never
-// exported, so libssl and libcrypto, which call their own functions through the global symbol
-// scope, still reach their own and not these (one of them, called from their initialisation,
-// would wait here for the loading it is part of).
+// calling the function of that name in libssl.so.3, opened on first use (CLoadOnUse).
 #include "shim.h"
+#include "load_on_use.h"
 
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 #define COPENSSL_STRING2(x) #x
 #define COPENSSL_STRING(x) COPENSSL_STRING2(x)
-#define COPENSSL_SONAME "libssl.so." COPENSSL_STRING(OPENSSL_VERSION_MAJOR)
 
-// F(return type, name, (parameters), (arguments)); V for functions that return nothing.
-#define COPENSSL_FUNCTIONS(F, V)                                                                  \
+// F(return type, name, (parameters), (arguments)); V for functions that return nothing; H
+// written below.
+#define COPENSSL_FUNCTIONS(F, V, H)                                                                  \
     F(int, ASN1_INTEGER_set, (ASN1_INTEGER *a, long v), (a, v))                                   \
     F(long, BIO_ctrl, (BIO *bp, int cmd, long larg, void *parg), (bp, cmd, larg, parg))           \
     F(int, BIO_free, (BIO *a), (a))                                                               \
@@ -29,6 +23,7 @@
     V(ERR_error_string_n, (unsigned long e, char *buf, size_t len), (e, buf, len))                \
     F(unsigned long, ERR_get_error, (void), ())                                                   \
     V(EVP_PKEY_free, (EVP_PKEY *pkey), (pkey))                                                    \
+    H(EVP_PKEY_Q_keygen)                                                                          \
     F(const EVP_MD *, EVP_sha256, (void), ())                                                     \
     F(EVP_PKEY *, PEM_read_bio_PrivateKey, (BIO *out, EVP_PKEY **x, pem_password_cb *cb, void *u), \
       (out, x, cb, u))                                                                            \
@@ -90,67 +85,15 @@
     F(int, X509_set_version, (X509 *x, long version), (x, version))                               \
     F(int, X509_sign, (X509 *x, EVP_PKEY *pkey, const EVP_MD *md), (x, pkey, md))
 
-#define COPENSSL_POINTER(ret, name, params, args) static __typeof__(name) *loaded_##name;
-#define COPENSSL_POINTER_VOID(name, params, args) static __typeof__(name) *loaded_##name;
-COPENSSL_FUNCTIONS(COPENSSL_POINTER, COPENSSL_POINTER_VOID)
-// Variadic (EVP_EC_gen in shim.h is `EVP_PKEY_Q_keygen(NULL, NULL, "EC", curve)`): found like the
-// others, called below with the one argument an "EC" key takes.
-static __typeof__(EVP_PKEY_Q_keygen) *loaded_EVP_PKEY_Q_keygen;
+LOAD_ON_USE_LIBRARY(COPENSSL_FUNCTIONS, "libssl.so." COPENSSL_STRING(OPENSSL_VERSION_MAJOR), "OpenSSL for DTLS", copenssl_load)
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int loaded;
-static char load_error[512];
-
-static void load(void) {
-    void *ssl = dlopen(COPENSSL_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!ssl) {
-        snprintf(load_error, sizeof load_error, "%s", dlerror());
-        return;
-    }
-    // dlsym on libssl's handle also searches what it loaded: libcrypto.
-#define COPENSSL_FIND(name)                                                                 \
-    loaded_##name = (__typeof__(loaded_##name))dlsym(ssl, #name);                           \
-    if (!loaded_##name) {                                                                   \
-        snprintf(load_error, sizeof load_error, "%s has no function %s", COPENSSL_SONAME, #name); \
-        return;                                                                             \
-    }
-#define COPENSSL_FIND_F(ret, name, params, args) COPENSSL_FIND(name)
-#define COPENSSL_FIND_V(name, params, args) COPENSSL_FIND(name)
-    COPENSSL_FUNCTIONS(COPENSSL_FIND_F, COPENSSL_FIND_V)
-    COPENSSL_FIND(EVP_PKEY_Q_keygen)
-    loaded = 1;
-}
-
-int copenssl_load(char *error, size_t size) {
-    pthread_once(&once, load);
-    if (!loaded && size > 0) snprintf(error, size, "%s", load_error);
-    return loaded;
-}
-
-static void load_or_exit(void) {
-    pthread_once(&once, load);
-    if (loaded) return;
-    fprintf(stderr, "screenshare: cannot load OpenSSL for DTLS: %s\n", load_error);
-    abort();
-}
-
-#define COPENSSL_DEFINE(ret, name, params, args) \
-    __attribute__((visibility("hidden"))) ret name params {                            \
-        load_or_exit();                          \
-        return loaded_##name args;               \
-    }
-#define COPENSSL_DEFINE_VOID(name, params, args) \
-    __attribute__((visibility("hidden"))) void name params {                           \
-        load_or_exit();                          \
-        loaded_##name args;                      \
-    }
-COPENSSL_FUNCTIONS(COPENSSL_DEFINE, COPENSSL_DEFINE_VOID)
-
+// Variadic: EVP_EC_gen in shim.h is `EVP_PKEY_Q_keygen(NULL, NULL, "EC", curve)`, so it is
+// called with the one argument an "EC" key takes.
 __attribute__((visibility("hidden"))) EVP_PKEY *EVP_PKEY_Q_keygen(OSSL_LIB_CTX *libctx, const char *propq, const char *type, ...) {
-    load_or_exit();
+    load_on_use_ensure();
     va_list list;
     va_start(list, type);
     const char *curve = va_arg(list, const char *);
     va_end(list);
-    return loaded_EVP_PKEY_Q_keygen(libctx, propq, type, curve);
+    return LOAD_ON_USE_CALL(EVP_PKEY_Q_keygen)(libctx, propq, type, curve);
 }
