@@ -21,9 +21,8 @@ void load_on_use_run(load_on_use_library *library) {
     library->loaded = 1;
 }
 
-int load_on_use_result(const load_on_use_library *library, char *error, size_t size) {
-    if (!library->loaded && size > 0) snprintf(error, size, "%s", library->error);
-    return library->loaded;
+const char *load_on_use_result(const load_on_use_library *library) {
+    return library->loaded ? NULL : library->error;
 }
 
 void load_on_use_or_exit(const load_on_use_library *library) {

@@ -83,13 +83,13 @@ public struct PacketHistory: Sendable {
         let seq = UInt16(packet[2]) << 8 | UInt16(packet[3])
         let i = Int(seq) & (capacity - 1)
         var start = written
-        if Int(start % UInt64(byteCapacity)) + packet.count > byteCapacity {
-            start += UInt64(byteCapacity - Int(start % UInt64(byteCapacity)))  // from the ring's start
+        if offset(start) + packet.count > byteCapacity {
+            start += UInt64(byteCapacity - offset(start))  // from the ring's start
         }
         written = start + UInt64(packet.count)
         slots[i] = Slot(sequenceNumber: seq, start: start, length: packet.count, sentAt: now, resentAt: nil, retransmissions: 0, used: true)
         newest = seq
-        let base = Int(start % UInt64(byteCapacity))
+        let base = offset(start)
         storage.withUnsafeMutableBytes {
             UnsafeMutableRawBufferPointer(rebasing: $0[base..<(base + packet.count)]).copyMemory(from: packet)
         }
@@ -101,6 +101,9 @@ public struct PacketHistory: Sendable {
         let slot = slots[Int(seq) & (capacity - 1)]
         return holds(slot, seq) && (maxAge == 0 || now <= slot.sentAt &+ maxAge)
     }
+
+    /// Where in the byte ring a position counted over all bytes the ring advanced by falls.
+    private func offset(_ position: UInt64) -> Int { Int(position % UInt64(byteCapacity)) }
 
     /// Whether `slot` is packet `seq`'s and its bytes were not written over since.
     private func holds(_ slot: Slot, _ seq: UInt16) -> Bool {
@@ -141,7 +144,7 @@ public struct PacketHistory: Sendable {
         slots[i].resentAt = now
         slots[i].retransmissions += 1
         retransmitted += 1
-        let base = Int(slots[i].start % UInt64(byteCapacity)), length = slots[i].length
+        let base = offset(slots[i].start), length = slots[i].length
         storage.withUnsafeMutableBytes { send(UnsafeMutableRawBufferPointer(rebasing: $0[base..<(base + length)])) }
         return .sent
     }
@@ -156,7 +159,7 @@ public struct PacketHistory: Sendable {
             while lengths.count < count, (lengths.count + 1) * slotSize <= buffer.count {
                 let slot = slots[Int(seq) & (capacity - 1)]
                 guard holds(slot, seq), slot.length <= slotSize else { break }
-                let from = Int(slot.start % UInt64(byteCapacity)), to = lengths.count * slotSize
+                let from = offset(slot.start), to = lengths.count * slotSize
                 UnsafeMutableRawBufferPointer(rebasing: buffer[to..<(to + slot.length)])
                     .copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[from..<(from + slot.length)]))
                 lengths.append(slot.length)

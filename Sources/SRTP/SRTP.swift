@@ -34,7 +34,6 @@ public final class SRTPSession {
 
     /// Whether this libsrtp2 can do `profile` (Debian's is built without OpenSSL: no AES-GCM).
     public static func supports(_ profile: SRTPProfile) -> Bool {
-        guard loadLibrary() == nil else { return false }
         initialize()
         return (try? SRTPSession(profile: profile, direction: .outbound,
                                  key: [UInt8](repeating: 1, count: profile.keyLength),
@@ -113,9 +112,7 @@ public final class SRTPSession {
     /// Opens libsrtp2, which is loaded when SRTP is first used (Sources/CSRTP): nil, or why it
     /// cannot be.
     private static func loadLibrary() -> String? {
-        var reason = [CChar](repeating: 0, count: 512)
-        guard csrtp_load(&reason, reason.count) != 1 else { return nil }
-        return String(decoding: reason.prefix { $0 != 0 }.map(UInt8.init(bitPattern:)), as: UTF8.self)
+        csrtp_load().map { String(cString: $0) }
     }
 
     private static let initialized = Mutex(false)

@@ -87,23 +87,24 @@ extension Broadcaster {
             let incoming = mailbox.take(timeoutNanos: lent ? Self.lentWaitNanos : scheduler.wakeAt(now: before) &- before)
             if !isRunning { if let incoming { pool.recycle(incoming) }; break }
             let now = clock.nowNanos()
-            if let incoming {
-                let replaced: VideoFrame? = held.withLock { h in
-                    let old = h.frame
-                    if let old, old !== incoming, !h.encodedAsNew { incoming.mergeChanges(from: old) }  // its changes are not encoded yet
+            // The new picture replaces the held one, and whatever is held is not lent from here to
+            // the end of the pass (one lock: the capture cannot borrow it in between).
+            let (picture, replaced) = held.withLock { h -> (VideoFrame?, VideoFrame?) in
+                var replaced: VideoFrame?
+                if let incoming {
+                    if let old = h.frame, old !== incoming {
+                        if !h.encodedAsNew { incoming.mergeChanges(from: old) }  // its changes are not encoded yet
+                        replaced = old
+                    }
                     h.frame = incoming
                     h.encodedAsNew = false
                     h.lent = false
-                    return old === incoming ? nil : old
                 }
-                if let replaced { pool.recycle(replaced) }
-            }
-            // Held (not lent) from here to the end of the pass.
-            let picture: VideoFrame? = held.withLock { h in
                 h.encoding = h.frame != nil
-                return h.frame
+                return (h.frame, replaced)
             }
             defer { held.withLock { $0.encoding = false } }
+            if let replaced { pool.recycle(replaced) }
             let decision = scheduler.decide(newPicture: incoming != nil, havePicture: picture != nil,
                                             keyframeRequested: keyframeRequested.exchange(false, ordering: .relaxed),
                                             encoderExists: encoder != nil, now: now)

@@ -166,7 +166,6 @@ public final class DTLSContext: @unchecked Sendable {
     public init(role: DTLSTransport.Role, certificate: DTLSCertificate, profiles: [SRTPProfile] = SRTPProfile.usable) throws {
         self.role = role
         self.certificate = certificate
-        try DTLSError.loadOpenSSL()
         guard let ctx = SSL_CTX_new(DTLS_method()) else { throw DTLSError.openSSL("SSL_CTX_new") }
         guard shim_SSL_CTX_set_min_proto_version(ctx, shim_DTLS1_2_VERSION()) == 1,
               shim_SSL_CTX_set_max_proto_version(ctx, shim_DTLS1_2_VERSION()) == 1,
@@ -443,10 +442,7 @@ public enum DTLSError: Error, CustomStringConvertible, Equatable {
     /// Opens OpenSSL, which is loaded when DTLS is first used (Sources/COpenSSL).
     /// - Throws: `openSSL` with the loader's reason when it cannot be.
     static func loadOpenSSL() throws {
-        var reason = [CChar](repeating: 0, count: 512)
-        guard copenssl_load(&reason, reason.count) == 1 else {
-            throw DTLSError.openSSL("cannot load OpenSSL: \(String(decoding: reason.prefix { $0 != 0 }.map(UInt8.init(bitPattern:)), as: UTF8.self))")
-        }
+        if let reason = copenssl_load() { throw DTLSError.openSSL("cannot load OpenSSL: \(String(cString: reason))") }
     }
 
     /// OpenSSL's queued errors as text (and the queue emptied).

@@ -28,8 +28,8 @@ typedef struct load_on_use_library {
 
 /// Opens the library and finds every function; run once (pthread_once).
 void load_on_use_run(load_on_use_library *library);
-/// After the loading: 1 when loaded, else 0 with the reason in `error`.
-int load_on_use_result(const load_on_use_library *library, char *error, size_t size);
+/// After the loading: NULL when loaded, else the reason (the library's, valid for good).
+const char *load_on_use_result(const load_on_use_library *library);
 /// After the loading: ends the process with the reason when it could not be loaded.
 void load_on_use_or_exit(const load_on_use_library *library);
 
@@ -53,8 +53,8 @@ void load_on_use_or_exit(const load_on_use_library *library);
 #define LOAD_ON_USE_FUNCTION_H(name)
 
 /// The library of this source file: LIST as above, its soname, what it is for, and the name of
-/// the function that loads it and says why not (`int load(char *error, size_t size)`: 1, or 0
-/// with the reason), for callers that report the reason themselves.
+/// the function that loads it and says why not (`const char *load(void)`: NULL, or the reason),
+/// for callers that report the reason themselves.
 #define LOAD_ON_USE_LIBRARY(LIST, soname, what, load)                                                  \
     enum { LIST(LOAD_ON_USE_INDEX_F, LOAD_ON_USE_INDEX_V, LOAD_ON_USE_INDEX_H) load_on_use_count };    \
     static const char *const load_on_use_names[] = {                                                 \
@@ -64,9 +64,9 @@ void load_on_use_or_exit(const load_on_use_library *library);
                                                    load_on_use_functions, load_on_use_count,          \
                                                    PTHREAD_ONCE_INIT, 0, {0}};                        \
     static void load_on_use_run_this(void) { load_on_use_run(&load_on_use_this); }                     \
-    int load(char *error, size_t size) {                                                              \
+    const char *load(void) {                                                                          \
         pthread_once(&load_on_use_this.once, load_on_use_run_this);                                    \
-        return load_on_use_result(&load_on_use_this, error, size);                                     \
+        return load_on_use_result(&load_on_use_this);                                                 \
     }                                                                                                 \
     static void load_on_use_ensure(void) {                                                            \
         pthread_once(&load_on_use_this.once, load_on_use_run_this);                                    \

@@ -13,10 +13,10 @@
 #include <stddef.h>
 
 /// Opens libssl and libcrypto (the soname of the headers built against) and finds every function
-/// used, once. Returns 1, or 0 with the reason in `error` (dlerror's text, or the missing name).
+/// used, once. Returns NULL, or the reason it cannot (dlerror's text, or the missing name).
 /// Calling an OpenSSL function before this succeeded loads it too, and ends the process with the
 /// reason if it cannot.
-int copenssl_load(char *error, size_t size);
+const char *copenssl_load(void);
 
 static inline long shim_DTLSv1_get_timeout(SSL *ssl, struct timeval *tv) { return DTLSv1_get_timeout(ssl, tv); }
 static inline long shim_DTLSv1_handle_timeout(SSL *ssl) { return DTLSv1_handle_timeout(ssl); }

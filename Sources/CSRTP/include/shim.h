@@ -5,10 +5,10 @@
 #include <srtp2/srtp.h>
 #include <stddef.h>
 
-/// Opens libsrtp2 and finds every function used, once. Returns 1, or 0 with the reason in
-/// `error`. Calling a libsrtp2 function before this succeeded loads it too, and ends the process
-/// with the reason if it cannot.
-int csrtp_load(char *error, size_t size);
+/// Opens libsrtp2 and finds every function used, once. Returns NULL, or the reason it cannot.
+/// Calling a libsrtp2 function before this succeeded loads it too, and ends the process with the
+/// reason if it cannot.
+const char *csrtp_load(void);
 
 // A macro in libsrtp2's header.
 static inline void shim_srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(srtp_crypto_policy_t *p) {
