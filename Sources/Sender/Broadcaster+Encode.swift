@@ -73,8 +73,12 @@ extension Broadcaster {
             let target = self.networkTarget.load(ordering: .relaxed)
             if target != networkTarget {
                 // The path is congestion controlled: `motion`'s keyframes are kept to 3 frames'
-                // bits (a resize or a PLI must not fill a slow path's queue).
-                if networkTarget == 0, scheduler.settings.content == .motion { encoder?.setMaxIntraBitratePercent(Self.congestedMaxIntraPercent) }
+                // bits (a resize or a PLI must not fill a slow path's queue), and its rate, not
+                // the opening's ceilings, bounds the frames from here.
+                if networkTarget == 0, scheduler.settings.content == .motion {
+                    encoder?.setMaxIntraBitratePercent(Self.congestedMaxIntraPercent)
+                    encoder?.endOpening()
+                }
                 networkTarget = target
                 if scheduler.setNetworkTarget(target == 0 ? nil : Bitrate(bitsPerSecond: target)) == .reconfigure {
                     reconfigure(&encoder, &scheduler)
@@ -356,7 +360,11 @@ extension Broadcaster {
 
     func encoderConfig(size: PixelSize, _ s: LiveSettings, bitrate: Bitrate, congested: Bool = false) -> VP8EncoderConfig {
         var c = VP8EncoderConfig(size: size)
-        if congested && s.content == .motion { c.maxIntraBitratePercent = Self.congestedMaxIntraPercent }
+        if s.content == .motion {
+            // A path under congestion control bounds keyframes by its rate; one that is not
+            // opens under quantizer ceilings instead (VP8Encoder's OpeningCeiling).
+            if congested { c.maxIntraBitratePercent = Self.congestedMaxIntraPercent } else { c.openingCeiling = true }
+        }
         c.fps = s.fps
         c.targetBitrateKbps = bitrate.kbps
         c.minBitrateKbps = s.minBitrate?.kbps

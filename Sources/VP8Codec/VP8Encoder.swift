@@ -33,6 +33,9 @@ public struct VP8EncoderConfig: Sendable, Equatable {
     /// references only the base layer), the frames between are TL1 (referenced by nothing), so
     /// a relay can drop TL1 for a slow viewer and the rest still decodes, at half the rate.
     public var temporalLayers: Int = 1
+    /// Whether the first second is encoded under ``OpeningCeiling``'s quantizer ceilings: for
+    /// `motion` on a path that is not congestion controlled.
+    public var openingCeiling: Bool = false
     public init(size: PixelSize) { self.size = size }
 
     func validate() throws {
@@ -77,6 +80,8 @@ public final class VP8Encoder {
     /// With two temporal layers: the layer of the next frame (a keyframe starts at 0).
     private var nextLayer = 0
     private var speedRestart: SpeedRestart
+    /// The first second's quantizer ceilings, nil once it is over (or never opened so).
+    private var opening: OpeningCeiling?
     /// Times the adaptive speed was started again from its slowest (``SpeedRestart``).
     public private(set) var speedRestarts = 0
     /// Why libvpx's memset could not be routed through `CZeroFill` (nil: it is). Then every
@@ -104,7 +109,13 @@ public final class VP8Encoder {
         cfg.rc_min_quantizer = 2
         // motion keeps the frame rate, so it must be allowed the coarsest quantizer to hold
         // the bit rate; detail keeps quality and drops frames instead.
-        cfg.rc_max_quantizer = config.content == .motion ? 63 : 56
+        cfg.rc_max_quantizer = UInt32(Self.maxQuantizer(config.content))
+        if config.openingCeiling {
+            let opening = OpeningCeiling(fps: config.fps, bitrateKbps: config.targetBitrateKbps,
+                                         keyframePercent: config.maxIntraBitratePercent)
+            cfg.rc_max_quantizer = UInt32(min(Int(cfg.rc_max_quantizer), opening.ceiling))
+            self.opening = opening
+        }
         cfg.rc_undershoot_pct = 100
         cfg.rc_overshoot_pct = 15
         // libwebrtc's buffer (600 ms aimed at, 1000 ms at most), started full enough for the
@@ -182,7 +193,8 @@ public final class VP8Encoder {
         var next = cfg
         next.rc_target_bitrate = UInt32(targetBitrateKbps)
         if config.temporalLayers == 2 { Self.setLayerRates(&next, kbps: targetBitrateKbps) }
-        next.rc_max_quantizer = content == .motion ? 63 : 56
+        next.rc_max_quantizer = UInt32(Self.maxQuantizer(content))
+        opening = nil  // a new rate or content: libvpx's own quantizer range from here
         guard vpx_codec_enc_config_set(ctx, &next) == VPX_CODEC_OK else {
             throw VP8CodecError("VP8 encoder reconfiguration failed: \(String(cString: vpx_codec_error(ctx)))")
         }
@@ -273,6 +285,32 @@ public final class VP8Encoder {
     /// The coarsest quantizer rate control may use (`rc_max_quantizer`, 0–63).
     public var maxQuantizer: Int { Int(cfg.rc_max_quantizer) }
 
+    /// Whether the first second's quantizer ceilings still apply (``OpeningCeiling``).
+    public var isOpening: Bool { opening != nil }
+
+    /// The content's own coarsest quantizer: `motion` keeps the frame rate, so it must be
+    /// allowed the coarsest to hold the bit rate; `detail` keeps quality and drops frames instead.
+    static func maxQuantizer(_ content: ContentPreference) -> Int { content == .motion ? 63 : 56 }
+
+    /// Ends the first second's ceilings now (the path became congestion controlled: its
+    /// rate, not a guess at the content, bounds the frames from here).
+    public func endOpening() {
+        guard opening != nil else { return }
+        opening = nil
+        setMaxQuantizer(Self.maxQuantizer(config.content))
+    }
+
+    private func setMaxQuantizer(_ q: Int) {
+        guard q != Int(cfg.rc_max_quantizer) else { return }
+        var next = cfg
+        next.rc_max_quantizer = UInt32(q)
+        // A refusal leaves the last range: the frames are still made, at most coarser or finer.
+        if vpx_codec_enc_config_set(ctx, &next) == VPX_CODEC_OK {
+            cfg = next
+            speedRestart.configurationChanged()
+        }
+    }
+
     /// Encodes one frame (pts in 90 kHz units); calls `body` per output packet with borrowed bytes.
     /// - Throws: `VP8CodecError` with libvpx's message; the caller should re-create the encoder.
     public func encode(_ frame: VideoFrame, pts: Int64, duration: UInt, _ body: (UnsafeRawBufferPointer, EncodedFrameInfo) -> Void) throws {
@@ -311,6 +349,11 @@ public final class VP8Encoder {
         while let pkt = vpx_codec_get_cx_data(ctx, &iter) {
             guard pkt.pointee.kind == VPX_CODEC_CX_FRAME_PKT else { continue }
             let f = pkt.pointee.data.frame
+            if var next = opening {
+                let ceiling = next.frameEncoded(bytes: Int(f.sz))
+                opening = ceiling == nil ? nil : next
+                setMaxQuantizer(ceiling ?? Self.maxQuantizer(config.content))
+            }
             let key = (f.flags & UInt32(VPX_FRAME_IS_KEY)) != 0
             if key && layer == 1 { nextLayer = 1 }  // libvpx made a keyframe of its own: the pattern starts there
             let info = EncodedFrameInfo(isKeyframe: key, byteCount: Int(f.sz), temporalLayer: key && layer != nil ? 0 : layer)
@@ -369,6 +412,52 @@ public final class VP8Decoder {
                                 strideY: Int(i.stride.0), strideU: Int(i.stride.1), strideV: Int(i.stride.2),
                                 width: Int(i.d_w), height: Int(i.d_h)))
         }
+    }
+}
+
+/// The first second of a `motion` stream under quantizer ceilings.
+///
+/// libvpx's one-pass rate control starts from a table of bits per macroblock at each quantizer
+/// and corrects it, frame by frame, by a quarter of the error at most. On screen-captured
+/// video that table overestimates sizes many times over: bench `motion` (1080p30, 2 Mbit/s)
+/// got a first keyframe planned at 75 kB at quantizer 56, which came out at 10 kB and 39 dB,
+/// and the next 30 frames stayed at quantizers 59–50 and 39–41 dB while using 70 % of their
+/// share of the bit rate (`libvpx` 1.12, the bench's content through the encoder alone).
+/// libvpx learns the content's real sizes within about a second; the ceilings keep it from
+/// paying for its guess meanwhile: the keyframe at most ``keyframeQuantizer`` (45.3 dB,
+/// 39 kB), the frames after it at most ``frameQuantizer`` (42.3–44.4 dB). In that run the
+/// first 30 frames took 251 kB against a second's 250 kB.
+///
+/// A ceiling only ever makes a frame finer, so a content whose sizes the table does not
+/// overestimate overspends under it: the opening ends early once its frames took more than
+/// their share of the bit rate since the start plus the keyframe's allowance
+/// (`maxIntraBitratePercent`), and rate control pays the excess back from there as it would
+/// after any large frame.
+struct OpeningCeiling {
+    static let keyframeQuantizer = 30
+    static let frameQuantizer = 45
+    /// The quantizer ceiling of the next frame.
+    private(set) var ceiling = Self.keyframeQuantizer
+    private let frames: Int
+    private let frameBytes: Int
+    private let allowanceBytes: Int
+    private var encoded = 0
+    private var spent = 0
+
+    init(fps: Int, bitrateKbps: Int, keyframePercent: Int) {
+        frames = max(1, fps)
+        frameBytes = bitrateKbps * 1000 / 8 / frames
+        allowanceBytes = frameBytes * max(100, keyframePercent) / 100
+    }
+
+    /// Counts an encoded frame; returns the ceiling for the next one, or nil when the opening
+    /// is over (a second of frames, or more bytes than the second's share so far).
+    mutating func frameEncoded(bytes: Int) -> Int? {
+        encoded += 1
+        spent += bytes
+        guard encoded < frames, spent <= encoded * frameBytes + allowanceBytes else { return nil }
+        ceiling = Self.frameQuantizer
+        return ceiling
     }
 }
 

@@ -255,6 +255,74 @@ func config(_ w: Int, _ h: Int, content: ContentPreference = .motion, _ change: 
         #expect(size * 2 >= 15 * frameBytes && size <= 11 * frameBytes, "keyframe \(size) bytes, a frame's share \(frameBytes)")
     }
 
+    /// Screen-captured video (a smooth texture panned) makes libvpx's first guess at sizes far
+    /// too large: without the opening's ceilings its first keyframe and the frames after it
+    /// come out coarse and small. With them the keyframe is finer, the frames after it stay
+    /// under their ceiling, the second's bytes stay near its share, and libvpx's own range
+    /// comes back after a second.
+    @Test func theOpeningKeepsTheFirstSecondFromStartingCoarse() throws {
+        let w = 640, h = 360, fps = 30, kbps = 500
+        func run(opening: Bool) throws -> (psnr: [Double], quantizers: [Int], bytes: Int, encoder: VP8Encoder) {
+            let encoder = try VP8Encoder(config: config(w, h) { $0.targetBitrateKbps = kbps; $0.fps = fps; $0.cpuUsed = -8; $0.openingCeiling = opening })
+            let decoder = try VP8Decoder()
+            var psnr: [Double] = [], quantizers: [Int] = [], bytes = 0
+            for i in 0..<fps {
+                let picture = pannedTexture(width: w, height: h, frame: i)
+                #expect(encoder.isOpening == opening, "frame \(i)")
+                if opening { #expect(encoder.maxQuantizer == (i == 0 ? OpeningCeiling.keyframeQuantizer : OpeningCeiling.frameQuantizer)) }
+                for frame in try encode(encoder, picture, index: i) {
+                    bytes += frame.bytes.count
+                    quantizers.append(encoder.lastQuantizer() ?? -1)
+                    try frame.bytes.withUnsafeBytes { data in
+                        try decoder.decode(data) { pic in
+                            psnr.append(PictureQuality.psnr(picture.y, strideA: picture.strideY, pic.y, strideB: pic.strideY, width: w, height: h))
+                        }
+                    }
+                }
+            }
+            return (psnr, quantizers, bytes, encoder)
+        }
+        let plain = try run(opening: false), opened = try run(opening: true)
+        #expect(plain.psnr.count == fps && opened.psnr.count == fps)
+        // The failure the ceilings are for: libvpx starts coarse on this content.
+        #expect(plain.quantizers[0] > OpeningCeiling.keyframeQuantizer, "quantizers without the opening: \(plain.quantizers)")
+        #expect(opened.quantizers[0] <= OpeningCeiling.keyframeQuantizer)
+        #expect(opened.quantizers.dropFirst().allSatisfy { $0 <= OpeningCeiling.frameQuantizer }, "\(opened.quantizers)")
+        #expect(opened.psnr[0] >= plain.psnr[0] + 2, "first keyframe: \(opened.psnr[0]) dB, without the opening \(plain.psnr[0])")
+        let mean = { (v: [Double]) in v.reduce(0, +) / Double(v.count) }
+        #expect(mean(opened.psnr) >= mean(plain.psnr) + 1, "the second's Y PSNR: \(opened.psnr) against \(plain.psnr)")
+        // At most the second's share and the keyframe's allowance (9 frames).
+        let frameBytes = kbps * 1000 / 8 / fps
+        #expect(opened.bytes <= (fps + 9) * frameBytes, "\(opened.bytes) bytes, a frame's share \(frameBytes)")
+        #expect(!opened.encoder.isOpening && opened.encoder.maxQuantizer == 63)
+    }
+
+    /// A content whose sizes libvpx does not overestimate (noise) overspends under a ceiling:
+    /// the opening ends as soon as its bytes pass the share and the keyframe's allowance.
+    @Test func theOpeningEndsOnceItOverspends() throws {
+        let w = 320, h = 192
+        let encoder = try VP8Encoder(config: config(w, h) { $0.targetBitrateKbps = 100; $0.fps = 30; $0.cpuUsed = -8; $0.openingCeiling = true })
+        var rng = SystemRandomNumberGenerator()
+        let noise = VideoFrame(width: w, height: h)
+        for i in 0..<(noise.strideY * h) { noise.y[i] = UInt8.random(in: 16...235, using: &rng) }
+        let keyframe = try encode(encoder, noise, index: 0)
+        #expect((keyframe.first?.bytes.count ?? 0) > 10 * 100_000 / 8 / 30, "the keyframe overspends: \(keyframe.first?.bytes.count ?? 0) bytes")
+        #expect(!encoder.isOpening)
+        #expect(encoder.maxQuantizer == 63)
+    }
+
+    @Test func theOpeningCountsASecondAndTheShareSpent() {
+        var opening = OpeningCeiling(fps: 30, bitrateKbps: 2400, keyframePercent: 900)  // 10 000 bytes a frame
+        #expect(opening.ceiling == OpeningCeiling.keyframeQuantizer)
+        #expect(opening.frameEncoded(bytes: 95_000) == OpeningCeiling.frameQuantizer)  // 10 000 + 90 000 allowed
+        #expect(opening.ceiling == OpeningCeiling.frameQuantizer)
+        for _ in 2..<30 { #expect(opening.frameEncoded(bytes: 9_000) == OpeningCeiling.frameQuantizer) }
+        #expect(opening.frameEncoded(bytes: 9_000) == nil, "a second of frames")
+        var over = OpeningCeiling(fps: 30, bitrateKbps: 2400, keyframePercent: 900)
+        #expect(over.frameEncoded(bytes: 60_000) != nil)
+        #expect(over.frameEncoded(bytes: 50_001) == nil, "110 001 bytes after two frames: 20 000 + 90 000 allowed")
+    }
+
     @Test(arguments: [(30, 900, 900), (15, 900, 1000), (60, 900, 750), (30, 300, 700), (30, 0, 1000)])
     func theBufferStartsWithTheFirstKeyframePaidFor(_ fps: Int, _ percent: Int, _ ms: Int) {
         let c = config(64, 64) { $0.fps = fps; $0.maxIntraBitratePercent = percent }
