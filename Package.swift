@@ -140,7 +140,7 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["Control", "Events", "TestSupport"]),
         .testTarget(name: "TransportTests", dependencies: ["Transport", "MediaCore"]),
         .testTarget(name: "SenderTests", dependencies: [
-            "TestSupport", "Sender", "Control", "Events", "MediaCore", "ScreenCapture", "VideoProcessing", "Transport", "RTCP", "RTP", "VP8Codec",
+            "TestSupport", "Sender", "Control", "Events", "MediaCore", "ScreenCapture", "VideoProcessing", "Transport", "RTCP", "RTP", "VP8Codec", "Room",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "ReceiverTests", dependencies: [

@@ -361,9 +361,11 @@ extension Broadcaster {
     func encoderConfig(size: PixelSize, _ s: LiveSettings, bitrate: Bitrate, congested: Bool = false) -> VP8EncoderConfig {
         var c = VP8EncoderConfig(size: size)
         if s.content == .motion {
-            // A path under congestion control bounds keyframes by its rate; one that is not
-            // opens under quantizer ceilings instead (VP8Encoder's OpeningCeiling).
-            if congested { c.maxIntraBitratePercent = Self.congestedMaxIntraPercent } else { c.openingCeiling = true }
+            // A path under congestion control bounds keyframes by its rate. A plain RTP stream
+            // (`--to`) not yet under it opens under quantizer ceilings instead (VP8Encoder's
+            // OpeningCeiling): a finer first keyframe, as ffmpeg's and GStreamer's are. Not a
+            // room's: its viewers' links are unknown, and a slow one must not get a large one.
+            if congested { c.maxIntraBitratePercent = Self.congestedMaxIntraPercent } else if config.room == nil { c.openingCeiling = true }
         }
         c.fps = s.fps
         c.targetBitrateKbps = bitrate.kbps
