@@ -421,7 +421,7 @@ public final class VP8Decoder {
 /// and corrects it, frame by frame, by a quarter of the error at most. On screen-captured
 /// video that table overestimates sizes many times over: bench `motion` (1080p30, 2 Mbit/s)
 /// got a first keyframe planned at 75 kB at quantizer 56, which came out at 10 kB and 39 dB,
-/// and the next 30 frames stayed at quantizers 59–50 and 39–41 dB while using 70 % of their
+/// and the next 30 frames stayed at quantizers 59–50 and 39–41 dB while using 70–100 % of their
 /// share of the bit rate (`libvpx` 1.12, the bench's content through the encoder alone).
 /// libvpx learns the content's real sizes within about a second; the ceilings keep it from
 /// paying for its guess meanwhile: the keyframe at most ``keyframeQuantizer`` (45.3 dB,
