@@ -108,12 +108,12 @@ RELEASE_BUILD_FLAGS=(-c release --static-swift-stdlib -Xswiftc -use-ld=lld
                      -Xlinker "--symbol-ordering-file=$SCREENSHARE_ROOT/Scripts/lib/screenshare.order"
                      -Xlinker --no-warn-symbol-ordering)
 
-# forget_stale_link: SwiftPM does not know that the link order is an input of the release
-# binary; when the order file is newer than the binary, the binary is removed, so that the next
-# release build links it again.
+# forget_stale_link [BIN]: SwiftPM does not know that the link order is an input of the release
+# binary; when the order file is newer than the binary (BIN, or the release build's), the binary
+# is removed, so that the next release build links it again.
 forget_stale_link() {
-    local bin
-    bin="$(swift build "${RELEASE_BUILD_FLAGS[@]}" --show-bin-path)/screenshare"
+    local bin="${1:-}"
+    [[ -n "$bin" ]] || bin="$(swift build "${RELEASE_BUILD_FLAGS[@]}" --show-bin-path)/screenshare"
     if [[ -f "$bin" && "$SCREENSHARE_ROOT/Scripts/lib/screenshare.order" -nt "$bin" ]]; then
         rm -f "$bin"
     fi
@@ -127,9 +127,10 @@ build_screenshare() {
     ensure_swift
     log "building screenshare ($config)"
     write_version_header
-    if [[ "$config" == release ]]; then flags=("${RELEASE_BUILD_FLAGS[@]}"); forget_stale_link; else flags=(-c "$config"); fi
-    swift build "${flags[@]}" --product screenshare >/dev/null
+    if [[ "$config" == release ]]; then flags=("${RELEASE_BUILD_FLAGS[@]}"); else flags=(-c "$config"); fi
     SCREENSHARE_BIN="$(swift build "${flags[@]}" --show-bin-path)/screenshare"
+    if [[ "$config" == release ]]; then forget_stale_link "$SCREENSHARE_BIN"; fi
+    swift build "${flags[@]}" --product screenshare >/dev/null
 }
 
 # wait_line FILE TEXT SECONDS PID: waits until FILE contains TEXT (a grep pattern), at most
