@@ -311,6 +311,32 @@ func config(_ w: Int, _ h: Int, content: ContentPreference = .motion, _ change: 
         #expect(encoder.maxQuantizer == 63)
     }
 
+    /// The VP8 version (RFC 6386 §9.1: bits 1–3 of every frame's tag) is 2 for `detail`
+    /// (bilinear prediction, no loop filter) and 0 for `motion`; switching the content starts
+    /// the new version at a keyframe, and every frame decodes.
+    @Test func detailIsVersion2AndMotionVersion0FromAKeyframeOn() throws {
+        func version(_ b: [UInt8]) -> Int { Int(b[0] >> 1) & 7 }
+        let w = 320, h = 192
+        let encoder = try VP8Encoder(config: config(w, h, content: .detail) { $0.cpuUsed = -8 })
+        let decoder = try VP8Decoder()
+        var frames: [(key: Bool, version: Int)] = []
+        var decoded = 0
+        for i in 0..<8 {
+            if i == 4 { try encoder.reconfigure(targetBitrateKbps: 2000, content: .motion) }
+            for frame in try encode(encoder, pannedTexture(width: w, height: h, frame: i), index: i) {
+                frames.append((bitstreamIsKeyframe(frame.bytes), version(frame.bytes)))
+                try frame.bytes.withUnsafeBytes { data in try decoder.decode(data) { _ in decoded += 1 } }
+            }
+        }
+        #expect(frames.map(\.version) == [2, 2, 2, 2, 0, 0, 0, 0], "\(frames)")
+        #expect(frames.map(\.key) == [true, false, false, false, true, false, false, false], "\(frames)")
+        #expect(decoded == 8)
+        // The same content again: no new version, no keyframe.
+        try encoder.reconfigure(targetBitrateKbps: 1500, content: .motion)
+        let next = try encode(encoder, pannedTexture(width: w, height: h, frame: 8), index: 8)
+        #expect(next.count == 1 && !bitstreamIsKeyframe(next[0].bytes) && version(next[0].bytes) == 0)
+    }
+
     @Test func theOpeningCountsASecondAndTheShareSpent() {
         var opening = OpeningCeiling(fps: 30, bitrateKbps: 2400, keyframePercent: 900)  // 10 000 bytes a frame
         #expect(opening.ceiling == OpeningCeiling.keyframeQuantizer)
