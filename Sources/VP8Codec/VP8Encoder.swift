@@ -302,8 +302,9 @@ public final class VP8Encoder {
     /// 0.21 core at 49.1 dB against 0.29 at 48.2 with version 0, the still slide with a barcode
     /// 0.15 at 56.3 against 0.27 at 54.7, `scroll` 0.13 at 53.8 against 0.19 at 54.1, `slides`
     /// 0.015 at 54.3 against 0.022 at 54.5; and 2 MB less resident (no copy of the picture for
-    /// choosing the filter's level). Every VP8 decoder reads all four versions (libvpx, ffmpeg's
-    /// own, browsers'). Video (`motion`) keeps version 0: its motion is by fractions of a pixel.
+    /// choosing the filter's level). The software decoders tried read it (libvpx, so GStreamer
+    /// and the browsers; ffmpeg's own); a hardware decoder limited to version 0 would not.
+    /// Video (`motion`) keeps version 0: its motion is by fractions of a pixel.
     static func profile(_ content: ContentPreference) -> UInt32 { content == .detail ? 2 : 0 }
 
     /// The content's own coarsest quantizer: `motion` keeps the frame rate, so it must be
