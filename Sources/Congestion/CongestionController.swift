@@ -36,7 +36,7 @@ public struct CongestionController: Sendable {
     private var arrivals: [(time: UInt64, bytes: Int)] = []
     private var arrivalsHead = 0
     /// Sent and lost packets of the last second of feedback, for `lossFraction`.
-    private var lossWindow: [(time: UInt64, lost: Bool)] = []
+    private var lossWindow: [(time: UInt64, sent: UInt64, lost: Bool)] = []
     private var lossHead = 0
     /// The round trip (ns), for the additive increase; 100 ms until told.
     public var rttNanos: UInt64 = 100_000_000
@@ -103,7 +103,12 @@ public struct CongestionController: Sendable {
         detector.update(results)
         var least = Int64.max
         for r in results where r.probeCluster == nil {  // probes are measured on their own
-            lossWindow.append((now, r.arrivalTime == nil))
+            if r.recovered {
+                // Reported lost before, arrived late (reordered): not a loss after all.
+                if let k = lossWindow[lossHead...].lastIndex(where: { $0.lost && $0.sent == r.sendTime }) { lossWindow[k].lost = false }
+            } else {
+                lossWindow.append((now, r.sendTime, r.arrivalTime == nil))
+            }
             if let a = r.arrivalTime {
                 // The receiver's clock went back a second or more, or ahead by a minute (it
                 // restarted: a new relay, a new viewer): its earlier arrivals mean nothing now.

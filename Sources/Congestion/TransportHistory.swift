@@ -14,6 +14,8 @@ public struct TransportHistory: Sendable {
         var size: Int = 0
         var used = false
         var reported = false
+        /// Reported, as lost: a later feedback may still report it received (reordered).
+        var lost = false
         var probeCluster: Int32 = -1
     }
 
@@ -25,6 +27,9 @@ public struct TransportHistory: Sendable {
     /// Feedback packets taken, and packets they named that are not (or no longer) here.
     public private(set) var feedbacks = 0
     public private(set) var unknown = 0
+    /// Packets named again after a feedback reported them (a repeated feedback, or one that
+    /// starts again from a late packet), left out.
+    public private(set) var repeated = 0
 
     public init(firstSequence: UInt16 = 0) {
         nextSequence = firstSequence
@@ -52,20 +57,28 @@ public struct TransportHistory: Sendable {
     }
 
     /// The results one feedback gives, in send order (``results``, valid until the next call).
-    /// A packet reported before (a repeated feedback) or unknown (never sent, or overwritten)
-    /// is left out.
+    /// A packet reported before is left out (a repeated feedback, or a receiver that reports
+    /// again from a late packet on, as libwebrtc's does), unless it was reported lost and now
+    /// arrived: then it comes again, ``PacketResult/recovered``. Unknown ones (never sent, or
+    /// overwritten) are left out and counted.
     public mutating func take(_ feedback: TransportFeedback) -> [PacketResult] {
         results.removeAll(keepingCapacity: true)
         feedbacks += 1
         for (i, arrival) in feedback.arrivals.enumerated() {
             let sequence = feedback.baseSequence &+ UInt16(truncatingIfNeeded: i)
             let index = Int(sequence) & (Self.capacity - 1)
-            guard slots[index].used, slots[index].sequence == sequence, !slots[index].reported else { unknown += 1; continue }
+            guard slots[index].used, slots[index].sequence == sequence else { unknown += 1; continue }
+            let recovered = slots[index].reported && slots[index].lost && arrival != nil
+            if slots[index].reported && !recovered {
+                repeated += 1
+                continue
+            }
             slots[index].reported = true
+            slots[index].lost = arrival == nil
             let time = arrival.map { Self.arrivalNanos(feedback, ticks: $0) }
             let cluster = slots[index].probeCluster
             results.append(PacketResult(sendTime: slots[index].sendTime, size: slots[index].size, arrivalTime: time,
-                                        probeCluster: cluster < 0 ? nil : Int(cluster)))
+                                        probeCluster: cluster < 0 ? nil : Int(cluster), recovered: recovered))
         }
         return results
     }

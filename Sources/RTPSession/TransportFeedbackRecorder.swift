@@ -4,8 +4,9 @@ import RTCP
 /// arrived, by its transport-wide sequence number, and every ``interval`` a feedback
 /// (``TransportFeedback``) naming the packets since the last one, as libwebrtc's
 /// `RemoteEstimatorProxy` sends it. A packet missing when its feedback goes is reported lost;
-/// one arriving after that is not reported again. Memory is fixed: the ring and the feedback
-/// are made once.
+/// if it arrives after all (overtaken on a reordering path), the next feedback starts again
+/// from it, as libwebrtc's does, so the sender learns that it was late, not lost. Memory is
+/// fixed: the ring and the feedback are made once.
 public struct TransportFeedbackRecorder: Sendable {
     /// How often feedback goes (ns): 100 ms, as libwebrtc's default.
     public static let interval: UInt64 = 100_000_000
@@ -37,7 +38,17 @@ public struct TransportFeedbackRecorder: Sendable {
     public mutating func onPacket(sequence: UInt16, now: UInt64) {
         let s = unwrapper.unwrap(sequence)
         if origin == nil { origin = now - now % 1000 }
-        if let start, s < start { return }  // reported already (as lost)
+        if let start, s < start {
+            // Reported already, as lost. Still in the ring (and not a stray from long ago): the
+            // next feedback names it again, and what came after it.
+            guard start - s < Int64(Self.capacity) / 2, let newest, newest - s < Int64(Self.capacity) - 1 else { return }
+            let i = Int(s & Int64(Self.capacity - 1))
+            guard sequences[i] != s else { return }  // a duplicate
+            sequences[i] = s
+            arrivals[i] = now
+            self.start = s
+            return
+        }
         if let newest, s > newest + Int64(Self.capacity) / 2 {
             // A jump (the sender restarted): start over from here.
             self.start = s

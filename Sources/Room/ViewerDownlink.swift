@@ -78,6 +78,10 @@ final class ViewerDownlink {
     private var newestReported: UInt16?
     /// Numbers of packets not forwarded to this viewer (the layers it did not get): a bit each.
     private var notSent = [UInt64](repeating: 0, count: ForwardLog.capacity / 64)
+    /// Numbers a feedback reported lost: a bit each. A browser reports again from a late packet
+    /// on (libwebrtc's `RemoteEstimatorProxy`), and a packet reported lost that then arrived
+    /// was overtaken, not lost.
+    private var reportedLost = [UInt64](repeating: 0, count: ForwardLog.capacity / 64)
     private var results: [PacketResult] = []
     private(set) var trialUntil: UInt64?
     private(set) var nextTrial: UInt64 = 0
@@ -106,17 +110,25 @@ final class ViewerDownlink {
     /// A feedback from the viewer: its estimate, then the layers it gets.
     func onFeedback(_ feedback: TransportFeedback, log: ForwardLog, rates: LayerRates, now: UInt64) {
         results.removeAll(keepingCapacity: true)
+        var newest = newestReported
         for (k, arrival) in feedback.arrivals.enumerated() {
             let sequence = feedback.baseSequence &+ UInt16(truncatingIfNeeded: k)
-            if let newest = newestReported, Int16(bitPattern: sequence &- newest) <= 0 { continue }
             let i = Int(sequence) & (ForwardLog.capacity - 1)
-            guard notSent[i >> 6] & (1 << UInt64(i & 63)) == 0, let sent = log.lookup(sequence) else { continue }
+            let bit: UInt64 = 1 << UInt64(i & 63)
+            var recovered = false
+            if let reported = newestReported, Int16(bitPattern: sequence &- reported) <= 0 {
+                // Reported before: only a packet reported lost that arrived after all counts again.
+                guard arrival != nil, reportedLost[i >> 6] & bit != 0,
+                      Int(Int16(bitPattern: reported &- sequence)) < ForwardLog.capacity / 2 else { continue }
+                recovered = true
+            }
+            if arrival == nil { reportedLost[i >> 6] |= bit } else { reportedLost[i >> 6] &= ~bit }
+            if newest.map({ Int16(bitPattern: sequence &- $0) > 0 }) ?? true { newest = sequence }
+            guard notSent[i >> 6] & bit == 0, let sent = log.lookup(sequence) else { continue }
             let time = arrival.map { TransportHistory.arrivalNanos(feedback, ticks: $0) }
-            results.append(PacketResult(sendTime: sent.time, size: sent.size, arrivalTime: time))
+            results.append(PacketResult(sendTime: sent.time, size: sent.size, arrivalTime: time, recovered: recovered))
         }
-        if !feedback.arrivals.isEmpty {
-            newestReported = feedback.baseSequence &+ UInt16(truncatingIfNeeded: feedback.arrivals.count - 1)
-        }
+        newestReported = newest
         guard !results.isEmpty else { return }
         controller.onFeedback(results, now: now)
         choose(rates: rates, now: now)

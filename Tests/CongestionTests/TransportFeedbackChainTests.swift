@@ -56,6 +56,29 @@ import RTPSession
         }
     }
 
+    /// A packet overtaken by more than the feedback interval (Wi-Fi reordering) is first
+    /// reported lost; the receiver reports again from it once it arrives, and the sender takes
+    /// that as the loss taken back (the repeated reports of the others are left out).
+    @Test func anOvertakenPacketIsLateNotLost() throws {
+        // Every 7th packet 180 ms late, the others 20 ms: each late one is named lost by the
+        // feedback that goes while it is on its way.
+        let fate: (Int) -> Double? = { i in i % 7 == 3 ? 180 : 20 }
+        let results = try run(count: 400, fate: fate)
+        let late = (0..<400).filter { $0 % 7 == 3 }.count
+        let recovered = results.filter(\.recovered)
+        #expect(recovered.count == late, "\(recovered.count) of \(late) late packets came back")
+        #expect(results.count == 400 + late)
+        // Each packet's last word: arrived, with its own delay.
+        var last: [UInt64: PacketResult] = [:]
+        for r in results { last[r.sendTime] = r }
+        #expect(last.count == 400 && last.values.allSatisfy { $0.arrivalTime != nil })
+        var controller = CongestionController(minimum: 100_000, maximum: 2_000_000, start: 2_000_000)
+        controller.onFeedback(Array(results.prefix(200)), now: 6_000_000_000)
+        controller.onFeedback(Array(results.dropFirst(200)), now: 6_100_000_000)
+        #expect(controller.lossFraction == 0)
+        #expect(controller.target == 2_000_000)
+    }
+
     @Test func aLongOutageAndBigBacklogsSplitAcrossFeedbacks() throws {
         // 1200 packets; 700 in the middle lost (more than one feedback can name), the rest
         // delayed 40 ms.

@@ -2,6 +2,7 @@ import RTCP
 import RTP
 import RTPSession
 import Testing
+import TestSupport
 import Transport
 @testable import Room
 
@@ -9,15 +10,18 @@ import Transport
 /// on a fast link and one behind a bottleneck smaller than the stream (a drop-tail queue in
 /// front of it), each sending transport feedback as `watch` does.
 @Suite struct LayerForwardingTests {
-    /// A viewer's link: a rate (nil: no limit), a 300 ms drop-tail queue, 10 ms of delay.
+    /// A viewer's link: a rate (nil: no limit), a 300 ms drop-tail queue, 10 ms of delay, and
+    /// up to `jitter` more for each packet on its own (later ones overtake earlier ones).
     struct Link {
         var rate: Double?
+        var jitter: UInt64 = 0
+        var rng = SplitMix64(seed: 11)
         var free: UInt64 = 0
         var inFlight: [(arrival: UInt64, bytes: [UInt8])] = []
         var dropped = 0
         mutating func send(_ bytes: [UInt8], now: UInt64) {
             guard let rate else {
-                inFlight.append((now + 10 * ms, bytes))
+                inFlight.append((now + 10 * ms + (jitter > 0 ? UInt64.random(in: 0...jitter, using: &rng) : 0), bytes))
                 return
             }
             let start = max(free, now)
@@ -26,7 +30,7 @@ import Transport
             inFlight.append((free + 10 * ms, bytes))
         }
         mutating func arrivals(until now: UInt64) -> [[UInt8]] {
-            let due = inFlight.filter { $0.arrival <= now }.map(\.bytes)
+            let due = inFlight.filter { $0.arrival <= now }.sorted { $0.arrival < $1.arrival }.map(\.bytes)
             inFlight.removeAll { $0.arrival <= now }
             return due
         }
@@ -43,11 +47,11 @@ import Transport
 
     /// Runs `seconds` of a 30 fps stream of 3 packets a frame (1000 bytes each: 720 kbit/s,
     /// TL0 half of it) to both viewers; returns them with what each received.
-    static func run(seconds: Int, slowRate: Double) throws -> (fast: Viewer, slow: Viewer, relay: RelayCore, sent: [[UInt8]]) {
+    static func run(seconds: Int, slowRate: Double?, slowJitter: UInt64 = 0) throws -> (fast: Viewer, slow: Viewer, relay: RelayCore, sent: [[UInt8]]) {
         let wire = Wire()
         let relay = RelayCore(ssrc: 0xAAAA, transport: wire)
         let presenter = addr(1)
-        var viewers = [Viewer(address: addr(2), link: Link()), Viewer(address: addr(3), link: Link(rate: slowRate))]
+        var viewers = [Viewer(address: addr(2), link: Link()), Viewer(address: addr(3), link: Link(rate: slowRate, jitter: slowJitter))]
         func join(_ a: PeerAddress, _ name: String) -> UInt32 {
             relay.receive(ControlEnvelope(requestID: 1, .join(room: "class", name: name, role: "viewer", token: nil, cookie: relay.cookie(for: a, now: 0))),
                           from: a, now: 0)
@@ -165,6 +169,17 @@ import Transport
         #expect(slow.got.count >= sent.count - 3 && slow.got.map(\.bytes) == Array(sent.prefix(slow.got.count)), "\(slow.got.count) of \(sent.count)")
         let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
         #expect(downlink.switchesDown == 0)
+    }
+
+    /// Issue 38: a viewer on a Wi-Fi link with no bottleneck, every packet delayed 10–30 ms on
+    /// its own (reordered), keeps every layer: its feedback reports the overtaken packets lost
+    /// and then received, and its delays jump about, and neither is congestion.
+    @Test func aJitteryLinkWithoutABottleneckKeepsEveryLayer() throws {
+        let (_, slow, relay, sent) = try Self.run(seconds: 20, slowRate: nil, slowJitter: 20 * ms)
+        #expect(slow.got.count >= sent.count - 10, "\(slow.got.count) of \(sent.count)")
+        let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
+        print("jittery viewer: \(downlink), told \(slow.told)")
+        #expect(downlink.switchesDown == 0 && downlink.layers == .all && slow.told.isEmpty, "\(downlink) told \(slow.told)")
     }
 
     /// A link that carries less than the base layer (150 kbit/s for 360): keyframes only, one
