@@ -85,6 +85,15 @@ struct VideoReceivePath {
     private(set) var nacks: [UInt16] = []
     /// When the last PLI was decided (ns).
     private var lastPLI: UInt64 = 0
+    /// A sender's first packets may arrive out of order (a Wi-Fi path reorders): until a frame
+    /// of it has come whole, the want of a keyframe must last this long before a PLI goes, or
+    /// the keyframe's own first packet, overtaken by its second, reads as a keyframe missed
+    /// (and a second keyframe at once halves the first second's frame rate on a tight budget).
+    static let startGrace: UInt64 = 100_000_000
+    /// The sender's frames received when it started (`stats` counts across senders), and since
+    /// when a keyframe has been wanted.
+    private var framesAtSenderStart = 0
+    private var wantedKeyframeSince: UInt64?
     /// RTP timestamps of the last frames a retransmission completed (their lateness is not
     /// jitter): a ring, `repairedNext` its next slot.
     private var repairedTimestamps = [UInt32](repeating: 0, count: 8)
@@ -170,6 +179,8 @@ struct VideoReceivePath {
             nack = Self.makeNackGenerator()
             assembler = VP8FrameAssembler()
             jitter = JitterBuffer()
+            framesAtSenderStart = stats.framesReceived
+            wantedKeyframeSince = nil
         }
         lastPacketAt = now
         receive?.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now,
@@ -248,12 +259,15 @@ struct VideoReceivePath {
 
     // MARK: - Time
 
+    /// How long the want of a keyframe must last before a PLI: ``startGrace`` until a frame of
+    /// the sender came whole, then none.
+    private var keyframeGrace: UInt64 { stats.framesReceived == framesAtSenderStart ? Self.startGrace : 0 }
+
     /// When ``poll(now:)`` or ``playOut(now:_:)`` next has something to do, or nil.
     var nextWakeup: UInt64? {
-        switch (jitter.nextWakeup, nack.nextWakeup(rtt: nackRTT)) {
-        case let (j?, n?): min(j, n)
-        case let (j, n): j ?? n
-        }
+        let keyframe = wantedKeyframeSince.map { max($0 &+ keyframeGrace, lastPLI &+ Self.pliInterval) }
+        func earlier(_ a: UInt64?, _ b: UInt64?) -> UInt64? { a.map { a in b.map { min(a, $0) } ?? a } ?? b }
+        return earlier(earlier(jitter.nextWakeup, nack.nextWakeup(rtt: nackRTT)), keyframe)
     }
 
     /// Asks for lost packets (``nacks``), gives up on the hopeless ones, and decides whether
@@ -270,8 +284,12 @@ struct VideoReceivePath {
         if let lost = nack.takeLoss() {
             Self.markLost(&assembler, &jitter, &stats, through: lost, now: now)
         }
-        if assembler.needsKeyframe, senderSSRC != nil, now >= lastPLI &+ Self.pliInterval {
-            feedback.pli = requestKeyframe(now: now)
+        if assembler.needsKeyframe, senderSSRC != nil {
+            let since = wantedKeyframeSince ?? now
+            wantedKeyframeSince = since
+            if now >= since &+ keyframeGrace, now >= lastPLI &+ Self.pliInterval { feedback.pli = requestKeyframe(now: now) }
+        } else {
+            wantedKeyframeSince = nil
         }
         return feedback
     }

@@ -79,6 +79,12 @@ extension Broadcaster {
                     encoder?.setMaxIntraBitratePercent(Self.congestedMaxIntraPercent)
                     encoder?.endOpening()
                 }
+                if networkTarget == 0 {
+                    // What was sent before the path had a rate (the opening, the first keyframe)
+                    // is not a debt the next frames pay by waiting, and not the size's fault.
+                    sendBudget = RateBucket()
+                    adapter.pathStarted()
+                }
                 networkTarget = target
                 if scheduler.setNetworkTarget(target == 0 ? nil : Bitrate(bitsPerSecond: target)) == .reconfigure {
                     reconfigure(&encoder, &scheduler)

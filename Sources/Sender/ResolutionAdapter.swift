@@ -33,8 +33,9 @@ struct ResolutionAdapter: Equatable {
     private var deltaFrames = 0
     private var over = 0
     private var roomToGrow = 0
-    /// The window after a resize is not weighed (its keyframe).
-    private var settling = false
+    /// Windows not weighed: the one after a resize (its keyframe), and the first second of a
+    /// path under congestion control (``pathStarted()``).
+    private var settling = 0
     /// Windows of fine quantizers within the target needed to grow back (doubles after a
     /// grow-back that did not hold), and when the last such grow-back was.
     private var fineWindowsNeeded = 6
@@ -42,6 +43,22 @@ struct ResolutionAdapter: Equatable {
     private var grewOnQuantizerAt: UInt64?
     /// An average quantizer (0–63) at or under this is fine: the picture has bits to spare.
     static let fineQuantizer = 16
+
+    /// The path came under congestion control: its first second is not weighed (as libwebrtc's
+    /// quality scaler samples longer at the start). What the encoder made before, under no
+    /// limit (the opening's ceilings, a keyframe), and the rate control settling from it, are
+    /// not the size's fault; on a jittery path they once scaled 1280 down to 960 for good.
+    mutating func pathStarted() {
+        settling = 2
+        windowStart = nil
+        producedBits = 0
+        targetSum = 0
+        frames = 0
+        deltaFrames = 0
+        quantizerSum = 0
+        quantized = 0
+        over = 0
+    }
 
     /// `size` scaled for `level` (even sides, at least 16).
     static func scaled(_ size: PixelSize, level: Int) -> PixelSize {
@@ -85,8 +102,8 @@ struct ResolutionAdapter: Equatable {
         deltaFrames = 0
         quantizerSum = 0
         quantized = 0
-        if settling {
-            settling = false
+        if settling > 0 {
+            settling -= 1
             return nil
         }
         // At the coarsest quantizers nothing but a smaller picture helps: no need to wait.
@@ -110,7 +127,7 @@ struct ResolutionAdapter: Equatable {
         over = 0
         roomToGrow = 0
         fineWindows = 0
-        settling = true
+        settling = 1
         return level
     }
 }

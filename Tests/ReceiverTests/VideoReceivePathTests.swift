@@ -109,6 +109,36 @@ import Testing
         #expect(path.stats.pliCount == plis.count)
     }
 
+    /// Issue 38: on a reordering path the keyframe's second packet may come first. That is not
+    /// a keyframe missed: no PLI while its first packet may still be on its way (``startGrace``),
+    /// and none once it came. A stream joined at a delta frame still asks, after the grace.
+    @Test func aReorderedFirstKeyframeIsWaitedForNotAskedAgain() {
+        let ms = Self.ms, t0 = Self.t0
+        func packet(_ path: inout VideoReceivePath, seq: UInt16, start: Bool, last: Bool, keyframe: Bool, at now: UInt64) {
+            let header = RTPHeader(marker: last, payloadType: 96, sequenceNumber: seq, timestamp: 9000, ssrc: Self.screen)
+            let payload: [UInt8] = start ? [0x10, keyframe ? 0x00 : 0x01, 0x2A, 0x2A] : [0x00, 0x2A, 0x2A, 0x2A]
+            _ = payload.withUnsafeBytes { path.receive(header, payload: $0, now: now) }
+        }
+        var path = plainPath()
+        packet(&path, seq: 201, start: false, last: true, keyframe: true, at: t0)  // overtook its first packet
+        #expect(path.poll(now: t0 + 1 * ms).pli == false)
+        #expect(path.nextWakeup == t0 + VideoReceivePath.startGrace || path.nextWakeup! < t0 + VideoReceivePath.startGrace)
+        #expect(path.poll(now: t0 + 15 * ms).pli == false)
+        packet(&path, seq: 200, start: true, last: false, keyframe: true, at: t0 + 20 * ms)
+        for step in 0..<100 { #expect(path.poll(now: t0 + 20 * ms + UInt64(step) * 10 * ms).pli == false) }
+        #expect(playOut(&path, at: t0 + 1_100 * ms).timestamps == [9000])
+        #expect(path.stats.pliCount == 0)
+
+        // Joined at a delta frame: no keyframe is coming unless asked for.
+        var late = plainPath()
+        packet(&late, seq: 300, start: true, last: true, keyframe: false, at: t0)
+        #expect(late.poll(now: t0).pli == false)
+        #expect(late.poll(now: t0 + VideoReceivePath.startGrace - 1 * ms).pli == false)
+        #expect(late.nextWakeup.map { $0 <= t0 + VideoReceivePath.startGrace } == true)
+        #expect(late.poll(now: t0 + VideoReceivePath.startGrace).pli)
+        #expect(late.stats.pliCount == 1)
+    }
+
     @Test func aDecoderFailureAsksForAKeyframeAtOnce() {
         let ms = Self.ms, t0 = Self.t0
         var path = plainPath()

@@ -73,6 +73,23 @@ import Testing
     /// The smaller picture at fine quantizers within the target grows back even when the
     /// target never reaches what the larger size once took (it was over `--bitrate`); if the
     /// larger size has to give way again soon, the next try waits twice as long.
+    /// The first second under congestion control is not weighed: the encoder settling from
+    /// what it made under no limit (1.5 × over for a second and a half) keeps the size; the same overshoot
+    /// going on after that second does not.
+    @Test func theFirstSecondOfAPathIsNotWeighed() {
+        var a = ResolutionAdapter()
+        var t: UInt64 = 0
+        a.pathStarted()
+        #expect(feed(&a, seconds: 1.5, rate: 1_500_000, target: 1_000_000, from: &t).isEmpty)
+        #expect(feed(&a, seconds: 1.0, rate: 1_000_000, target: 1_000_000, from: &t).isEmpty)
+        // Without it, the same overshoot scales down.
+        var b = ResolutionAdapter()
+        var u: UInt64 = 0
+        #expect(feed(&b, seconds: 1.5, rate: 1_500_000, target: 1_000_000, from: &u) == [1])
+        // And after it, a real overshoot still does.
+        #expect(feed(&a, seconds: 1.5, rate: 1_500_000, target: 1_000_000, from: &t) == [1])
+    }
+
     @Test func fineQuantizersBringTheSizeBackWithoutFlapping() {
         var a = ResolutionAdapter()
         var t: UInt64 = 0
