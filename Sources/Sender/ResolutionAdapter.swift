@@ -50,14 +50,19 @@ struct ResolutionAdapter: Equatable {
     /// not the size's fault; on a jittery path they once scaled 1280 down to 960 for good.
     mutating func pathStarted() {
         settling = 2
-        windowStart = nil
+        startWindow(at: nil)
+        over = 0
+    }
+
+    /// A new weighing from `now` (nil: from the next frame).
+    private mutating func startWindow(at now: UInt64?) {
+        windowStart = now
         producedBits = 0
         targetSum = 0
         frames = 0
         deltaFrames = 0
         quantizerSum = 0
         quantized = 0
-        over = 0
     }
 
     /// `size` scaled for `level` (even sides, at least 16).
@@ -95,13 +100,7 @@ struct ResolutionAdapter: Equatable {
         let produced = deltaFrames > 0 ? producedBits / Double(deltaFrames) * fps : 0, asked = targetSum / Double(frames)
         let coarsest = quantized > 0 && quantizerSum >= (maxQuantizer - 4) * quantized
         let fine = quantized > 0 && quantizerSum <= Self.fineQuantizer * quantized && produced <= asked
-        windowStart = now
-        producedBits = 0
-        targetSum = 0
-        frames = 0
-        deltaFrames = 0
-        quantizerSum = 0
-        quantized = 0
+        startWindow(at: now)
         if settling > 0 {
             settling -= 1
             return nil

@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""The network matrix (issue 38): `screenshare start --to` through Scripts/lossy-proxy to a
+`screenshare watch --sdp` that sends transport-wide feedback, one cell per path condition and
+content, on loopback. Per cell: the sender's encoder target (mean and minimum after the first
+3 s), what it sent (media + FEC + resends), the picture width, the frame rate, and the viewer's
+frames, freezes and losses; with a bottleneck, what the proxy delivered and its queue.
+
+    network.py --bin SCREENSHARE --out RESULTS_DIR --work DIR [--short] [--duration S]
+               [--cells LIST] [--content LIST] [--bitrate 1M]
+
+Writes RESULTS_DIR/network-STAMP.{md,json} and network-latest.{md,json} (and a PNG chart when
+matplotlib is there). Raw logs of every cell stay in DIR.
+"""
+import argparse
+import datetime
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PROXY = os.path.join(ROOT, "Scripts", "lossy-proxy")
+TWCC_URI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
+TWCC_ID = 3  # the sender's (RTP/TransportWideSequence.defaultID)
+
+# name → (what it is, proxy arguments, bitrate override or None). Delay, jitter, wander and
+# aggregation both ways (--symmetric); loss both ways (--all).
+CELLS = {
+    "clean": ("no impairment", [], None),
+    "jitter-10": ("each datagram +0-10 ms, reordered", ["--delay", "5", "--jitter", "10", "--symmetric"], None),
+    "jitter-20": ("each datagram +0-20 ms, reordered", ["--delay", "5", "--jitter", "20", "--symmetric"], None),
+    "jitter-40": ("each datagram +0-40 ms, reordered", ["--delay", "5", "--jitter", "40", "--symmetric"], None),
+    "issue-38": ("40-60 ms each way, reordered (the issue's path)", ["--delay", "40", "--jitter", "20", "--symmetric"], None),
+    "issue-38-loss-5": ("the issue's path and 5 % loss both ways",
+                        ["--delay", "40", "--jitter", "20", "--symmetric", "--loss", "0.05", "--all", "--seed", "3"], None),
+    "wander-40": ("a delay wandering over 0-40 ms, in order", ["--delay", "5", "--wander", "40", "--symmetric"], None),
+    "aggregation": ("held and released together every 5-20 ms", ["--delay", "5", "--aggregate", "5-20", "--symmetric"], None),
+    "aggregation-loss-5": ("aggregation and 5 % loss both ways",
+                           ["--delay", "5", "--aggregate", "5-20", "--symmetric", "--loss", "0.05", "--all", "--seed", "4"], None),
+    "loss-1": ("1 % random loss both ways", ["--delay", "5", "--symmetric", "--loss", "0.01", "--all", "--seed", "5"], None),
+    "loss-5": ("5 % random loss both ways", ["--delay", "5", "--symmetric", "--loss", "0.05", "--all", "--seed", "6"], None),
+    "loss-10": ("10 % random loss both ways", ["--delay", "5", "--symmetric", "--loss", "0.10", "--all", "--seed", "7"], None),
+    "bursts": ("Gilbert-Elliott bursts (p 1 %, r 30 %)", ["--delay", "5", "--burst", "0.01:0.3", "--seed", "8"], None),
+    "rtt-10": ("10 ms round trip", ["--delay", "5", "--symmetric"], None),
+    "rtt-100": ("100 ms round trip", ["--delay", "50", "--symmetric"], None),
+    "rtt-300": ("300 ms round trip", ["--delay", "150", "--symmetric"], None),
+    "bottleneck-500k-300": ("500 kbit/s, 300 ms queue, 3 Mbit/s asked", ["--rate", "500k", "--queue-ms", "300", "--delay", "25"], "3M"),
+    "bottleneck-1M-50": ("1 Mbit/s, 50 ms queue, 3 Mbit/s asked", ["--rate", "1M", "--queue-ms", "50", "--delay", "25"], "3M"),
+    "bottleneck-1M-300": ("1 Mbit/s, 300 ms queue, 3 Mbit/s asked", ["--rate", "1M", "--queue-ms", "300", "--delay", "25"], "3M"),
+    "bottleneck-4M-300": ("4 Mbit/s, 300 ms queue, 6 Mbit/s asked", ["--rate", "4M", "--queue-ms", "300", "--delay", "25"], "6M"),
+    "bottleneck-jitter": ("1 Mbit/s, 300 ms queue, then +0-20 ms reordered, 3 Mbit/s asked",
+                          ["--rate", "1M", "--queue-ms", "300", "--delay", "25", "--jitter", "20"], "3M"),
+}
+SHORT = ["clean", "issue-38-loss-5", "aggregation", "bottleneck-1M-300"]
+CONTENTS = ["motion", "detail"]
+
+
+def free_even_port():
+    while True:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("127.0.0.1", 0))
+        p = s.getsockname()[1]
+        s.close()
+        if p % 2 == 0 and p < 65000:
+            return p
+
+
+def wait_bound(port, seconds=10):
+    """Until a UDP socket is bound to PORT on this machine (ss -lun)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        out = subprocess.run(["ss", "-Hlun", f"sport = :{port}"], capture_output=True, text=True).stdout
+        if out.strip():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def make_content(work, content):
+    """motion: testsrc2 1280x720 at 15 fps, 60 frames looped (the issue's moving content).
+    detail: three still slides (bars) changing every 3 s, a 320x180 clip playing in the corner."""
+    path = os.path.join(work, f"{content}.nv12")
+    if os.path.exists(path):
+        return path
+    if content == "motion":
+        cmd = ["-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=15", "-frames:v", "60"]
+    else:
+        graph = ("smptehdbars=size=1280x720:rate=15:duration=3[a];rgbtestsrc=size=1280x720:rate=15:duration=3[b];"
+                 "pal75bars=size=1280x720:rate=15:duration=3[c];[a][b][c]concat=n=3[s];"
+                 "testsrc2=size=320x180:rate=15[clip];[s][clip]overlay=900:480:shortest=1")
+        cmd = ["-filter_complex", graph, "-frames:v", "135"]
+    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error"] + cmd + ["-pix_fmt", "nv12", "-f", "rawvideo", "-y", path], check=True)
+    return path
+
+
+def events(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("{"):
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass
+    except OSError:
+        pass
+    return out
+
+
+def run_cell(binary, work, cell, content, seconds, bitrate):
+    what, proxy_args, override = CELLS[cell]
+    rate = override or bitrate
+    d = os.path.join(work, f"{cell}.{content}")
+    os.makedirs(d, exist_ok=True)
+    media = make_content(work, content)
+    viewer_port = free_even_port()
+    proxy_port = free_even_port()
+    while abs(proxy_port - viewer_port) < 2:
+        proxy_port = free_even_port()
+    sdp = "\r\n".join([
+        "v=0", "o=- 1 1 IN IP4 127.0.0.1", "s=screenshare", "c=IN IP4 127.0.0.1", "t=0 0",
+        f"m=video {viewer_port} RTP/AVP 96", "a=rtpmap:96 VP8/90000", f"a=rtcp:{viewer_port + 1}",
+        f"a=extmap:{TWCC_ID} {TWCC_URI}", "a=rtcp-fb:96 transport-cc", "a=framerate:15", "a=recvonly", ""])
+    with open(os.path.join(d, "v.sdp"), "w") as f:
+        f.write(sdp)
+    logs = {k: open(os.path.join(d, k), "w") for k in ("viewer", "proxy", "sender")}
+    viewer = subprocess.Popen([binary, "watch", "--sdp", os.path.join(d, "v.sdp"), "--headless", "--duration", str(seconds + 4), "--json"],
+                              stdout=logs["viewer"], stderr=subprocess.STDOUT)
+    wait_bound(viewer_port)
+    proxy = subprocess.Popen([sys.executable, PROXY, "--listen", str(proxy_port), "--to", f"127.0.0.1:{viewer_port}"] + proxy_args,
+                             stdout=logs["proxy"], stderr=subprocess.STDOUT)
+    wait_bound(proxy_port)
+    sender = subprocess.Popen([binary, "start", "--to", f"127.0.0.1:{proxy_port}", "--input", media, "--input-format", "nv12",
+                               "--input-size", "1280x720", "--fps", "15", "--bitrate", rate, "--content", content, "--no-audio",
+                               "--json", "--duration", str(seconds)], stdout=logs["sender"], stderr=subprocess.STDOUT)
+    sender.wait(timeout=seconds + 60)
+    viewer.wait(timeout=30)
+    proxy.terminate()
+    proxy.wait(timeout=10)
+    for f in logs.values():
+        f.close()
+    return summarize(cell, what, content, rate, d)
+
+
+def rate_bits(text):
+    t = text.lower()
+    return float(t[:-1]) * {"k": 1e3, "m": 1e6}[t[-1]] if t[-1] in "km" else float(t)
+
+
+def summarize(cell, what, content, rate, d):
+    sent = events(os.path.join(d, "sender"))
+    stats = [e for e in sent if e.get("event") == "stats"]
+    after = stats[3:] or stats
+    targets = [e["target_kbps"] for e in after if e.get("target_kbps") is not None]
+    kbps = [e.get("kbps", 0) for e in after]
+    fps = [e.get("fps", 0) for e in after]
+    widths = sorted({e.get("width") for e in stats if e.get("width")})
+    feedback = sum(1 for e in stats if e.get("estimate_kbps") is not None)
+    got = [e for e in events(os.path.join(d, "viewer")) if e.get("event") == "stopped"]
+    got = got[-1] if got else {}
+    proxy = events(os.path.join(d, "proxy"))
+    stopped = [e for e in proxy if e.get("event") == "stopped"]
+    seconds = [e for e in proxy if e.get("event") == "second"]
+    # The bottleneck's steady part: from 3 s on (the first target settles), the last second left
+    # out (the sender stops in it).
+    last = max((s.get("t", 0) for s in seconds), default=0)
+    steady = [s for s in seconds if 3 <= s.get("t", 0) < last] or seconds
+    duration = got.get("duration_s") or 0
+    maximum = rate_bits(rate) / 1000
+    row = {
+        "cell": cell, "what": what, "content": content, "bitrate_kbps": maximum,
+        "target_mean_kbps": round(sum(targets) / len(targets)) if targets else None,
+        "target_min_kbps": min(targets) if targets else None,
+        "sent_mean_kbps": round(sum(kbps) / len(kbps)) if kbps else None,
+        "fps_mean": round(sum(fps) / len(fps), 1) if fps else None,
+        "widths": widths,
+        "feedback_seconds": feedback,
+        "frames_decoded": got.get("frames_decoded"),
+        "freeze_count": got.get("freeze_count"),
+        "freeze_s": got.get("total_freezes_duration_s"),
+        "freeze_fraction": round(got["total_freezes_duration_s"] / duration, 4) if duration and got.get("total_freezes_duration_s") is not None else None,
+        "viewer_lost": got.get("packets_lost"),
+        "viewer_seconds": duration,
+    }
+    if steady and "delivered_kbps" in steady[0]:
+        row["delivered_kbps"] = round(sum(s["delivered_kbps"] for s in steady) / len(steady))
+        p95 = sorted(s.get("queue_ms_p95") or 0 for s in steady)
+        row["queue_p95_ms"] = p95[len(p95) * 95 // 100] if p95 else None
+    if stopped:
+        row["proxy_dropped"] = stopped[-1].get("dropped")
+    return row
+
+
+def table(rows):
+    head = ("| cell | content | target mean / min (kbit/s) | sent | fps | width | frames | frozen | lost | delivered, queue p95 |\n"
+            "|---|---|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        tm, tn = r.get("target_mean_kbps"), r.get("target_min_kbps")
+        frozen = f"{r['freeze_s']:.2f} s ({r['freeze_count']})" if r.get("freeze_s") is not None else "–"
+        bn = f"{r['delivered_kbps']} kbit/s, {r.get('queue_p95_ms')} ms" if "delivered_kbps" in r else "–"
+        lines.append(f"| {r['cell']} | {r['content']} | {tm} / {tn} of {int(r['bitrate_kbps'])} | {r.get('sent_mean_kbps')} | "
+                     f"{r.get('fps_mean')} | {','.join(str(w) for w in r['widths'])} | {r.get('frames_decoded')} | {frozen} | "
+                     f"{r.get('viewer_lost')} | {bn} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--short", action="store_true", help=f"the CI form: {', '.join(SHORT)}, motion only, 15 s each")
+    ap.add_argument("--duration", type=int, default=None, help="seconds per cell (default 30; --short 15)")
+    ap.add_argument("--cells", default=None, help="comma-separated cells (default: all; see --list)")
+    ap.add_argument("--content", default=None, help="comma-separated subset of motion,detail")
+    ap.add_argument("--bitrate", default="1M", help="--bitrate of the cells without a bottleneck (default 1M)")
+    ap.add_argument("--list", action="store_true", help="list the cells and exit")
+    a = ap.parse_args()
+    if a.list:
+        for k, (what, args, _) in CELLS.items():
+            print(f"{k:22} {what}  [{' '.join(args)}]")
+        return 0
+    cells = a.cells.split(",") if a.cells else (SHORT if a.short else list(CELLS))
+    unknown = [c for c in cells if c not in CELLS]
+    if unknown:
+        ap.error(f"unknown cell(s): {', '.join(unknown)} (see --list)")
+    contents = a.content.split(",") if a.content else (["motion"] if a.short else CONTENTS)
+    if any(c not in CONTENTS for c in contents):
+        ap.error(f"--content: expected a subset of {','.join(CONTENTS)}")
+    seconds = a.duration or (15 if a.short else 30)
+    os.makedirs(a.work, exist_ok=True)
+    os.makedirs(a.out, exist_ok=True)
+    rows = []
+    for cell in cells:
+        for content in contents:
+            row = run_cell(a.bin, a.work, cell, content, seconds, a.bitrate)
+            rows.append(row)
+            print(f"{cell} {content}: target {row['target_mean_kbps']} (min {row['target_min_kbps']}) kbit/s, "
+                  f"{row['fps_mean']} fps, widths {row['widths']}, frozen {row['freeze_s']} s", flush=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    doc = {"stamp": stamp, "seconds": seconds, "bitrate": a.bitrate, "rows": rows}
+    md = (f"# Network matrix {stamp}\n\n`start --to` → lossy-proxy → `watch --sdp` (transport-wide feedback), 1280x720 at 15 fps, "
+          f"{seconds} s a cell; target and sent after the first 3 s.\n\n{table(rows)}\n")
+    for name in (f"network-{stamp}", "network-latest"):
+        with open(os.path.join(a.out, name + ".json"), "w") as f:
+            json.dump(doc, f, indent=1)
+        with open(os.path.join(a.out, name + ".md"), "w") as f:
+            f.write(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
