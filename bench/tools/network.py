@@ -161,8 +161,17 @@ def summarize(cell, what, content, rate, d):
     fps = [e.get("fps", 0) for e in after]
     widths = sorted({e.get("width") for e in stats if e.get("width")})
     feedback = sum(1 for e in stats if e.get("estimate_kbps") is not None)
-    got = [e for e in events(os.path.join(d, "viewer")) if e.get("event") == "stopped"]
+    viewer = events(os.path.join(d, "viewer"))
+    got = [e for e in viewer if e.get("event") == "stopped"]
     got = got[-1] if got else {}
+    # Freezes while the sender sent: the viewer's running totals in its last `stats` before the
+    # sender stopped (after it, the picture stands still on purpose; a BYE lost on a lossy path
+    # would make that time a freeze).
+    end = next((e.get("time") for e in reversed(sent) if e.get("event") == "stopped"), None)
+    during = [e for e in viewer if e.get("event") == "stats" and end and e.get("time", "") <= end]
+    if during:
+        got = dict(got, freeze_count=during[-1].get("freeze_count"), total_freezes_duration_s=during[-1].get("total_freezes_duration_s"),
+                   duration_s=len(during))
     proxy = events(os.path.join(d, "proxy"))
     stopped = [e for e in proxy if e.get("event") == "stopped"]
     seconds = [e for e in proxy if e.get("event") == "second"]
@@ -221,6 +230,7 @@ def main():
     ap.add_argument("--content", default=None, help="comma-separated subset of motion,detail")
     ap.add_argument("--bitrate", default="1M", help="--bitrate of the cells without a bottleneck (default 1M)")
     ap.add_argument("--list", action="store_true", help="list the cells and exit")
+    ap.add_argument("--from-logs", action="store_true", help="summarize the logs a run left in --work again, running nothing")
     a = ap.parse_args()
     if a.list:
         for k, (what, args, _) in CELLS.items():
@@ -239,7 +249,13 @@ def main():
     rows = []
     for cell in cells:
         for content in contents:
-            row = run_cell(a.bin, a.work, cell, content, seconds, a.bitrate)
+            if a.from_logs:
+                d = os.path.join(a.work, f"{cell}.{content}")
+                if not os.path.isdir(d):
+                    continue
+                row = summarize(cell, CELLS[cell][0], content, CELLS[cell][2] or a.bitrate, d)
+            else:
+                row = run_cell(a.bin, a.work, cell, content, seconds, a.bitrate)
             rows.append(row)
             print(f"{cell} {content}: target {row['target_mean_kbps']} (min {row['target_min_kbps']}) kbit/s, "
                   f"{row['fps_mean']} fps, widths {row['widths']}, frozen {row['freeze_s']} s", flush=True)
