@@ -54,7 +54,7 @@ public struct DelayBasedDetector: Sendable {
     static let gain = 4.0
     static let maxDeltas = 60.0
 
-    typealias Group = (firstSend: UInt64, lastSend: UInt64, firstArrival: UInt64, lastArrival: UInt64)
+    typealias Group = (firstSend: UInt64, lastSend: UInt64, lastArrival: UInt64)
     private var group: Group?
     private var previous: (send: UInt64, arrival: UInt64)?
     private var accumulated = 0.0
@@ -97,7 +97,7 @@ public struct DelayBasedDetector: Sendable {
             if r.probeCluster != nil { ignoreUntil = max(ignoreUntil, r.sendTime + Self.afterProbeNanos) }
             if r.arrivalTime != nil { byArrival.append(r) }
         }
-        // Stable on ties (the send order breaks them), without allocating.
+        // Stable on ties (the send order breaks them); one sort a feedback, in a kept buffer.
         byArrival.sort { a, b in a.arrivalTime! != b.arrivalTime! ? a.arrivalTime! < b.arrivalTime! : a.sendTime < b.sendTime }
         for r in byArrival {
             let arrival = r.arrivalTime!
@@ -119,7 +119,7 @@ public struct DelayBasedDetector: Sendable {
             }
             lastOffset = offset
             guard var g = group else {
-                group = (r.sendTime, r.sendTime, arrival, arrival)
+                group = (r.sendTime, r.sendTime, arrival)
                 continue
             }
             if r.sendTime < g.firstSend {
@@ -134,7 +134,7 @@ public struct DelayBasedDetector: Sendable {
             }
             // A new group: the one that ended is compared with the one before it.
             finish(g)
-            group = (r.sendTime, r.sendTime, arrival, arrival)
+            group = (r.sendTime, r.sendTime, arrival)
         }
     }
 

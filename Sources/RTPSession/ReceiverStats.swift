@@ -81,7 +81,6 @@ public struct ReceiverStats: Sendable {
     /// be lost just before it (e.g. from a PictureID gap).
     public mutating func frameArrived(rtpTimestamp: UInt32, missingBefore: Int = 0) {
         let t = unwrapper.unwrap(rtpTimestamp)
-        if reportedPackets == nil { senderIdle = false }  // a sender (again) after one left
         framesReceived += 1
         if missingBefore > 0, let p = lastArrived, t > p {
             remember(p + (t - p) / Int64(missingBefore + 1))  // the first lost frame, evenly spaced
@@ -160,6 +159,13 @@ public struct ReceiverStats: Sendable {
         }
         openFreeze = nil
         senderIdle = true
+        reportedPackets = nil
+    }
+
+    /// A sender starts (again, after one left): silence counts from here. A frame of the
+    /// sender that left, overtaken by its BYE, does not make it a sender again.
+    public mutating func senderStarted() {
+        senderIdle = false
         reportedPackets = nil
     }
 

@@ -75,6 +75,11 @@ struct VideoReceivePath {
     private(set) var senderSSRC: UInt32?
     /// Arrival of its last packet; nil after its BYE (another sender may take over at once).
     private var lastPacketAt: UInt64?
+    /// The sender whose BYE came, and when: its copies are not news, nor is a packet it sent
+    /// before the BYE and that arrived after it (reordered); a packet later than that is the
+    /// same stream again (a publication resumed with its SSRC).
+    private var senderLeft: (ssrc: UInt32, at: UInt64)?
+    private static let goodbyeReordering: UInt64 = 1_000_000_000
     private(set) var receive: ReceiveStatistics?
     private var nack = VideoReceivePath.makeNackGenerator()
     private var assembler = VP8FrameAssembler()
@@ -181,8 +186,14 @@ struct VideoReceivePath {
             jitter = JitterBuffer()
             framesAtSenderStart = stats.framesReceived
             wantedKeyframeSince = nil
+            senderLeft = nil
+            stats.senderStarted()
         }
         lastPacketAt = now
+        if let left = senderLeft, now > left.at &+ Self.goodbyeReordering {
+            senderLeft = nil
+            stats.senderStarted()
+        }
         receive?.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now,
                           payloadBytes: payload.count)
         if nack.onPacket(sequenceNumber: header.sequenceNumber, now: now, endsFrame: header.marker) {
@@ -350,7 +361,8 @@ struct VideoReceivePath {
     /// Takes a BYE (RFC 3550 §6.6).
     /// - Returns: our sender, when it is the one leaving (a new one may then take over at once).
     mutating func onGoodbye(_ sources: [UInt32], now: UInt64) -> UInt32? {
-        guard let sender = senderSSRC, sources.contains(sender) else { return nil }
+        guard let sender = senderSSRC, sources.contains(sender), senderLeft?.ssrc != sender else { return nil }
+        senderLeft = (sender, now)  // senders repeat their BYE: the copies are not news
         lastPacketAt = nil
         stats.senderLeft(now: now)
         return sender

@@ -309,7 +309,10 @@ public final class Broadcaster: Sendable {
         mailbox.close()
         done.wait()
         control?.close()
-        sendRTCP(bye: true)
+        // A BYE lost on a lossy path leaves the receivers waiting for frames that will not
+        // come (a freeze, then "lost the sender"): it goes out three times, back to back,
+        // and the receivers take it once.
+        for _ in 0..<3 { sendRTCP(bye: true) }
         let c = counters.withLock { $0 }
         let (reason, detail) = stopState.withLock { $0 } ?? (.requested, "")
         let audioCounters = audioSender?.counters.withLock { $0 }

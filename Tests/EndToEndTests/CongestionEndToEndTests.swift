@@ -85,6 +85,11 @@ import X11TestSupport
     /// both ways on top, FEC and resends take their share of the same rate: what is sent stays
     /// ≥ 0.9 ×, the encoder's share never under 0.7 × (about 0.82 ×: FEC takes 15–19 %), and
     /// `motion` may go one step down (960 wide) at that share on this content, not further.
+    /// Frozen: under 1 % of the time without loss; with it under 5 % (measured 0.2–0.9 s of
+    /// 20 s): a packet whose NACK or resend is lost too comes back after a second round trip,
+    /// ~250 ms late at this 100 ms RTT, which is a freeze by WebRTC's measure (150 ms past the
+    /// frame's due time). The viewer's end is not one: the sender's BYE comes three times, and a
+    /// last frame it overtook does not make the silence after it count.
     @Test(arguments: [("motion", 0.0), ("detail", 0.0), ("motion", 0.05)])
     func jitterAndReorderingWithoutABottleneckKeepTheRate(content: String, loss: Double) throws {
         let dir = try makeTempDir()
@@ -116,7 +121,14 @@ import X11TestSupport
         let decoded = got["frames_decoded"] as? Int ?? 0
         #expect(Double(decoded) >= 0.95 * Double(framesSent), "decoded \(decoded) of \(framesSent)\n\(got)")
         let freezes = got["freeze_count"] as? Int ?? 99, frozen = got["total_freezes_duration_s"] as? Double ?? 99
-        #expect(frozen <= Double(freezes) * 0.5 && frozen < 0.01 * 20 + (loss > 0 ? 0.5 : 0), "\(got)")
+        let seconds = EventLog(session.viewer).all.compactMap { e -> String? in
+            switch e["event"] as? String {
+            case "stats": "fps \(e["fps"] ?? "-") decoded \(e["frames_decoded"] ?? "-") gap \(e["frame_gap_ms"] ?? "-") ms freezes \(e["freeze_count"] ?? "-") pli \(e["pli_count"] ?? "-")"
+            case let name?: name
+            default: nil
+            }
+        }.joined(separator: "\n")
+        #expect(frozen <= Double(freezes) * 0.5 && frozen < (loss > 0 ? 0.05 : 0.01) * 20, "\(got)\n\(seconds)\n\(report)")
     }
 
     /// 10 % random loss on a 1 Mbit/s link: no collapse (at least half of it used after 10 s),

@@ -259,6 +259,21 @@ import Testing
         t.senderLeft(now: 500 * ms)
         t.observe(now: 5000 * ms)
         #expect(t.freezeCount == 0)
+        // Its last frame overtaken by the BYE (a jittery path) is shown, and the silence after
+        // it is still not a freeze; a sender starting again makes silence count again.
+        var u = ReceiverStats(startedAt: 0)
+        u.frameArrived(rtpTimestamp: 0)
+        u.frameRendered(rtpTimestamp: 0, now: 0)
+        u.senderLeft(now: 60 * ms)
+        u.frameArrived(rtpTimestamp: 6000)
+        u.frameRendered(rtpTimestamp: 6000, now: 80 * ms)
+        u.observe(now: 5000 * ms)
+        #expect(u.freezeCount == 0 && u.freezesDuration(now: 5000 * ms) == 0)
+        u.senderStarted()
+        u.frameArrived(rtpTimestamp: 900_000)
+        u.frameRendered(rtpTimestamp: 900_000, now: 6000 * ms)
+        u.observe(now: 8000 * ms)
+        #expect(u.freezeCount == 1)
     }
 
     /// A sender that says it sends nothing (its reports' packet count stands still: a still

@@ -220,6 +220,21 @@ import Testing
         #expect(path.packetsRejected == 0)
     }
 
+    /// Senders send their BYE three times (one lost on a lossy path would leave the viewer
+    /// waiting): the copies, and a reordered packet between them, do not make it leave twice;
+    /// the same stream resumed later leaves again.
+    @Test func aRepeatedGoodbyeIsTakenOnce() {
+        let ms = Self.ms, t0 = Self.t0
+        var path = plainPath()
+        send(&path, seq: 100, keyframe: true, at: t0)
+        #expect(path.onGoodbye([Self.screen], now: t0 + 10 * ms) == Self.screen)
+        send(&path, seq: 101, at: t0 + 12 * ms)  // overtaken by the BYE
+        #expect(path.onGoodbye([Self.screen], now: t0 + 13 * ms) == nil)
+        #expect(path.onGoodbye([Self.screen], now: t0 + 14 * ms) == nil)
+        send(&path, seq: 102, keyframe: true, at: t0 + 3000 * ms)
+        #expect(path.onGoodbye([Self.screen], now: t0 + 3010 * ms) == Self.screen)
+    }
+
     @Test func aNewScreenStreamInARoomStartsAfreshWithItsPayloadType() {
         let ms = Self.ms, t0 = Self.t0
         var path = roomPath()

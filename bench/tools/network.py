@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The network matrix (issue 38): `screenshare start --to` through Scripts/lossy-proxy to a
 `screenshare watch --sdp` that sends transport-wide feedback, one cell per path condition and
-content, on loopback. Per cell: the sender's encoder target (mean and minimum after the first
+content, on loopback; the room cells run a relay, the presenter, a viewer straight to the relay
+and one behind the proxy (its frames and freezes are the row's, the other's in "frames"). Per cell: the sender's encoder target (mean and minimum after the first
 3 s), what it sent (media + FEC + resends), the picture width, the frame rate, and the viewer's
 frames, freezes and losses; with a bottleneck, what the proxy delivered and its queue.
 
@@ -55,6 +56,15 @@ CELLS = {
     "bottleneck-jitter": ("1 Mbit/s, 300 ms queue, then +0-20 ms reordered, 3 Mbit/s asked",
                           ["--rate", "1M", "--queue-ms", "300", "--delay", "25", "--jitter", "20"], "3M"),
 }
+# Rooms: a relay (`serve`), the presenter straight to it, a viewer straight to it ("fast") and
+# one behind the proxy's way back ("slow": --reverse, the relay's packets to it impaired).
+ROOM_CELLS = {
+    "room-slow-500k": ("room: one viewer behind 500 kbit/s, 300 ms queue; the presenter's uplink clean",
+                       ["--reverse", "--rate", "500k", "--queue-ms", "300", "--delay", "25"], None),
+    "room-slow-jitter": ("room: one viewer behind 40-60 ms reordering and 5 % loss both ways",
+                         ["--delay", "40", "--jitter", "20", "--symmetric", "--loss", "0.05", "--all", "--seed", "9"], None),
+}
+CELLS.update(ROOM_CELLS)
 SHORT = ["clean", "issue-38-loss-5", "aggregation", "bottleneck-1M-300"]
 CONTENTS = ["motion", "detail"]
 
@@ -112,7 +122,57 @@ def events(path):
     return out
 
 
+def wait_event(path, name, seconds=15):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if any(e.get("event") == name for e in events(path)):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def run_room_cell(binary, work, cell, content, seconds, bitrate):
+    what, proxy_args, override = CELLS[cell]
+    rate = override or bitrate
+    d = os.path.join(work, f"{cell}.{content}")
+    os.makedirs(d, exist_ok=True)
+    media = make_content(work, content)
+    relay_port = free_even_port()
+    proxy_port = free_even_port()
+    while abs(proxy_port - relay_port) < 2:
+        proxy_port = free_even_port()
+    logs = {k: open(os.path.join(d, k), "w") for k in ("relay", "proxy", "fast", "viewer", "sender")}
+    relay = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{relay_port}", "--open", "--json",
+                              "--duration", str(seconds + 20)], stdout=logs["relay"], stderr=subprocess.STDOUT)
+    wait_bound(relay_port)
+    wait_event(os.path.join(d, "relay"), "started")
+    proxy = subprocess.Popen([sys.executable, PROXY, "--listen", str(proxy_port), "--to", f"127.0.0.1:{relay_port}"] + proxy_args,
+                             stdout=logs["proxy"], stderr=subprocess.STDOUT)
+    wait_bound(proxy_port)
+
+    def watch(name, port, log):
+        return subprocess.Popen([binary, "watch", "--room", "class", "--server", f"127.0.0.1:{port}", "--headless", "--name", name,
+                                 "--duration", str(seconds + 4), "--json"], stdout=logs[log], stderr=subprocess.STDOUT)
+    fast = watch("fast", relay_port, "fast")
+    slow = watch("slow", proxy_port, "viewer")
+    sender = subprocess.Popen([binary, "start", "--room", "class", "--server", f"127.0.0.1:{relay_port}", "--input", media,
+                               "--input-format", "nv12", "--input-size", "1280x720", "--fps", "15", "--bitrate", rate,
+                               "--content", content, "--no-audio", "--json", "--duration", str(seconds)],
+                              stdout=logs["sender"], stderr=subprocess.STDOUT)
+    sender.wait(timeout=seconds + 60)
+    fast.wait(timeout=30)
+    slow.wait(timeout=30)
+    for p in (proxy, relay):
+        p.terminate()
+        p.wait(timeout=10)
+    for f in logs.values():
+        f.close()
+    return summarize(cell, what, content, rate, d)
+
+
 def run_cell(binary, work, cell, content, seconds, bitrate):
+    if cell in ROOM_CELLS:
+        return run_room_cell(binary, work, cell, content, seconds, bitrate)
     what, proxy_args, override = CELLS[cell]
     rate = override or bitrate
     d = os.path.join(work, f"{cell}.{content}")
@@ -161,17 +221,20 @@ def summarize(cell, what, content, rate, d):
     fps = [e.get("fps", 0) for e in after]
     widths = sorted({e.get("width") for e in stats if e.get("width")})
     feedback = sum(1 for e in stats if e.get("estimate_kbps") is not None)
-    viewer = events(os.path.join(d, "viewer"))
-    got = [e for e in viewer if e.get("event") == "stopped"]
-    got = got[-1] if got else {}
-    # Freezes while the sender sent: the viewer's running totals in its last `stats` before the
-    # sender stopped (after it, the picture stands still on purpose; a BYE lost on a lossy path
-    # would make that time a freeze).
     end = next((e.get("time") for e in reversed(sent) if e.get("event") == "stopped"), None)
-    during = [e for e in viewer if e.get("event") == "stats" and end and e.get("time", "") <= end]
-    if during:
-        got = dict(got, freeze_count=during[-1].get("freeze_count"), total_freezes_duration_s=during[-1].get("total_freezes_duration_s"),
-                   duration_s=len(during))
+
+    def viewer_summary(name):
+        viewer = events(os.path.join(d, name))
+        got = [e for e in viewer if e.get("event") == "stopped"]
+        got = got[-1] if got else {}
+        # Freezes while the sender sent: the viewer's running totals in its last `stats` before
+        # the sender stopped (after it, the picture stands still on purpose).
+        during = [e for e in viewer if e.get("event") == "stats" and end and e.get("time", "") <= end]
+        if during:
+            got = dict(got, freeze_count=during[-1].get("freeze_count"),
+                       total_freezes_duration_s=during[-1].get("total_freezes_duration_s"), duration_s=len(during))
+        return got
+    got = viewer_summary("viewer")
     proxy = events(os.path.join(d, "proxy"))
     stopped = [e for e in proxy if e.get("event") == "stopped"]
     seconds = [e for e in proxy if e.get("event") == "second"]
@@ -202,6 +265,14 @@ def summarize(cell, what, content, rate, d):
         row["queue_p95_ms"] = p95[len(p95) * 95 // 100] if p95 else None
     if stopped:
         row["proxy_dropped"] = stopped[-1].get("dropped")
+    if os.path.exists(os.path.join(d, "fast")):
+        fast = viewer_summary("fast")
+        row["fast_frames_decoded"] = fast.get("frames_decoded")
+        row["fast_freeze_s"] = fast.get("total_freezes_duration_s")
+        frames_sent = next((e.get("frames_sent") for e in reversed(sent) if e.get("event") == "stopped"), None)
+        row["frames_sent"] = frames_sent
+        links = [e.get("layers") for e in events(os.path.join(d, "viewer")) if e.get("event") == "link"]
+        row["slow_layers"] = links
     return row
 
 
@@ -213,8 +284,12 @@ def table(rows):
         tm, tn = r.get("target_mean_kbps"), r.get("target_min_kbps")
         frozen = f"{r['freeze_s']:.2f} s ({r['freeze_count']})" if r.get("freeze_s") is not None else "–"
         bn = f"{r['delivered_kbps']} kbit/s, {r.get('queue_p95_ms')} ms" if "delivered_kbps" in r else "–"
+        frames = f"{r.get('frames_decoded')}"
+        if "fast_frames_decoded" in r:  # a room: the slow viewer's, the fast one's, of those sent
+            fast_frozen = f"{r['fast_freeze_s']:.2f} s" if r.get("fast_freeze_s") is not None else "–"
+            frames = f"slow {r.get('frames_decoded')}, fast {r.get('fast_frames_decoded')} ({fast_frozen} frozen) of {r.get('frames_sent')}"
         lines.append(f"| {r['cell']} | {r['content']} | {tm} / {tn} of {int(r['bitrate_kbps'])} | {r.get('sent_mean_kbps')} | "
-                     f"{r.get('fps_mean')} | {','.join(str(w) for w in r['widths'])} | {r.get('frames_decoded')} | {frozen} | "
+                     f"{r.get('fps_mean')} | {','.join(str(w) for w in r['widths'])} | {frames} | {frozen} | "
                      f"{r.get('viewer_lost')} | {bn} |")
     return "\n".join(lines)
 
