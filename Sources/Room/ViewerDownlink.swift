@@ -55,14 +55,15 @@ struct LayerRates {
 /// what of the stream fits it (``LayerFilter``): every layer, the base layer, or keyframes only.
 ///
 /// - Down to the base layer when for a second both the estimate and what arrives are under 90 %
-///   of the whole stream, or at once when it loses over 5 % or a queue stands while less than
+///   of the whole stream, or at once when it loses over 10 % or a queue stands while less than
 ///   that arrives; down to keyframes only when both are under 80 % of the base layer for 2 s.
+///   Loss under 10 % with no queue is the link's (Wi-Fi's): repaired, not answered.
 ///   After a step down 2 s pass before the next is judged, 4 s after a failed trial (the queue
 ///   it left drains).
 /// - Up a step on trial, as a prober would: when the path has been calm for a while (4 s,
 ///   doubling after each failed trial up to 32 s), the next step for a second (from keyframes
 ///   only, from the next keyframe, which is asked for) — overuse, a queue of 50 ms or loss over
-///   2 % in that time and it goes back at once; otherwise the estimate is raised to what got
+///   10 % in that time and it goes back at once; otherwise the estimate is raised to what got
 ///   through.
 /// - Keyframes only: one is asked for at once and every 5 s, so the viewer still sees the
 ///   screen change;
@@ -171,8 +172,13 @@ final class ViewerDownlink {
         return false
     }
 
+    /// Loss that is the link's (Wi-Fi's), for NACK and FEC to repair, not congestion: GoogCC's
+    /// loss-based part acts only above 10 %. A link too short for the layers tried loses more
+    /// (what does not fit is dropped) or queues.
+    static let congestedLoss = 0.10
+
     private var calm: Bool {
-        controller.detector.state == .normal && controller.lossFraction < 0.02 && (controller.queueDelay ?? 0) < 50_000_000
+        controller.detector.state == .normal && controller.lossFraction < Self.congestedLoss && (controller.queueDelay ?? 0) < 50_000_000
     }
 
     private func startTrial(_ layers: LinkLayers, now: UInt64) {
@@ -185,7 +191,7 @@ final class ViewerDownlink {
         defer { forwardedRate = layers == .all ? rates.total : layers == .base ? rates.base : 0 }
         let queue = controller.queueDelay ?? 0
         if let until = trialUntil {
-            let troubled = controller.detector.state == .overusing || controller.lossFraction > 0.02 || queue > 50_000_000
+            let troubled = controller.detector.state == .overusing || controller.lossFraction > Self.congestedLoss || queue > 50_000_000
             if troubled {
                 set(trialFrom)
                 trialUntil = nil
@@ -213,7 +219,7 @@ final class ViewerDownlink {
             // after a second.
             // Keyframes only costs the viewer its moving picture: only when starved for 2 s,
             // never on a queue alone (the one the last step left may still be draining).
-            let drowning = layers == .all && (controller.lossFraction > 0.05 || queue > CongestionController.standingQueueNanos)
+            let drowning = layers == .all && (controller.lossFraction > Self.congestedLoss || queue > CongestionController.standingQueueNanos)
             let starved = controller.target < share * sent
             let starvedFor: UInt64 = layers == .all ? 1_000_000_000 : 2_000_000_000
             if drowning || (starved && starvedSince.map { now &- $0 >= starvedFor } == true) {
