@@ -19,6 +19,7 @@
     F(const BIO_METHOD *, BIO_s_mem, (void), ())                                                  \
     F(int, BIO_write, (BIO *b, const void *data, int dlen), (b, data, dlen))                      \
     F(const SSL_METHOD *, DTLS_method, (void), ())                                                \
+    V(DTLS_set_timer_cb, (SSL *s, DTLS_timer_cb cb), (s, cb))                                     \
     V(ERR_clear_error, (void), ())                                                                \
     V(ERR_error_string_n, (unsigned long e, char *buf, size_t len), (e, buf, len))                \
     F(unsigned long, ERR_get_error, (void), ())                                                   \

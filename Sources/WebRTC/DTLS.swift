@@ -280,6 +280,7 @@ public final class DTLSTransport {
         _ = shim_BIO_set_mem_eof_return(wbio, -1)
         SSL_set_bio(ssl, rbio, wbio)
         _ = shim_SSL_set_mtu(ssl, Self.mtu)
+        shim_DTLS_set_short_timer(ssl)
         if role == .server { SSL_set_accept_state(ssl) } else { SSL_set_connect_state(ssl) }
         self.ssl = ssl
         self.rbio = rbio
