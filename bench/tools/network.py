@@ -65,7 +65,7 @@ ROOM_CELLS = {
                          ["--delay", "40", "--jitter", "20", "--symmetric", "--loss", "0.05", "--all", "--seed", "9"], None),
 }
 CELLS.update(ROOM_CELLS)
-SHORT = ["clean", "issue-38-loss-5", "aggregation", "bottleneck-1M-300"]
+SHORT = ["clean", "issue-38-loss-5", "aggregation", "bottleneck-1M-300", "room-slow-jitter"]
 CONTENTS = ["motion", "detail"]
 
 
