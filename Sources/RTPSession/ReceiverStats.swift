@@ -56,6 +56,8 @@ public struct ReceiverStats: Sendable {
     /// before (an idle sender, `--min-fps 0` on a still screen: silence that is not a freeze).
     private var reportedPackets: UInt32?
     private var senderIdle = false
+    /// The sender said BYE (or its subscription ended) and none started since.
+    private var senderGone = false
 
     public init(clockRate: UInt32 = 90_000, startedAt: UInt64) {
         self.clockRate = clockRate
@@ -147,6 +149,7 @@ public struct ReceiverStats: Sendable {
     /// The sender's report (RFC 3550 §6.4.1) says how many packets it has sent: the same count
     /// as in its last report means it sends nothing (a still screen without keep-alives).
     public mutating func senderReported(packetCount: UInt32) {
+        guard !senderGone else { return }  // the report in its BYE's compound (and the copies')
         senderIdle = reportedPackets == packetCount
         reportedPackets = packetCount
     }
@@ -159,6 +162,7 @@ public struct ReceiverStats: Sendable {
         }
         openFreeze = nil
         senderIdle = true
+        senderGone = true
         reportedPackets = nil
     }
 
@@ -166,6 +170,7 @@ public struct ReceiverStats: Sendable {
     /// sender that left, overtaken by its BYE, does not make it a sender again.
     public mutating func senderStarted() {
         senderIdle = false
+        senderGone = false
         reportedPackets = nil
     }
 

@@ -83,7 +83,8 @@ import X11TestSupport
     /// 3 s: the target ≥ 0.9 × on average and never under 0.7 ×, the picture at full size,
     /// the viewer decoding ≥ 95 % of the frames sent with no freeze over 500 ms. With 5 % loss
     /// both ways on top, FEC and resends take their share of the same rate: what is sent stays
-    /// ≥ 0.9 ×, the encoder's share never under 0.7 × (about 0.82 ×: FEC takes 15–19 %), and
+    /// ≥ 0.9 × on average and never under 0.7 × in a second, the encoder's share of it never
+    /// under 0.6 × (about 0.82 × on average: FEC takes 15–19 %, resends up to 10 %), and
     /// `motion` may go one step down (960 wide) at that share on this content, not further.
     /// Frozen: under 1 % of the time without loss; with it under 5 % (measured 0.2–0.9 s of
     /// 20 s): a packet whose NACK or resend is lost too comes back after a second round trip,
@@ -114,7 +115,13 @@ import X11TestSupport
         } else {
             #expect(sentMean >= 900, "sent \(sentMean)\n\(report)")
         }
-        #expect(targets.allSatisfy { $0 >= 700 }, "\(report)")
+        if loss == 0 {
+            #expect(targets.allSatisfy { $0 >= 700 }, "\(report)")
+        } else {
+            // The path's rate is what is sent; the encoder's share is that less FEC (15-19 %)
+            // and resends (up to 10 %), so it dips under 0.7 × with any dip of the path's.
+            #expect(sent.allSatisfy { $0 >= 700 } && targets.allSatisfy { $0 >= 600 }, "\(report)")
+        }
         #expect(stats.allSatisfy { ($0["width"] as? Int ?? 0) >= (loss > 0 ? 960 : 1280) }, "\(report)")
         let got = try EventLog(session.viewer).stopped()
         let framesSent = stats.last.map { Int(Self.number($0, "frames_sent")) } ?? 0

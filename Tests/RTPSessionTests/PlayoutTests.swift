@@ -265,6 +265,7 @@ import Testing
         u.frameArrived(rtpTimestamp: 0)
         u.frameRendered(rtpTimestamp: 0, now: 0)
         u.senderLeft(now: 60 * ms)
+        u.senderReported(packetCount: 80)  // the report in a copy of the BYE's compound
         u.frameArrived(rtpTimestamp: 6000)
         u.frameRendered(rtpTimestamp: 6000, now: 80 * ms)
         u.observe(now: 5000 * ms)
