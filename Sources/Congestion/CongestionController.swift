@@ -60,6 +60,9 @@ public struct CongestionController: Sendable {
     /// more than ``standingQueueNanos`` is drained directly: the rate goes to 0.8 × what gets
     /// through, once per response time, and does not grow, until it is gone.
     public static let standingQueueNanos: Int64 = 100_000_000
+    /// Loss above this is congestion's (GoogCC's loss-based part acts only above it); under it,
+    /// with no queue building, it is the link's (a Wi-Fi's), for NACK and FEC to repair.
+    public static let congestedLoss = 0.10
     /// The queue the last feedback saw (ns), nil before one.
     public private(set) var queueDelay: Int64?
     private var delayMinima = [Int64](repeating: .max, count: 10)
@@ -266,7 +269,7 @@ public struct CongestionController: Sendable {
         lastLossUpdate = now
         if lossFraction < 0.02 {
             lossBased = min(max(lossBased * pow108(elapsed), delayBased), maximum)
-        } else if lossFraction <= 0.10 {
+        } else if lossFraction <= Self.congestedLoss {
             // Loss without a queue building is the link's, not ours (Wi-Fi): creep up, about a
             // packet per response time, while the delay says the path is not overused.
             if detector.state == .normal {
@@ -275,7 +278,7 @@ public struct CongestionController: Sendable {
             }
         } else {
             // Once per 300 ms at most, as libwebrtc does, by half the loss above 10 %.
-            lossBased = max(minimum, lossBased * (1 - 0.5 * (lossFraction - 0.10) * min(1, elapsed / 0.3)))
+            lossBased = max(minimum, lossBased * (1 - 0.5 * (lossFraction - Self.congestedLoss) * min(1, elapsed / 0.3)))
         }
     }
 

@@ -172,13 +172,8 @@ final class ViewerDownlink {
         return false
     }
 
-    /// Loss that is the link's (Wi-Fi's), for NACK and FEC to repair, not congestion: GoogCC's
-    /// loss-based part acts only above 10 %. A link too short for the layers tried loses more
-    /// (what does not fit is dropped) or queues.
-    static let congestedLoss = 0.10
-
     private var calm: Bool {
-        controller.detector.state == .normal && controller.lossFraction < Self.congestedLoss && (controller.queueDelay ?? 0) < 50_000_000
+        controller.detector.state == .normal && controller.lossFraction < CongestionController.congestedLoss && (controller.queueDelay ?? 0) < 50_000_000
     }
 
     private func startTrial(_ layers: LinkLayers, now: UInt64) {
@@ -191,7 +186,7 @@ final class ViewerDownlink {
         defer { forwardedRate = layers == .all ? rates.total : layers == .base ? rates.base : 0 }
         let queue = controller.queueDelay ?? 0
         if let until = trialUntil {
-            let troubled = controller.detector.state == .overusing || controller.lossFraction > Self.congestedLoss || queue > 50_000_000
+            let troubled = controller.detector.state == .overusing || controller.lossFraction > CongestionController.congestedLoss || queue > 50_000_000
             if troubled {
                 set(trialFrom)
                 trialUntil = nil
@@ -219,7 +214,7 @@ final class ViewerDownlink {
             // after a second.
             // Keyframes only costs the viewer its moving picture: only when starved for 2 s,
             // never on a queue alone (the one the last step left may still be draining).
-            let drowning = layers == .all && (controller.lossFraction > Self.congestedLoss || queue > CongestionController.standingQueueNanos)
+            let drowning = layers == .all && (controller.lossFraction > CongestionController.congestedLoss || queue > CongestionController.standingQueueNanos)
             let starved = controller.target < share * sent
             let starvedFor: UInt64 = layers == .all ? 1_000_000_000 : 2_000_000_000
             if drowning || (starved && starvedSince.map { now &- $0 >= starvedFor } == true) {

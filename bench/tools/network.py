@@ -131,16 +131,7 @@ def wait_event(path, name, seconds=15):
     return False
 
 
-def run_room_cell(binary, work, cell, content, seconds, bitrate):
-    what, proxy_args, override = CELLS[cell]
-    rate = override or bitrate
-    d = os.path.join(work, f"{cell}.{content}")
-    os.makedirs(d, exist_ok=True)
-    media = make_content(work, content)
-    relay_port = free_even_port()
-    proxy_port = free_even_port()
-    while abs(proxy_port - relay_port) < 2:
-        proxy_port = free_even_port()
+def run_room_cell(binary, d, media, relay_port, proxy_port, proxy_args, seconds, rate, content):
     logs = {k: open(os.path.join(d, k), "w") for k in ("relay", "proxy", "fast", "viewer", "sender")}
     relay = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{relay_port}", "--open", "--json",
                               "--duration", str(seconds + 20)], stdout=logs["relay"], stderr=subprocess.STDOUT)
@@ -167,21 +158,29 @@ def run_room_cell(binary, work, cell, content, seconds, bitrate):
         p.wait(timeout=10)
     for f in logs.values():
         f.close()
-    return summarize(cell, what, content, rate, d)
 
 
 def run_cell(binary, work, cell, content, seconds, bitrate):
-    if cell in ROOM_CELLS:
-        return run_room_cell(binary, work, cell, content, seconds, bitrate)
+    """Runs one cell (its logs in WORK/CELL.CONTENT) and summarizes it."""
     what, proxy_args, override = CELLS[cell]
     rate = override or bitrate
     d = os.path.join(work, f"{cell}.{content}")
     os.makedirs(d, exist_ok=True)
     media = make_content(work, content)
-    viewer_port = free_even_port()
+    # The proxy's port and the one it forwards to (the viewer's, or the relay's), apart by 2 or
+    # more: each is an RTP port with its RTCP port next to it.
+    target_port = free_even_port()
     proxy_port = free_even_port()
-    while abs(proxy_port - viewer_port) < 2:
+    while abs(proxy_port - target_port) < 2:
         proxy_port = free_even_port()
+    if cell in ROOM_CELLS:
+        run_room_cell(binary, d, media, target_port, proxy_port, proxy_args, seconds, rate, content)
+    else:
+        run_plain_cell(binary, d, media, target_port, proxy_port, proxy_args, seconds, rate, content)
+    return summarize(cell, what, content, rate, d)
+
+
+def run_plain_cell(binary, d, media, viewer_port, proxy_port, proxy_args, seconds, rate, content):
     sdp = "\r\n".join([
         "v=0", "o=- 1 1 IN IP4 127.0.0.1", "s=screenshare", "c=IN IP4 127.0.0.1", "t=0 0",
         f"m=video {viewer_port} RTP/AVP 96", "a=rtpmap:96 VP8/90000", f"a=rtcp:{viewer_port + 1}",
@@ -204,7 +203,6 @@ def run_cell(binary, work, cell, content, seconds, bitrate):
     proxy.wait(timeout=10)
     for f in logs.values():
         f.close()
-    return summarize(cell, what, content, rate, d)
 
 
 def rate_bits(text):
