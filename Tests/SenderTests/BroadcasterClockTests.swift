@@ -2,6 +2,7 @@ import Events
 import Foundation
 import Logging
 import MediaCore
+import RTCP
 import Synchronization
 import Testing
 import Transport
@@ -58,6 +59,58 @@ import Transport
         #expect(r.summary["duration_s"] == .double(3600))
         #expect(events.all(SenderStats.self).count == 3, "\(events.all(SenderStats.self).count) stats events in 3 clock seconds")
         if case .int(let sent)? = r.summary["frames_sent"] { #expect(sent >= 1) } else { Issue.record("no frames_sent") }
+    }
+
+    /// The broadcast's end: its BYE goes out three times (one lost on a lossy path left the
+    /// viewers counting the silence after the end as a freeze), each in a compound with its
+    /// sender report, to the RTCP port (RTP's + 1).
+    @Test func theGoodbyeGoesOutThreeTimes() throws {
+        let size = PixelSize(width: 64, height: 64)
+        let path = NSTemporaryDirectory() + "bye-\(UUID().uuidString).nv12"
+        try Data([UInt8](repeating: 90, count: RawPixelFormat.nv12.frameByteCount(size))).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // An RTP port whose next one is free too, for RTCP.
+        var pair: (rtp: UDPListener, rtcp: UDPListener)?
+        for _ in 0..<20 where pair == nil {
+            let rtp = try UDPListener(host: "127.0.0.1", port: 0)
+            guard rtp.port < 65535, let rtcp = try? UDPListener(host: "127.0.0.1", port: rtp.port + 1) else { continue }
+            pair = (rtp, rtcp)
+        }
+        let (sink, rtcp) = try #require(pair)
+        var config = BroadcastConfig(source: .raw(path: path, format: .nv12, size: size, fps: 10),
+                                     destination: Endpoint(host: "127.0.0.1", port: sink.port), cname: "bye-test")
+        config.durationSeconds = 2
+        let clock = ManualClock()
+        let events = EventRecorder()
+        let broadcaster = try Broadcaster(config: config, events: events, logger: Logger(label: "test"), clock: clock)
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? broadcaster.run()
+            finished.signal()
+        }.start()
+        try waitUntil("the first frame") { !events.all(FirstFrameSent.self).isEmpty }
+        clock.advance(nanos: 3_000_000_000)
+        let ended = finished.wait(timeout: .now() + 20)
+        if ended == .timedOut { broadcaster.stop() }
+        #expect(ended == .success)
+        // What reached the RTCP port, all of it there by now (loopback, sent before run returned).
+        var byes: [[UInt32]] = [], reports = 0
+        var buffer = [UInt8](repeating: 0, count: 2048)
+        var from = sockaddr_in()
+        while true {
+            let n = buffer.withUnsafeMutableBytes { rtcp.receive(into: $0, from: &from) }
+            guard n > 0 else { break }
+            let packets = try buffer.withUnsafeBytes { try RTCPPacket.parseCompound(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            for p in packets {
+                switch p {
+                case .goodbye(let bye): byes.append(bye.sources)
+                case .senderReport: reports += 1
+                default: break
+                }
+            }
+        }
+        #expect(byes.count == 3 && Set(byes).count == 1 && byes[0].count == 1, "BYEs: \(byes)")
+        #expect(reports >= 3, "\(reports) sender reports")
     }
 }
 
