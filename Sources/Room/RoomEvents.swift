@@ -108,8 +108,9 @@ public struct RoomEventMapper {
 }
 
 /// `link` (watch, in a room): what this viewer's link carries of the presenter's screen, as the
-/// relay estimates it, and so what the relay forwards: `all` layers, the `base` layer (half the
-/// frames, each as sharp) or only `keyframes` (with a `network_busy` warning).
+/// relay estimates it, and so what the relay forwards: `all` layers, `half` (the two lower
+/// layers: half the frames, each as sharp), the `base` layer (a quarter of the frames) or only
+/// `keyframes` (with a `network_busy` warning).
 public struct LinkChanged: BroadcastEvent, Equatable {
     public var publisher: UInt32
     public var publisherName: String
@@ -130,7 +131,8 @@ public struct LinkChanged: BroadcastEvent, Equatable {
     public var humanText: String {
         let what = switch layers {
         case .all: "every frame"
-        case .base: "every other frame (the base layer)"
+        case .half: "every other frame"
+        case .base: "every fourth frame (the base layer)"
         case .keyframes: "keyframes only"
         }
         return "your link carries \(what) of \(publisherName.isEmpty ? "peer \(publisher)" : publisherName)'s screen"

@@ -115,7 +115,9 @@ public enum StreamKind: String, Codable, Sendable, CaseIterable {
 public enum LinkLayers: String, Codable, Sendable, CaseIterable {
     /// Every temporal layer: the whole stream.
     case all
-    /// The base layer: half the frames.
+    /// The base layer and the first above it (TL0 and TL1): half the frames.
+    case half
+    /// The base layer: a quarter of the frames (of a stream of three temporal layers).
     case base
     /// Only keyframes: the link carries less than the base layer.
     case keyframes

@@ -28,10 +28,12 @@ final class ForwardLog {
 /// What a stream carries per temporal layer (bit/s over the last second, in half-second
 /// windows), for choosing what fits a viewer's link.
 struct LayerRates {
-    private var baseBytes = 0, upperBytes = 0
+    /// Bytes of the window so far: TL0 (and packets without a layer), TL1, TL2 and above.
+    private var bytes = (0, 0, 0)
     private var windowStart: UInt64?
-    /// The whole stream, and its base layer (TL0, and packets without a layer).
+    /// The whole stream, its two lower layers (TL0 and TL1), and its base layer (TL0).
     private(set) var total = 0.0
+    private(set) var half = 0.0
     private(set) var base = 0.0
 
     mutating func add(_ size: Int, layer: UInt8?, now: UInt64) {
@@ -39,24 +41,48 @@ struct LayerRates {
         if now &- windowStart! >= 500_000_000 {
             let seconds = Double(now &- windowStart!) / 1e9
             // Half the last window's measure, half the new one's: a second's worth, smoothed.
-            let t = Double(baseBytes + upperBytes) * 8 / seconds, b = Double(baseBytes) * 8 / seconds
-            total = total == 0 ? t : (total + t) / 2
-            base = base == 0 ? b : (base + b) / 2
-            baseBytes = 0
-            upperBytes = 0
+            func smooth(_ old: Double, _ bytes: Int) -> Double {
+                let new = Double(bytes) * 8 / seconds
+                return old == 0 ? new : (old + new) / 2
+            }
+            total = smooth(total, bytes.0 + bytes.1 + bytes.2)
+            half = smooth(half, bytes.0 + bytes.1)
+            base = smooth(base, bytes.0)
+            bytes = (0, 0, 0)
             windowStart = now
         }
-        if (layer ?? 0) > 0 { upperBytes += size } else { baseBytes += size }
+        switch layer ?? 0 {
+        case 0: bytes.0 += size
+        case 1: bytes.1 += size
+        default: bytes.2 += size
+        }
     }
+
+    /// What a viewer getting `layers` is sent (bit/s).
+    func rate(_ layers: LinkLayers) -> Double {
+        switch layers {
+        case .all: total
+        case .half: half
+        case .base: base
+        case .keyframes: 0
+        }
+    }
+
+    /// Whether the stream has a layer between the base and the whole (TL1 alone is not all of
+    /// what is above TL0): a stream of two layers has none.
+    var hasHalf: Bool { half > base && half < total }
 }
 
 /// One viewer's downlink as the relay sees it (a viewer that sends transport feedback): its
 /// estimate (``CongestionController``, from the packets' forward times and their arrivals) and
-/// what of the stream fits it (``LayerFilter``): every layer, the base layer, or keyframes only.
+/// what of the stream fits it (``LayerFilter``): every layer, the two lower ones (half the
+/// frames), the base layer (a quarter), or keyframes only.
 ///
-/// - Down to the base layer when for a second both the estimate and what arrives are under 90 %
-///   of the whole stream, or at once when it loses over 10 % or a queue stands while less than
-///   that arrives; down to keyframes only when both are under 80 % of the base layer for 2 s.
+/// - Down a step when for a second both the estimate and what arrives are under 90 % of what
+///   it gets, or at once when it loses over 10 % or a queue stands while less than that arrives
+///   (then to the most that fits what arrives: from every layer straight to the base layer when
+///   half the frames do not fit); down to keyframes only when both are under 80 % of the base
+///   layer for 2 s.
 ///   Loss under 10 % with no queue is the link's (Wi-Fi's): repaired, not answered.
 ///   After a step down 2 s pass before the next is judged, 4 s after a failed trial (the queue
 ///   it left drains).
@@ -94,7 +120,7 @@ final class ViewerDownlink {
     /// When the viewer is next told what it gets again (while it gets fewer layers).
     var nextTell: UInt64 = 0
     private var resends = RateBucket()
-    /// What the viewer gets (bit/s): the whole stream or its base layer, as last chosen.
+    /// What the viewer gets (bit/s), as last chosen.
     private var forwardedRate = 0.0
     /// Layer switches, for stats and tests.
     private(set) var switchesDown = 0
@@ -146,12 +172,18 @@ final class ViewerDownlink {
     }
 
     /// What the viewer gets now.
-    var layers: LinkLayers { filter.keyframesOnly ? .keyframes : filter.maxLayer == 0 ? .base : .all }
+    var layers: LinkLayers {
+        filter.keyframesOnly ? .keyframes : filter.maxLayer == 0 ? .base : filter.maxLayer == 1 ? .half : .all
+    }
 
     private func set(_ layers: LinkLayers) {
         let before = self.layers
         filter.keyframesOnly = layers == .keyframes
-        filter.maxLayer = layers == .all ? nil : 0
+        filter.maxLayer = switch layers {
+        case .all: nil
+        case .half: 1
+        case .base, .keyframes: 0
+        }
         if layers.rank < before.rank { switchesDown += 1 } else if layers.rank > before.rank { switchesUp += 1 }
     }
 
@@ -183,7 +215,7 @@ final class ViewerDownlink {
     }
 
     private func choose(rates: LayerRates, now: UInt64) {
-        defer { forwardedRate = layers == .all ? rates.total : layers == .base ? rates.base : 0 }
+        defer { forwardedRate = rates.rate(layers) }
         let queue = controller.queueDelay ?? 0
         if let until = trialUntil {
             let troubled = controller.detector.state == .overusing || controller.lossFraction > CongestionController.congestedLoss || queue > 50_000_000
@@ -204,22 +236,22 @@ final class ViewerDownlink {
             return
         }
         guard now >= settleUntil else { return }
-        let sent = layers == .all ? rates.total : rates.base
+        let sent = rates.rate(layers)
         let arriving = controller.acknowledged ?? sent
         // Keyframes only is for a link that carries clearly less than the base layer (under
         // 80 % of it), not one that just fills with it.
-        let share = layers == .all ? 0.9 : 0.8
+        let share = layers == .base ? 0.8 : 0.9
         if layers != .keyframes, sent > 0, arriving < share * sent {
             // Drowning (losing, or a queue standing) at once; starved (the estimate low too)
             // after a second.
             // Keyframes only costs the viewer its moving picture: only when starved for 2 s,
             // never on a queue alone (the one the last step left may still be draining).
-            let drowning = layers == .all && (controller.lossFraction > CongestionController.congestedLoss || queue > CongestionController.standingQueueNanos)
+            let drowning = layers != .base && (controller.lossFraction > CongestionController.congestedLoss || queue > CongestionController.standingQueueNanos)
             let starved = controller.target < share * sent
-            let starvedFor: UInt64 = layers == .all ? 1_000_000_000 : 2_000_000_000
+            let starvedFor: UInt64 = layers == .base ? 2_000_000_000 : 1_000_000_000
             if drowning || (starved && starvedSince.map { now &- $0 >= starvedFor } == true) {
                 starvedSince = nil
-                set(layers == .all ? .base : .keyframes)
+                set(Self.stepDown(from: layers, arriving: arriving, rates: rates))
                 settleUntil = now + 2_000_000_000
                 nextTrial = now + backoff
                 nextKeyframe = now  // keyframes only: the first one at once
@@ -230,19 +262,30 @@ final class ViewerDownlink {
         } else {
             starvedSince = nil
         }
-        if layers == .base, now >= nextTrial, calm {
-            startTrial(.all, now: now)
+        if layers == .base || layers == .half, now >= nextTrial, calm {
+            startTrial(layers == .base && rates.hasHalf ? .half : .all, now: now)
+        }
+    }
+
+    /// The step down from `layers`: the most of the stream under 90 % of what arrives, at
+    /// least one step and at most to the base layer (keyframes only from the base layer).
+    static func stepDown(from layers: LinkLayers, arriving: Double, rates: LayerRates) -> LinkLayers {
+        switch layers {
+        case .keyframes, .base: return .keyframes
+        case .half: return .base
+        case .all: return rates.hasHalf && rates.half < 0.9 * arriving ? .half : .base
         }
     }
 }
 
 extension LinkLayers {
-    /// Its order: keyframes < base < all.
+    /// Its order: keyframes < base < half < all.
     var rank: Int {
         switch self {
         case .keyframes: 0
         case .base: 1
-        case .all: 2
+        case .half: 2
+        case .all: 3
         }
     }
 }

@@ -390,7 +390,7 @@ extension Broadcaster {
         // (16 − N)/16 of the frame time (8 gives it half, as ffmpeg's usual -cpu-used 8 does);
         // negative = a fixed speed. The bench showed 10 costing 5 dB on motion at 1080p30.
         c.cpuUsed = config.cpuUsed ?? (s.content == .motion ? 8 : 10)
-        c.temporalLayers = config.room != nil ? 2 : 1
+        c.temporalLayers = config.room != nil ? 3 : 1
         return c
     }
 }

@@ -29,9 +29,12 @@ public struct VP8EncoderConfig: Sendable, Equatable {
     /// The largest keyframe, in percent of an average frame's bits (VP8E_SET_MAX_INTRA_BITRATE_PCT):
     /// 900 as libwebrtc has it at 30 fps; less keeps a keyframe from filling a slow path's queue.
     public var maxIntraBitratePercent: Int = 900
-    /// 1, or 2 for VP8 temporal layers: every other frame is a base-layer frame (TL0, which
-    /// references only the base layer), the frames between are TL1 (referenced by nothing), so
-    /// a relay can drop TL1 for a slow viewer and the rest still decodes, at half the rate.
+    /// 1, or 2 or 3 VP8 temporal layers. With 2, every other frame is a base-layer frame (TL0,
+    /// which references only the base layer) and the frames between are TL1. With 3 (libwebrtc's
+    /// pattern for rooms: TL0, TL2, TL1, TL2), TL0 is every fourth frame and TL1 the one between
+    /// two TL0s. Upper-layer frames reference only the last TL0 frame and are referenced by
+    /// nothing, so a relay can drop the upper layers for a slow viewer (the rest still decodes,
+    /// at a half or a quarter of the rate) and add them again at any of their frames.
     public var temporalLayers: Int = 1
     /// Whether the first second is encoded under ``OpeningCeiling``'s quantizer ceilings: for
     /// `motion` on a path that is not congestion controlled.
@@ -44,19 +47,21 @@ public struct VP8EncoderConfig: Sendable, Equatable {
         }
         guard (1...120).contains(fps) else { throw VP8CodecError("encoder fps \(fps) is out of range (1 to 120)") }
         guard targetBitrateKbps >= 10 else { throw VP8CodecError("encoder bitrate \(targetBitrateKbps) kbps is too low (at least 10)") }
-        guard (1...2).contains(temporalLayers) else { throw VP8CodecError("encoder temporal layers \(temporalLayers) is not 1 or 2") }
+        guard (1...3).contains(temporalLayers) else { throw VP8CodecError("encoder temporal layers \(temporalLayers) is not 1, 2 or 3") }
     }
 
-    /// The base layer's share of the bit rate with two temporal layers (libwebrtc gives TL0
-    /// 60 % of a two-layer stream).
-    static let baseLayerShare = 0.6
+    /// The layers' cumulative shares of the bit rate (libwebrtc's: TL0 60 % of a two-layer
+    /// stream; 40 %, and 60 % with TL1, of a three-layer one), and the layer of each frame in
+    /// the pattern.
+    static func layerShares(_ layers: Int) -> [Double] { layers == 3 ? [0.4, 0.6, 1] : layers == 2 ? [0.6, 1] : [1] }
+    static func layerPattern(_ layers: Int) -> [UInt8] { layers == 3 ? [0, 2, 1, 2] : layers == 2 ? [0, 1] : [0] }
 }
 
 /// One encoded frame's facts.
 public struct EncodedFrameInfo: Sendable, Equatable {
     public var isKeyframe: Bool
     public var byteCount: Int
-    /// The temporal layer (0 or 1) with two layers; nil with one.
+    /// The temporal layer (0 to 2) with layers; nil with one.
     public var temporalLayer: UInt8?
     public init(isKeyframe: Bool, byteCount: Int, temporalLayer: UInt8? = nil) {
         self.isKeyframe = isKeyframe
@@ -78,8 +83,8 @@ public final class VP8Encoder {
     private var staticThreshold: Int32 = 1
     /// Whether an active map is set (``setActiveMap(_:rows:columns:)``).
     private var activeMapSet = false
-    /// With two temporal layers: the layer of the next frame (a keyframe starts at 0).
-    private var nextLayer = 0
+    /// With temporal layers: the next frame's place in the pattern (a keyframe starts at 0).
+    private var patternIndex = 0
     private var speedRestart: SpeedRestart
     /// The first second's quantizer ceilings, nil once it is over (or never opened so).
     private var opening: OpeningCeiling?
@@ -133,17 +138,22 @@ public final class VP8Encoder {
         // `detail` lowers the frame rate itself instead (RateBucket, in the pipeline).
         cfg.rc_dropframe_thresh = 0
         cfg.rc_resize_allowed = 0
-        if config.temporalLayers == 2 {
-            // libvpx's two-layer pattern (its vpx_temporal_svc_encoder mode 1): layer ids 0, 1,
-            // TL0 at half the frame rate with 60 % of the bits; the flags of each frame are set
-            // in `encode`.
-            cfg.ts_number_layers = 2
-            cfg.ts_periodicity = 2
-            cfg.ts_layer_id.0 = 0
-            cfg.ts_layer_id.1 = 1
-            cfg.ts_rate_decimator.0 = 2
-            cfg.ts_rate_decimator.1 = 1
-            Self.setLayerRates(&cfg, kbps: config.targetBitrateKbps)
+        if config.temporalLayers > 1 {
+            // libvpx's temporal patterns (its vpx_temporal_svc_encoder): two layers, ids 0, 1
+            // (TL0 at half the frame rate); three, ids 0, 2, 1, 2 (TL0 at a quarter, TL0 + TL1
+            // at half). The flags of each frame are set in `encode`.
+            let pattern = VP8EncoderConfig.layerPattern(config.temporalLayers)
+            cfg.ts_number_layers = UInt32(config.temporalLayers)
+            cfg.ts_periodicity = UInt32(pattern.count)
+            withUnsafeMutableBytes(of: &cfg.ts_layer_id) { ids in
+                for (i, layer) in pattern.enumerated() { ids.storeBytes(of: UInt32(layer), toByteOffset: i * 4, as: UInt32.self) }
+            }
+            withUnsafeMutableBytes(of: &cfg.ts_rate_decimator) { decimators in
+                for layer in 0..<config.temporalLayers {
+                    decimators.storeBytes(of: UInt32(1 << (config.temporalLayers - 1 - layer)), toByteOffset: layer * 4, as: UInt32.self)
+                }
+            }
+            Self.setLayerRates(&cfg, kbps: config.targetBitrateKbps, layers: config.temporalLayers)
         }
         if let interval = config.keyframeIntervalSeconds, interval > 0 {
             cfg.kf_mode = VPX_KF_AUTO
@@ -195,7 +205,7 @@ public final class VP8Encoder {
         guard targetBitrateKbps >= 10 else { throw VP8CodecError("encoder bitrate \(targetBitrateKbps) kbps is too low (at least 10)") }
         var next = cfg
         next.rc_target_bitrate = UInt32(targetBitrateKbps)
-        if config.temporalLayers == 2 { Self.setLayerRates(&next, kbps: targetBitrateKbps) }
+        if config.temporalLayers > 1 { Self.setLayerRates(&next, kbps: targetBitrateKbps, layers: config.temporalLayers) }
         next.rc_max_quantizer = UInt32(Self.maxQuantizer(content))
         next.g_profile = Self.profile(content)
         opening = nil  // a new rate or content: libvpx's own quantizer range from here
@@ -240,10 +250,13 @@ public final class VP8Encoder {
     /// 43.7 in video mode, at the same bit rate and 0.44 core either way).
     static func screenContentMode(_ content: ContentPreference) -> Int32 { content == .detail ? 1 : 0 }
 
-    /// The cumulative rates of the two layers: TL0 its share, TL0 + TL1 the whole.
-    private static func setLayerRates(_ cfg: inout vpx_codec_enc_cfg_t, kbps: Int) {
-        cfg.ts_target_bitrate.0 = UInt32(max(1, Int(Double(kbps) * VP8EncoderConfig.baseLayerShare)))
-        cfg.ts_target_bitrate.1 = UInt32(kbps)
+    /// The cumulative rates of the layers: TL0 its share, and so on up to the whole.
+    private static func setLayerRates(_ cfg: inout vpx_codec_enc_cfg_t, kbps: Int, layers: Int) {
+        withUnsafeMutableBytes(of: &cfg.ts_target_bitrate) { rates in
+            for (layer, share) in VP8EncoderConfig.layerShares(layers).enumerated() {
+                rates.storeBytes(of: UInt32(max(1, Int(Double(kbps) * share))), toByteOffset: layer * 4, as: UInt32.self)
+            }
+        }
     }
 
     /// Sets VP8E_SET_STATIC_THRESHOLD: macroblocks that changed less than this are skipped.
@@ -347,12 +360,14 @@ public final class VP8Encoder {
         image.stride.2 = Int32(frame.strideUV)
         var flags: vpx_enc_frame_flags_t = forceKeyframe ? vpx_enc_frame_flags_t(VPX_EFLAG_FORCE_KF) : 0
         var layer: UInt8?
-        if config.temporalLayers == 2 {
-            if forceKeyframe { nextLayer = 0 }
-            layer = UInt8(nextLayer)
-            flags |= vpx_enc_frame_flags_t(nextLayer == 0 ? Self.baseLayerFlags : Self.upperLayerFlags)
-            _ = cvpx_control_int(ctx, Int32(VP8E_SET_TEMPORAL_LAYER_ID.rawValue), Int32(nextLayer))
-            nextLayer = 1 - nextLayer
+        if config.temporalLayers > 1 {
+            if forceKeyframe { patternIndex = 0 }
+            let pattern = VP8EncoderConfig.layerPattern(config.temporalLayers)
+            let next = pattern[patternIndex]
+            layer = next
+            flags |= vpx_enc_frame_flags_t(next == 0 ? Self.baseLayerFlags : Self.upperLayerFlags)
+            _ = cvpx_control_int(ctx, Int32(VP8E_SET_TEMPORAL_LAYER_ID.rawValue), Int32(next))
+            patternIndex = (patternIndex + 1) % pattern.count
         }
         forceKeyframe = false
         if speedRestart.frameEncoded(),
@@ -371,7 +386,7 @@ public final class VP8Encoder {
             let f = pkt.pointee.data.frame
             produced += Int(f.sz)
             let key = (f.flags & UInt32(VPX_FRAME_IS_KEY)) != 0
-            if key && layer == 1 { nextLayer = 1 }  // libvpx made a keyframe of its own: the pattern starts there
+            if key, let l = layer, l > 0 { patternIndex = 1 }  // libvpx made a keyframe of its own: the pattern starts there
             let info = EncodedFrameInfo(isKeyframe: key, byteCount: Int(f.sz), temporalLayer: key && layer != nil ? 0 : layer)
             body(UnsafeRawBufferPointer(start: f.buf, count: Int(f.sz)), info)
         }
@@ -388,7 +403,7 @@ public final class VP8Encoder {
 extension VP8Encoder {
     /// TL0 references and refreshes only the last frame (which only TL0 frames write).
     static let baseLayerFlags = Int(VP8_EFLAG_NO_REF_GF | VP8_EFLAG_NO_REF_ARF | VP8_EFLAG_NO_UPD_GF | VP8_EFLAG_NO_UPD_ARF)
-    /// TL1 references the last (TL0) frame and writes nothing a later frame reads: no
+    /// TL1 and TL2 reference the last (TL0) frame and write nothing a later frame reads: no
     /// reference buffer, no entropy context. Dropping it leaves the rest decodable.
     static let upperLayerFlags = Int(VP8_EFLAG_NO_REF_GF | VP8_EFLAG_NO_REF_ARF | VP8_EFLAG_NO_UPD_LAST | VP8_EFLAG_NO_UPD_GF
                                      | VP8_EFLAG_NO_UPD_ARF | VP8_EFLAG_NO_UPD_ENTROPY)

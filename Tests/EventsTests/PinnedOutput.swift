@@ -123,7 +123,7 @@ enum PinnedOutput {
             text: #"peer 1 stopped sharing audio"#),
         "room.link": (
             json: #"{"estimate_kbps":420,"event":"link","layers":"base","publisher":1,"publisher_name":"","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"your link carries every other frame (the base layer) of peer 1's screen (about 420 kbit/s)"#),
+            text: #"your link carries every fourth frame (the base layer) of peer 1's screen (about 420 kbit/s)"#),
         "room.link.keyframes": (
             json: #"{"estimate_kbps":120,"event":"link","layers":"keyframes","publisher":1,"publisher_name":"","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"your link carries keyframes only of peer 1's screen (about 120 kbit/s)"#),

@@ -48,9 +48,11 @@ import Transport
         var told: [LinkLayers] = []
     }
 
-    /// Runs `seconds` of a 30 fps stream of 3 packets a frame (1000 bytes each: 720 kbit/s,
-    /// TL0 half of it) to both viewers; returns them with what each received.
-    static func run(seconds: Int, slowRate: Double?, slowJitter: UInt64 = 0, slowLoss: Double = 0) throws -> (fast: Viewer, slow: Viewer, relay: RelayCore, sent: [[UInt8]]) {
+    /// Runs `seconds` of a 30 fps stream of 3 packets a frame (1000 bytes each: 720 kbit/s) in
+    /// three temporal layers (TL0, TL2, TL1, TL2: TL0 a quarter of it, TL0 + TL1 half) to both
+    /// viewers; returns them with what each received.
+    static func run(seconds: Int, slowRate: Double?, slowJitter: UInt64 = 0, slowLoss: Double = 0,
+                    pattern: [UInt8] = [0, 2, 1, 2]) throws -> (fast: Viewer, slow: Viewer, relay: RelayCore, sent: [[UInt8]]) {
         let wire = Wire()
         let relay = RelayCore(ssrc: 0xAAAA, transport: wire)
         let presenter = addr(1)
@@ -77,7 +79,7 @@ import Transport
         let frame = [UInt8](repeating: 0x01, count: 3 * 980)  // an interframe (P bit set), 3 packets
         var key = frame
         key[0] = 0x00  // P bit clear: a keyframe
-        var keyframeAsked = false, nextIsBase = true
+        var keyframeAsked = false, place = 0
         for tick in 0..<UInt64(seconds * 1000) {
             let now = 1_000 * ms + tick * ms
             // A keyframe request (PLI) makes the next frame a keyframe, which starts the pattern.
@@ -86,9 +88,9 @@ import Transport
                 let index = tick / 33
                 let isKey = keyframeAsked
                 keyframeAsked = false
-                if isKey { nextIsBase = true }
-                let layer: UInt8 = nextIsBase ? 0 : 1
-                nextIsBase.toggle()
+                if isKey { place = 0 }
+                let layer = pattern[place]
+                place = (place + 1) % pattern.count
                 var packets: [[UInt8]] = []
                 (isKey ? key : frame).withUnsafeBytes { f in
                     buffer.withUnsafeMutableBytes { b in
@@ -140,30 +142,54 @@ import Transport
         }
     }
 
-    /// The slow viewer (500 kbit/s for a 720 kbit/s stream) is moved to the base layer (360
-    /// kbit/s), renumbered without holes, and stays there but for short trials; the fast one
-    /// gets every packet exactly as the presenter sent it.
-    @Test func aSlowViewerGetsTheBaseLayerAndTheFastOneEverything() throws {
+    /// The slow viewer (500 kbit/s for a 720 kbit/s stream) is moved to the two lower layers
+    /// (half the frames, 360 kbit/s), renumbered without holes, and stays there but for short
+    /// trials; the fast one gets every packet exactly as the presenter sent it.
+    @Test func aSlowViewerGetsHalfTheFramesAndTheFastOneEverything() throws {
         let (fast, slow, relay, sent) = try Self.run(seconds: 20, slowRate: 500_000)
         // (The last frame may still be on its way.)
         #expect(fast.got.count >= sent.count - 3 && fast.got.map(\.bytes) == Array(sent.prefix(fast.got.count)),
                 "the fast viewer: \(fast.got.count) of \(sent.count)")
         let late = try slow.got.filter { $0.at >= 12_000 * ms }.map { try Self.descriptor($0.bytes) }
-        let upper = late.filter { $0.d.temporalLayer == 1 }.count
-        #expect(late.count > 100 && Double(upper) < 0.25 * Double(late.count), "TL1 packets \(upper) of \(late.count) in the last 9 s")
+        let upper = late.filter { $0.d.temporalLayer == 2 }.count
+        let middle = late.filter { $0.d.temporalLayer == 1 }.count
+        #expect(late.count > 100 && Double(upper) < 0.25 * Double(late.count), "TL2 packets \(upper) of \(late.count) in the last 9 s")
+        #expect(Double(middle) > 0.3 * Double(late.count), "TL1 packets \(middle) of \(late.count) in the last 9 s")
         // Renumbered: no holes among what it got (besides the link's own drops).
         let sequences = late.map(\.sequence)
         let holes = zip(sequences, sequences.dropFirst()).filter { $1 != $0 &+ 1 }.count
         #expect(holes <= slow.link.dropped, "\(holes) holes, \(slow.link.dropped) dropped by the link")
         let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
         #expect(downlink.switchesDown >= 1)
-        print("slow viewer: \(downlink), link drops \(slow.link.dropped), TL1 \(upper) of \(late.count) after 12 s")
+        print("slow viewer: \(downlink), link drops \(slow.link.dropped), TL2 \(upper) of \(late.count) after 12 s")
         let fastDownlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == fast.address })
         #expect(fastDownlink.switchesDown == 0 && fastDownlink.layers == .all && fast.told.isEmpty)
         // It was told each switch: down, and back after each failed trial.
-        #expect(slow.told.first == .base && !slow.told.contains(.keyframes), "\(slow.told)")
+        #expect(slow.told.first == .half && !slow.told.contains(.keyframes) && !slow.told.contains(.base), "\(slow.told)")
         // Said again every 5 s while it gets fewer layers (the word may be lost on that link).
-        #expect(slow.told.filter { $0 == .base }.count >= 4, "\(slow.told)")
+        #expect(slow.told.filter { $0 == .half }.count >= 4, "\(slow.told)")
+    }
+
+    /// A link that carries the base layer (180 kbit/s) but not half the frames (360): the base
+    /// layer, a quarter of the frames, every one of them whole.
+    @Test func aSlowerViewerGetsTheBaseLayer() throws {
+        let (_, slow, relay, _) = try Self.run(seconds: 20, slowRate: 260_000)
+        let late = try slow.got.filter { $0.at >= 12_000 * ms }.map { try Self.descriptor($0.bytes) }
+        let above = late.filter { ($0.d.temporalLayer ?? 0) > 0 }.count
+        #expect(late.count > 60 && Double(above) < 0.25 * Double(late.count), "TL1/TL2 packets \(above) of \(late.count) in the last 9 s")
+        let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
+        print("slower viewer: \(downlink), told \(slow.told), link drops \(slow.link.dropped)")
+        #expect(slow.told.contains(.base) && !slow.told.contains(.keyframes), "\(slow.told)")
+        let sequences = late.map(\.sequence)
+        let holes = zip(sequences, sequences.dropFirst()).filter { $1 != $0 &+ 1 }.count
+        #expect(holes <= slow.link.dropped, "\(holes) holes, \(slow.link.dropped) dropped by the link")
+    }
+
+    /// A stream of two layers (TL0 half of it, as a presenter of an older version sends):
+    /// the slow viewer gets its base layer, there being no half between.
+    @Test func aTwoLayerStreamGoesFromAllToItsBase() throws {
+        let (_, slow, _, _) = try Self.run(seconds: 12, slowRate: 500_000, pattern: [0, 1])
+        #expect(slow.told.first == .base && !slow.told.contains(.half), "\(slow.told)")
     }
 
     /// A viewer whose link carries the whole stream keeps it (none of its packets renumbered).
@@ -198,11 +224,11 @@ import Transport
         #expect(downlink.switchesDown == 0 && downlink.layers == .all && slow.told.isEmpty, "\(downlink) told \(slow.told)")
     }
 
-    /// A link that carries less than the base layer (150 kbit/s for 360): keyframes only, one
+    /// A link that carries less than the base layer (100 kbit/s for 180): keyframes only, one
     /// asked for every 5 s (trials of the base layer aside), and the viewer told (`link` …
     /// `keyframes`).
     @Test func aLinkThatCarriesLessThanTheBaseGetsKeyframesOnly() throws {
-        let (fast, slow, relay, sent) = try Self.run(seconds: 30, slowRate: 150_000)
+        let (fast, slow, relay, sent) = try Self.run(seconds: 30, slowRate: 100_000)
         #expect(fast.got.count >= sent.count - 3 && fast.got.map(\.bytes) == Array(sent.prefix(fast.got.count)))
         #expect(slow.told.contains(.keyframes), "\(slow.told)")
         print("keyframes only: told \(slow.told), got \(slow.got.count), dropped \(slow.link.dropped), downlinks \(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc)), peers \(relay.peerCount)")
@@ -228,8 +254,8 @@ import Transport
     @Test func aRepeatedLinkWordIsNotANewEvent() {
         var mapper = RoomEventMapper(server: "relay")
         let client = RoomClient(room: "class", name: "pupil", role: "viewer", subscribe: .auto)
-        let words: [LinkLayers] = [.base, .base, .base, .all, .all, .base, .keyframes, .keyframes]
+        let words: [LinkLayers] = [.half, .half, .base, .base, .all, .all, .base, .keyframes, .keyframes]
         let names = words.map { mapper.map(.link(publisher: 1, layers: $0, estimateKbps: 300), client: client).map(\.name) }
-        #expect(names == [["link"], [], [], ["link"], [], ["link"], ["link", "warning"], []])
+        #expect(names == [["link"], [], ["link"], [], ["link"], [], ["link"], ["link", "warning"], []])
     }
 }

@@ -45,7 +45,7 @@ import TestSupport
         func body(_ json: String) -> [UInt8] { [0x53, 0x53, 3, 18, 0, 0, 0, 0] + Array(json.utf8) }
         #expect(throws: RoomProtocolError(.badMessage, "link: field 'layers' missing")) { try ControlEnvelope.parse(body(#"{"publisher":3}"#)) }
         #expect(throws: RoomProtocolError(.badMessage, "link: body is not a valid JSON object of this protocol")) {
-            try ControlEnvelope.parse(body(#"{"publisher":3,"layers":"half"}"#))
+            try ControlEnvelope.parse(body(#"{"publisher":3,"layers":"quarter"}"#))
         }
     }
 

@@ -396,6 +396,21 @@ func config(_ w: Int, _ h: Int, content: ContentPreference = .motion, _ change: 
         #expect(broken.psnr.dropFirst().contains { $0 < 20 }, "one layer, half the frames: \(broken.psnr)")
     }
 
+    /// Three temporal layers (rooms): TL0, TL2, TL1, TL2 (a keyframe is TL0 and starts the
+    /// pattern again); the base layer decodes alone, and so do TL0 + TL1, each frame as sharp
+    /// as with every layer, because upper-layer frames reference only TL0 and nothing
+    /// references them.
+    @Test func threeTemporalLayersRepeatTL0TL2TL1TL2AndTheLowerLayersDecodeAlone() throws {
+        let all = try Self.decodeSome(layers: 3, keyframeAt: 6) { _, _ in true }
+        #expect(all.layers == [0, 2, 1, 2, 0, 2, 0, 2, 1, 2, 0, 2, 1, 2, 0, 2, 1, 2, 0, 2], "\(all.layers)")
+        #expect(all.keys.enumerated().filter(\.element).map(\.offset) == [0, 6], "\(all.keys)")
+        #expect(all.psnr.count == 20 && all.psnr.allSatisfy { $0 >= 28 }, "every frame: \(all.psnr)")
+        let base = try Self.decodeSome(layers: 3, keyframeAt: 6) { _, info in info.temporalLayer == 0 }
+        #expect(base.psnr.count == 6 && base.psnr.allSatisfy { $0 >= 28 }, "the base layer alone: \(base.psnr)")
+        let half = try Self.decodeSome(layers: 3, keyframeAt: 6) { _, info in (info.temporalLayer ?? 9) <= 1 }
+        #expect(half.psnr.count == 10 && half.psnr.allSatisfy { $0 >= 28 }, "TL0 and TL1: \(half.psnr)")
+    }
+
     @Test func firstFrameIsAKeyframeAndRequestKeyframeForcesTheNext() throws {
         let encoder = try VP8Encoder(config: config(320, 180))
         var keys: [Bool] = []
