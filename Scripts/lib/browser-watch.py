@@ -9,7 +9,7 @@ presenter) and how many WHEP sessions it made (1 + its reconnects). The first li
 decoded frame is `first_picture`, with the seconds since the page was asked for.
 
     browser-watch.py URL SECONDS [--browser chromium|firefox] [--dump-luma PATH] [--no-loopback]
-                     [--unmute]
+                     [--unmute] [--no-luma]
 
 --dump-luma writes the last picture's luma (BT.601 studio range, as libyuv computes it from
 RGB; one byte a pixel, row after row) to PATH and prints a `dumped` line with its size: tests
@@ -19,7 +19,11 @@ Chromium leaves loopback out of WebRTC unless told (--allow-loopback-in-peer-con
 run the relay on 127.0.0.1, so the traffic stays on loopback. Firefox ESR 153 offers no loopback
 candidate even with media.peerconnection.ice.loopback set, so tests run it on another host of
 their own virtual LAN (a network namespace), where no such allowance is needed: --no-loopback. --unmute clicks the page's Unmute button once the picture
-plays, as a viewer would (browsers decode no sound for a muted page)."""
+plays, as a viewer would (browsers decode no sound for a muted page). Each line also has the
+video receiver's own counts (getStats, inbound-rtp video: `video_decoded`, `video_received`,
+`video_lost`, `freezes`, `freeze_s` — Chromium's freeze count and total, a frame later than
+max(3 × the mean interval, the mean + 150 ms) — `nacks`, `plis`). --no-luma leaves out the mean
+luma (drawing a large picture into a canvas 4 times a second costs a core's share)."""
 import base64, json, os, shutil, socket, subprocess, sys, tempfile, time
 
 SAMPLE = """
@@ -57,6 +61,22 @@ AUDIO = """
         r.forEach(x => { if (x.type === 'inbound-rtp' && x.kind === 'audio')
             out = {packets: x.packetsReceived || 0, energy: x.totalAudioEnergy || 0,
                    samples: x.totalSamplesReceived || 0, concealed: x.concealedSamples || 0}; });
+        done(out);
+    }).catch(() => done(null));
+"""
+
+# What the video receiver counted (getStats, inbound-rtp video); null before it exists.
+VIDEO = """
+    const done = arguments[arguments.length - 1];
+    const pc = (window.screenshare || {}).pc;
+    if (!pc) return done(null);
+    pc.getStats().then(r => {
+        let out = null;
+        r.forEach(x => { if (x.type === 'inbound-rtp' && x.kind === 'video')
+            out = {video_decoded: x.framesDecoded || 0, video_received: x.framesReceived || 0,
+                   video_lost: x.packetsLost || 0, freezes: x.freezeCount === undefined ? null : x.freezeCount,
+                   freeze_s: x.totalFreezesDuration === undefined ? null : x.totalFreezesDuration,
+                   nacks: x.nackCount || 0, plis: x.pliCount || 0}; });
         done(out);
     }).catch(() => done(null));
 """
@@ -206,7 +226,8 @@ def main():
     kind = option("--browser") or "chromium"
     loopback = "--no-loopback" not in args
     unmute = "--unmute" in args
-    args = [a for a in args if a not in ("--no-loopback", "--unmute")]
+    sample = SAMPLE.replace("if (v.videoWidth > 0) {", "if (false) {") if "--no-luma" in args else SAMPLE
+    args = [a for a in args if a not in ("--no-loopback", "--unmute", "--no-luma")]
     url, seconds = args[0], float(args[1])
     browser = {"chromium": Chromium, "firefox": Firefox}[kind](loopback)
     try:
@@ -216,8 +237,9 @@ def main():
         unmuted = False
         while time.time() - t0 < seconds:
             time.sleep(0.25)
-            s = browser.run(SAMPLE)
+            s = browser.run(sample)
             a = browser.run_async(AUDIO)
+            s.update(browser.run_async(VIDEO) or {})
             s["audio_packets"] = a["packets"] if a else 0
             s["audio_energy"] = a["energy"] if a else 0
             s["audio_samples"] = a["samples"] if a else 0

@@ -23,8 +23,10 @@ public struct CongestionController: Sendable {
     public private(set) var remb: Double?
     /// What the receiver got over the last 500 ms (bit/s), nil until measured.
     public private(set) var acknowledged: Double?
-    /// The loss fraction over the last second of feedback.
+    /// The loss fraction over the last second of feedback (once it holds
+    /// ``lossSamplesMinimum`` packets; until then the last such measure).
     public private(set) var lossFraction = 0.0
+    public static let lossSamplesMinimum = 20
     public private(set) var detector = DelayBasedDetector()
 
     private var lastDelayUpdate: UInt64?
@@ -225,8 +227,10 @@ public struct CongestionController: Sendable {
             lossHead = 0
         }
         let window = lossWindow[lossHead...]
-        guard !window.isEmpty else { return }
-        lossFraction = Double(window.filter(\.lost).count) / Double(window.count)
+        // A fraction of a few packets says little (one of 8 lost is "12 %"): as libwebrtc's
+        // SendSideBandwidthEstimation, at least 20 packets before the loss counts.
+        guard window.count >= Self.lossSamplesMinimum else { return }
+        lossFraction = Double(window.reduce(0) { $0 + ($1.lost ? 1 : 0) }) / Double(window.count)
     }
 
     private mutating func updateDelayBased(now: UInt64) {
