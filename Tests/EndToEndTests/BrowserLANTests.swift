@@ -35,6 +35,16 @@ final class VirtualHost {
 
     deinit { cleanUp() }
 
+    /// A bottleneck on the way here (the host's side of the pair: what it sends this host):
+    /// the kernel's token bucket, `rate` (tc's units: "400kbit") with a queue of `queueMs`
+    /// beyond which it drops.
+    func shape(rate: String, queueMs: Int) throws {
+        let tc = try Child(which("tc"), ["qdisc", "replace", "dev", hostLink, "root", "tbf", "rate", rate, "burst", "4kb",
+                                         "latency", "\(queueMs)ms"], dir: try makeTempDir(), name: "tc")
+        let status = tc.finish(within: 10)
+        guard status == 0 else { throw TestFailure("tc qdisc tbf on \(hostLink): exit \(status): \(tc.stderr)") }
+    }
+
     private func cleanUp() {
         try? Self.ip(["link", "del", hostLink])  // deletes both ends
         try? Self.ip(["netns", "del", name])

@@ -119,7 +119,7 @@ public final class PrivateXvfb {
 }
 
 public func which(_ name: String) -> String {
-    for dir in ["/usr/bin", "/usr/local/bin", "/bin"] where FileManager.default.isExecutableFile(atPath: "\(dir)/\(name)") {
+    for dir in ["/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin", "/sbin"] where FileManager.default.isExecutableFile(atPath: "\(dir)/\(name)") {
         return "\(dir)/\(name)"
     }
     return name

@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+/// Issue 38: a browser behind a real bottleneck — the kernel's token bucket (`tc qdisc … tbf`)
+/// on the veth pair to a network namespace of its own — gets what a native viewer gets: the
+/// relay estimates its link from Chromium's transport-wide feedback and forwards it the layers
+/// that fit, while another browser on an unshaped link of its own decodes every frame.
+@Suite(.serialized) struct BrowserBottleneckTests {
+    /// The browser's own counts (getStats) over its page lines from `from` seconds on: frames
+    /// decoded a second, and Chromium's freeze total.
+    static func decodedRate(_ log: EventLog, from: Double) -> (fps: Double, freezes: Double, last: JSONObject)? {
+        let pages = log.events(named: "page").filter { $0["video_decoded"] != nil }
+        guard let first = pages.first(where: { ($0["t"] as? Double ?? 0) >= from }), let last = pages.last,
+              let t0 = first["t"] as? Double, let t1 = last["t"] as? Double, t1 > t0 + 5 else { return nil }
+        let d0 = first["video_decoded"] as? Int ?? 0, d1 = last["video_decoded"] as? Int ?? 0
+        return (Double(d1 - d0) / (t1 - t0), last["freeze_s"] as? Double ?? 99, last)
+    }
+
+    /// 640x360 motion at 30 fps, 600 kbit/s in three temporal layers; one Chromium behind
+    /// 400 kbit/s with a 300 ms queue (tbf), another unshaped. The slow one gets half the frames
+    /// (TL0 + TL1: 360 kbit/s) or at least the base layer, with Chromium's own freeze total
+    /// under 5 % of its 30 s; the other decodes at least 90 % of the frame rate.
+    @Test func aBrowserBehindAKernelBottleneckGetsFewerLayersAndTheOtherEveryFrame() throws {
+        let slowHost = try VirtualHost(), fastHost = try VirtualHost()
+        try slowHost.shape(rate: "400kbit", queueMs: 300)
+        let dir = try makeTempDir()
+        let input = try PlainSession.motion(width: 640, height: 360, fps: 30, frames: 60, in: dir)
+        let port = freeEvenPort()
+        let relay = try RoomEndToEndTests.serve(dir, port: port, duration: 70)
+        defer { relay.finish(within: 5) }
+        let presenter = try Child(screenshareBinary(), [
+            "start", "--room", "class", "--server", "127.0.0.1:\(port)", "--input", input, "--input-format", "nv12",
+            "--input-size", "640x360", "--fps", "30", "--bitrate", "600k", "--content", "motion", "--no-audio", "--duration", "55", "--json",
+        ], dir: dir, name: "presenter")
+        defer { presenter.finish(within: 0) }
+        _ = try EventLog.wait(for: "substream_started", in: relay)
+        let script = BrowserWHEPTests.script("browser-watch.py")
+        func page(_ host: VirtualHost, _ name: String) throws -> Child {
+            try host.run(BrowserWHEPTests.python, [script, "http://\(host.relayAddress):\(port)/class", "34", "--no-loopback", "--no-luma"],
+                         dir: dir, name: name)
+        }
+        let slow = try page(slowHost, "slow"), fast = try page(fastHost, "fast")
+        #expect(slow.finish(within: 90) == 0, "\(slow.stderr.suffix(2000))")
+        #expect(fast.finish(within: 30) == 0, "\(fast.stderr.suffix(2000))")
+        let slowLog = EventLog(slow.stdout), fastLog = EventLog(fast.stdout)
+        let relayStats = EventLog(relay).events(named: "stats").map { "\($0["viewer_layers"] ?? "-")" }
+        print("relay, viewers on fewer layers each second: \(relayStats)")
+        let sent = EventLog(presenter).events(named: "stats").map { "\($0["width"] ?? "?")/\($0["target_kbps"] ?? "?")/\($0["quantizer"] ?? "?")" }
+        print("presenter each second (width/target/quantizer): \(sent)")
+        // Measured from 4 s after each page's first picture (Chromium's own start-up aside).
+        let slowStart = (slowLog.first(named: "first_picture")?["seconds"] as? Double ?? 99) + 4
+        let fastStart = (fastLog.first(named: "first_picture")?["seconds"] as? Double ?? 99) + 4
+        let slowGot = try #require(Self.decodedRate(slowLog, from: slowStart), "\(slow.stdout.suffix(1500))")
+        let fastGot = try #require(Self.decodedRate(fastLog, from: fastStart), "\(fast.stdout.suffix(1500))")
+        print("slow browser (400 kbit/s, 300 ms): \(String(format: "%.1f", slowGot.fps)) fps, \(slowGot.last)")
+        print("fast browser: \(String(format: "%.1f", fastGot.fps)) fps, \(fastGot.last)")
+        #expect(fastGot.fps >= 0.9 * 30, "the unshaped browser: \(fastGot.fps) fps")
+        #expect(fastGot.freezes < 0.5, "\(fastGot.last)")
+        #expect(slowGot.fps >= 0.9 * 30 / 4 && slowGot.fps < 0.75 * 30, "the slow browser: \(slowGot.fps) fps")
+        #expect(slowGot.freezes < 0.05 * 30, "the slow browser froze \(slowGot.freezes) s: \(slowGot.last)")
+        // The relay chose for it: it is listed on fewer layers.
+        #expect(relayStats.contains { $0.contains("half") || $0.contains("base") }, "\(relayStats)")
+    }
+}
