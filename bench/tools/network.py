@@ -65,7 +65,18 @@ ROOM_CELLS = {
                          ["--delay", "40", "--jitter", "20", "--symmetric", "--loss", "0.05", "--all", "--seed", "9"], None),
 }
 CELLS.update(ROOM_CELLS)
-SHORT = ["clean", "issue-38-loss-5", "aggregation", "bottleneck-1M-300", "room-slow-jitter"]
+# A TCP bulk flow (the kernel's cubic) and the sender sharing a bottleneck: the kernel's token
+# bucket (tc tbf) on a veth pair to a network namespace the cell makes (root only), where the
+# viewer and the TCP receiver run. Arguments: rate (tc's units), queue (ms).
+TCP_CELLS = {
+    "tcp-share-2M": ("one TCP bulk flow sharing 2 Mbit/s (kernel tbf, 100 ms queue), 3 Mbit/s asked", ["2mbit", "100"], "3M"),
+    "tcp-share-2M-300": ("one TCP bulk flow sharing 2 Mbit/s (kernel tbf, 300 ms queue), 3 Mbit/s asked", ["2mbit", "300"], "3M"),
+}
+CELLS.update(TCP_CELLS)
+# The TCP flow starts this long after the sender, and the share is measured from 20 s later on.
+TCP_START = 3
+TCP_MINIMUM_SECONDS = 35
+SHORT = ["clean", "issue-38-loss-5", "aggregation", "bottleneck-1M-300", "room-slow-jitter", "tcp-share-2M"]
 CONTENTS = ["motion", "detail"]
 
 
@@ -79,11 +90,12 @@ def free_even_port():
             return p
 
 
-def wait_bound(port, seconds=10):
-    """Until a UDP socket is bound to PORT on this machine (ss -lun)."""
+def wait_bound(port, seconds=10, netns=None):
+    """Until a UDP socket is bound to PORT on this machine, or in network namespace NETNS (ss -lun)."""
     end = time.monotonic() + seconds
+    prefix = ["ip", "netns", "exec", netns] if netns else []
     while time.monotonic() < end:
-        out = subprocess.run(["ss", "-Hlun", f"sport = :{port}"], capture_output=True, text=True).stdout
+        out = subprocess.run(prefix + ["ss", "-Hlun", f"sport = :{port}"], capture_output=True, text=True).stdout
         if out.strip():
             return True
         time.sleep(0.05)
@@ -173,20 +185,89 @@ def run_cell(binary, work, cell, content, seconds, bitrate):
     proxy_port = free_even_port()
     while abs(proxy_port - target_port) < 2:
         proxy_port = free_even_port()
-    if cell in ROOM_CELLS:
+    if cell in TCP_CELLS:
+        if not run_tcp_cell(binary, d, media, target_port, proxy_args, max(seconds, TCP_MINIMUM_SECONDS), rate, content):
+            return {"cell": cell, "what": what, "content": content, "bitrate_kbps": rate_bits(rate) / 1000, "skipped": "needs root (ip netns)",
+                    "target_mean_kbps": None, "target_min_kbps": None, "fps_mean": None, "widths": [], "freeze_s": None}
+    elif cell in ROOM_CELLS:
         run_room_cell(binary, d, media, target_port, proxy_port, proxy_args, seconds, rate, content)
     else:
         run_plain_cell(binary, d, media, target_port, proxy_port, proxy_args, seconds, rate, content)
     return summarize(cell, what, content, rate, d)
 
 
-def run_plain_cell(binary, d, media, viewer_port, proxy_port, proxy_args, seconds, rate, content):
+class Namespace:
+    """A network namespace joined to this one by a veth pair (10.78.N.1 here, 10.78.N.2 there),
+    what this side sends shaped by tbf; removed on exit."""
+    def __init__(self, rate, queue_ms):
+        n = os.getpid() % 200 + 1
+        self.name, self.here, self.there = f"ss-bench-{os.getpid()}", f"ssb{n}h", f"ssb{n}p"
+        self.address = f"10.78.{n}.2"
+        steps = [["ip", "netns", "add", self.name],
+                 ["ip", "link", "add", self.here, "type", "veth", "peer", "name", self.there],
+                 ["ip", "link", "set", self.there, "netns", self.name],
+                 ["ip", "addr", "add", f"10.78.{n}.1/24", "dev", self.here], ["ip", "link", "set", self.here, "up"],
+                 ["ip", "netns", "exec", self.name, "ip", "addr", "add", f"{self.address}/24", "dev", self.there],
+                 ["ip", "netns", "exec", self.name, "ip", "link", "set", self.there, "up"],
+                 ["ip", "netns", "exec", self.name, "ip", "link", "set", "lo", "up"],
+                 ["tc", "qdisc", "replace", "dev", self.here, "root", "tbf", "rate", rate, "burst", "8kb", "latency", f"{queue_ms}ms"]]
+        self.ok = True
+        for step in steps:
+            if subprocess.run(step, capture_output=True).returncode != 0:
+                self.ok = False
+                break
+
+    def run(self, args, **kw):
+        return subprocess.Popen(["ip", "netns", "exec", self.name] + args, **kw)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        subprocess.run(["ip", "link", "del", self.here], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+
+def run_tcp_cell(binary, d, media, viewer_port, tc_args, seconds, rate, content):
+    """The sender and one TCP bulk flow through the same kernel bottleneck; False without root."""
+    with Namespace(*tc_args) as ns:
+        if not ns.ok:
+            return False
+        write_sdp(d, ns.address, viewer_port)
+        logs = {k: open(os.path.join(d, k), "w") for k in ("viewer", "tcp", "sender")}
+        viewer = ns.run([binary, "watch", "--sdp", os.path.join(d, "v.sdp"), "--headless", "--duration", str(seconds + 4), "--json"],
+                        stdout=logs["viewer"], stderr=subprocess.STDOUT)
+        bulk = os.path.join(HERE, "tcp-bulk.py")
+        tcp_port = 5001
+        receiver = ns.run([sys.executable, bulk, "serve", ns.address, str(tcp_port), str(seconds + 10)], stdout=logs["tcp"], stderr=subprocess.STDOUT)
+        wait_event(os.path.join(d, "tcp"), "listening")
+        wait_bound(viewer_port, netns=ns.name)
+        sender = subprocess.Popen([binary, "start", "--to", f"{ns.address}:{viewer_port}", "--input", media, "--input-format", "nv12",
+                                   "--input-size", "1280x720", "--fps", "15", "--bitrate", rate, "--content", content, "--no-audio",
+                                   "--json", "--duration", str(seconds)], stdout=logs["sender"], stderr=subprocess.STDOUT)
+        wait_event(os.path.join(d, "sender"), "started")
+        time.sleep(TCP_START)
+        flow = subprocess.Popen([sys.executable, bulk, "send", ns.address, str(tcp_port), str(seconds - TCP_START)])
+        sender.wait(timeout=seconds + 60)
+        flow.wait(timeout=30)
+        viewer.wait(timeout=30)
+        receiver.wait(timeout=30)
+        for f in logs.values():
+            f.close()
+    return True
+
+
+def write_sdp(d, address, viewer_port):
     sdp = "\r\n".join([
-        "v=0", "o=- 1 1 IN IP4 127.0.0.1", "s=screenshare", "c=IN IP4 127.0.0.1", "t=0 0",
+        "v=0", f"o=- 1 1 IN IP4 {address}", "s=screenshare", f"c=IN IP4 {address}", "t=0 0",
         f"m=video {viewer_port} RTP/AVP 96", "a=rtpmap:96 VP8/90000", f"a=rtcp:{viewer_port + 1}",
         f"a=extmap:{TWCC_ID} {TWCC_URI}", "a=rtcp-fb:96 transport-cc", "a=framerate:15", "a=recvonly", ""])
     with open(os.path.join(d, "v.sdp"), "w") as f:
         f.write(sdp)
+
+
+def run_plain_cell(binary, d, media, viewer_port, proxy_port, proxy_args, seconds, rate, content):
+    write_sdp(d, "127.0.0.1", viewer_port)
     logs = {k: open(os.path.join(d, k), "w") for k in ("viewer", "proxy", "sender")}
     viewer = subprocess.Popen([binary, "watch", "--sdp", os.path.join(d, "v.sdp"), "--headless", "--duration", str(seconds + 4), "--json"],
                               stdout=logs["viewer"], stderr=subprocess.STDOUT)
@@ -263,6 +344,30 @@ def summarize(cell, what, content, rate, d):
         row["queue_p95_ms"] = p95[len(p95) * 95 // 100] if p95 else None
     if stopped:
         row["proxy_dropped"] = stopped[-1].get("dropped")
+    tcp = [e for e in events(os.path.join(d, "tcp")) if e.get("event") == "second"]
+    if tcp:
+        # From 20 s after the TCP flow started to the sender's last full second: the viewer's
+        # received rate (its `stats`, counted from the sender's start) and the TCP receiver's.
+        ours = [e.get("kbps", 0) for e in events(os.path.join(d, "viewer")) if e.get("event") == "stats"]
+        window = range(TCP_START + 20, min(len(ours), len(tcp) + TCP_START) - 1)
+        a = [ours[i] for i in window]
+        b = [tcp[i - TCP_START]["kbps"] for i in window]
+        if a and b:
+            row["delivered_kbps"] = round(sum(a) / len(a))
+            row["tcp_kbps"] = round(sum(b) / len(b))
+            row["share"] = round(sum(a) / (sum(a) + sum(b)), 2)
+            row["share_seconds"] = len(a)
+    # Start-up: the viewer's first picture after the sender started (wall clocks of one machine).
+    started = next((e.get("time") for e in sent if e.get("event") == "started"), None)
+    first = next((e.get("time") for e in events(os.path.join(d, "viewer")) if e.get("event") == "first_frame"), None)
+    if started and first:
+        parse = lambda t: datetime.datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%fZ")
+        row["first_frame_ms"] = round((parse(first) - parse(started)).total_seconds() * 1000)
+    if seconds and "delivered_kbps" in seconds[0]:
+        # What arrived at the bottleneck in the first seconds (the sender's start-up overshoot).
+        offered = [s.get("arrived_kbps") for s in seconds if s.get("arrived_kbps") is not None]
+        if offered:
+            row["start_offered_kbps"] = offered[:6]
     if os.path.exists(os.path.join(d, "fast")):
         fast = viewer_summary("fast")
         row["fast_frames_decoded"] = fast.get("frames_decoded")
@@ -282,6 +387,11 @@ def table(rows):
         tm, tn = r.get("target_mean_kbps"), r.get("target_min_kbps")
         frozen = f"{r['freeze_s']:.2f} s ({r['freeze_count']})" if r.get("freeze_s") is not None else "–"
         bn = f"{r['delivered_kbps']} kbit/s, {r.get('queue_p95_ms')} ms" if "delivered_kbps" in r else "–"
+        if "share" in r:
+            bn = f"ours {r['delivered_kbps']}, TCP {r['tcp_kbps']} kbit/s: share {r['share']}"
+        if r.get("skipped"):
+            lines.append(f"| {r['cell']} | {r['content']} | skipped: {r['skipped']} | | | | | | | |")
+            continue
         frames = f"{r.get('frames_decoded')}"
         if "fast_frames_decoded" in r:  # a room: the slow viewer's, the fast one's, of those sent
             fast_frozen = f"{r['fast_freeze_s']:.2f} s" if r.get("fast_freeze_s") is not None else "–"
