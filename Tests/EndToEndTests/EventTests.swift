@@ -2,10 +2,10 @@ import Foundation
 import Testing
 import X11TestSupport
 
-/// The documented JSON events: every type the README lists is produced by one of these
+/// The documented JSON events: every type docs/EVENTS.md lists is produced by one of these
 /// scenarios, and every line any of them prints parses and carries its documented fields.
 @Suite struct EventTests {
-    /// Required fields per event, per command (the README's "Events" sections).
+    /// Required fields per event, per command (docs/EVENTS.md).
     static let schema: [String: [String: [String]]] = [
         "start": [
             "started": ["ssrc", "fps", "bitrate_kbps", "content", "destination"],

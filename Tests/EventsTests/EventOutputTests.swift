@@ -8,7 +8,7 @@ import Testing
 @Suite struct EventOutputTests {
     static let time = Date(timeIntervalSince1970: 1_795_000_000.125)
 
-    /// Every event name the README documents.
+    /// Every event name docs/EVENTS.md documents.
     static let documentedNames: Set<String> = [
         "started", "first_frame_sent", "connected", "peer_joined", "peer_left", "substream_started", "substream_stopped",
         "subscribed", "unsubscribed", "paused", "resumed", "settings_changed", "stats", "warning", "error", "reconnecting",
