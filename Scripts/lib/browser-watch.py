@@ -50,34 +50,27 @@ SAMPLE = """
             sessions: page.sessions === undefined ? null : page.sessions};
 """
 
-# What the audio receiver took in (RTCPeerConnection.getStats, inbound-rtp audio): packets,
-# samples decoded and concealed, and the energy of what it decoded (0 for silence).
-AUDIO = """
+# What the receivers counted (RTCPeerConnection.getStats, inbound-rtp): audio packets,
+# samples decoded and concealed, and the energy of what it decoded (0 for silence); video
+# frames decoded and received, packets lost, Chromium's freezes, NACKs and PLIs. Null before
+# the connection exists.
+STATS = """
     const done = arguments[arguments.length - 1];
     const pc = (window.screenshare || {}).pc;
     if (!pc) return done(null);
     pc.getStats().then(r => {
-        let out = null;
-        r.forEach(x => { if (x.type === 'inbound-rtp' && x.kind === 'audio')
-            out = {packets: x.packetsReceived || 0, energy: x.totalAudioEnergy || 0,
-                   samples: x.totalSamplesReceived || 0, concealed: x.concealedSamples || 0}; });
-        done(out);
-    }).catch(() => done(null));
-"""
-
-# What the video receiver counted (getStats, inbound-rtp video); null before it exists.
-VIDEO = """
-    const done = arguments[arguments.length - 1];
-    const pc = (window.screenshare || {}).pc;
-    if (!pc) return done(null);
-    pc.getStats().then(r => {
-        let out = null;
-        r.forEach(x => { if (x.type === 'inbound-rtp' && x.kind === 'video')
-            out = {video_decoded: x.framesDecoded || 0, video_received: x.framesReceived || 0,
-                   video_lost: x.packetsLost || 0, freezes: x.freezeCount === undefined ? null : x.freezeCount,
-                   freeze_s: x.totalFreezesDuration === undefined ? null : x.totalFreezesDuration,
-                   nacks: x.nackCount || 0, plis: x.pliCount || 0}; });
-        done(out);
+        let audio = null, video = null;
+        r.forEach(x => {
+            if (x.type === 'inbound-rtp' && x.kind === 'audio')
+                audio = {packets: x.packetsReceived || 0, energy: x.totalAudioEnergy || 0,
+                         samples: x.totalSamplesReceived || 0, concealed: x.concealedSamples || 0};
+            if (x.type === 'inbound-rtp' && x.kind === 'video')
+                video = {video_decoded: x.framesDecoded || 0, video_received: x.framesReceived || 0,
+                         video_lost: x.packetsLost || 0, freezes: x.freezeCount === undefined ? null : x.freezeCount,
+                         freeze_s: x.totalFreezesDuration === undefined ? null : x.totalFreezesDuration,
+                         nacks: x.nackCount || 0, plis: x.pliCount || 0};
+        });
+        done({audio: audio, video: video});
     }).catch(() => done(null));
 """
 
@@ -238,8 +231,9 @@ def main():
         while time.time() - t0 < seconds:
             time.sleep(0.25)
             s = browser.run(sample)
-            a = browser.run_async(AUDIO)
-            s.update(browser.run_async(VIDEO) or {})
+            stats = browser.run_async(STATS) or {}
+            a = stats.get("audio")
+            s.update(stats.get("video") or {})
             s["audio_packets"] = a["packets"] if a else 0
             s["audio_energy"] = a["energy"] if a else 0
             s["audio_samples"] = a["samples"] if a else 0
