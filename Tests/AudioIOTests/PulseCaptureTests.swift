@@ -23,14 +23,29 @@ import Testing
         var pcm = [Float](repeating: 0, count: AudioMixer.frameSamples)
         var levels: [Double] = []
         var late: [Float] = []
+        // 5 s of 20 ms frames. Until the tone is first heard, one a 20 ms tick (the onset is
+        // measured in them); from then on each as soon as the capture has delivered it, waiting
+        // up to 100 ms: a consumer that ticks by the wall clock on a loaded machine takes a frame
+        // before its samples arrived (a CI run: 2 of 240 frames short) though none was lost. A
+        // capture that stalls for longer still leaves the frame short.
+        func buffered() -> Int {
+            mixer.state.withLock { m in (MixerSlot.firstProgram..<MixerSlot.count).map { m.buffered(input: $0) }.max() ?? 0 }
+        }
         var next = DispatchTime.now().uptimeNanoseconds
-        for _ in 0..<250 {  // 5 s of 20 ms ticks
+        var onsetSeen = false
+        for _ in 0..<250 {
             next += 20_000_000
-            let now = DispatchTime.now().uptimeNanoseconds
-            if next > now { usleep(UInt32((next - now) / 1000)) }
+            if onsetSeen {
+                let give = DispatchTime.now().uptimeNanoseconds + 100_000_000
+                while buffered() < AudioMixer.frameLength, DispatchTime.now().uptimeNanoseconds < give { usleep(1000) }
+            } else {
+                let now = DispatchTime.now().uptimeNanoseconds
+                if next > now { usleep(UInt32((next - now) / 1000)) }
+            }
             pcm.withUnsafeMutableBufferPointer { p in _ = mixer.state.withLock { $0.mix(into: p) } }
             let left = stride(from: 0, to: pcm.count, by: 2).map { pcm[$0] }
             levels.append(goertzel(left, 440))
+            onsetSeen = onsetSeen || levels.last! > 0.2
             if levels.count > 150 { late += left }
         }
         #expect(events.all.contains { if case .appAttached(_, "capture-test-shared", _, _) = $0 { return true } else { return false } })
