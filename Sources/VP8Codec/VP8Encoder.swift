@@ -85,6 +85,8 @@ public final class VP8Encoder {
     private var activeMapSet = false
     /// With temporal layers: the next frame's place in the pattern (a keyframe starts at 0).
     private var patternIndex = 0
+    /// The layer of each frame in the pattern (made once: `encode` runs per frame).
+    private let layerPattern: [UInt8]
     private var speedRestart: SpeedRestart
     /// The first second's quantizer ceilings, nil once it is over (or never opened so).
     private var opening: OpeningCeiling?
@@ -101,6 +103,7 @@ public final class VP8Encoder {
     public init(config: VP8EncoderConfig) throws {
         try config.validate()
         self.config = config
+        layerPattern = VP8EncoderConfig.layerPattern(config.temporalLayers)
         speedRestart = SpeedRestart(adaptive: Self.restartsSpeed(config.cpuUsed, config.content), intervalFrames: config.fps)
         guard cvpx_enc_config_default(&cfg) == VPX_CODEC_OK else { throw VP8CodecError("vpx_codec_enc_config_default failed") }
         cfg.g_w = UInt32(config.size.width)
@@ -362,12 +365,11 @@ public final class VP8Encoder {
         var layer: UInt8?
         if config.temporalLayers > 1 {
             if forceKeyframe { patternIndex = 0 }
-            let pattern = VP8EncoderConfig.layerPattern(config.temporalLayers)
-            let next = pattern[patternIndex]
+            let next = layerPattern[patternIndex]
             layer = next
             flags |= vpx_enc_frame_flags_t(next == 0 ? Self.baseLayerFlags : Self.upperLayerFlags)
             _ = cvpx_control_int(ctx, Int32(VP8E_SET_TEMPORAL_LAYER_ID.rawValue), Int32(next))
-            patternIndex = (patternIndex + 1) % pattern.count
+            patternIndex = (patternIndex + 1) % layerPattern.count
         }
         forceKeyframe = false
         if speedRestart.frameEncoded(),
