@@ -85,7 +85,7 @@ let package = Package(
         .target(name: "Control", dependencies: ["Events", "MediaCore", "Transport"]),
         // The room relay on a UDP socket: `serve`, and the one `start --room` embeds.
         .target(name: "Relay", dependencies: [
-            "Room", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"), "WebRTC", "SRTP",
+            "Room", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"), "WebRTC", "SRTP", "Congestion",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),

@@ -22,8 +22,10 @@ their own virtual LAN (a network namespace), where no such allowance is needed: 
 plays, as a viewer would (browsers decode no sound for a muted page). Each line also has the
 video receiver's own counts (getStats, inbound-rtp video: `video_decoded`, `video_received`,
 `video_lost`, `freezes`, `freeze_s` — Chromium's freeze count and total, a frame later than
-max(3 × the mean interval, the mean + 150 ms) — `nacks`, `plis`). --no-luma leaves out the mean
-luma (drawing a large picture into a canvas 4 times a second costs a core's share)."""
+max(3 × the mean interval, the mean + 150 ms) — `nacks`, `plis`, `fec_received`,
+`fec_discarded`). --no-luma leaves out the mean luma (drawing a large picture into a canvas 4
+times a second costs a core's share). --no-fec (Chromium): the page offers no RED or ULPFEC, as
+a browser that takes no FEC."""
 import base64, json, os, shutil, socket, subprocess, sys, tempfile, time
 
 SAMPLE = """
@@ -52,7 +54,8 @@ SAMPLE = """
 
 # What the receivers counted (RTCPeerConnection.getStats, inbound-rtp): audio packets,
 # samples decoded and concealed, and the energy of what it decoded (0 for silence); video
-# frames decoded and received, packets lost, Chromium's freezes, NACKs and PLIs. Null before
+# frames decoded and received, packets lost, Chromium's freezes, NACKs and PLIs, FEC packets
+# received and discarded (not needed: what they protect had arrived). Null before
 # the connection exists.
 STATS = """
     const done = arguments[arguments.length - 1];
@@ -68,10 +71,23 @@ STATS = """
                 video = {video_decoded: x.framesDecoded || 0, video_received: x.framesReceived || 0,
                          video_lost: x.packetsLost || 0, freezes: x.freezeCount === undefined ? null : x.freezeCount,
                          freeze_s: x.totalFreezesDuration === undefined ? null : x.totalFreezesDuration,
-                         nacks: x.nackCount || 0, plis: x.pliCount || 0};
+                         nacks: x.nackCount || 0, plis: x.pliCount || 0,
+                         fec_received: x.fecPacketsReceived || 0, fec_discarded: x.fecPacketsDiscarded || 0};
         });
         done({audio: audio, video: video});
     }).catch(() => done(null));
+"""
+
+# --no-fec: the page's video transceiver offers no RED or ULPFEC (a browser that takes no FEC,
+# for comparison), by the codec preferences a page may set.
+NO_FEC = """
+    const add = RTCPeerConnection.prototype.addTransceiver;
+    RTCPeerConnection.prototype.addTransceiver = function (kind, init) {
+        const t = add.call(this, kind, init);
+        if (kind === 'video')
+            t.setCodecPreferences(RTCRtpReceiver.getCapabilities('video').codecs.filter(c => !/red|ulpfec/i.test(c.mimeType)));
+        return t;
+    };
 """
 
 LUMA = """
@@ -111,6 +127,9 @@ class Chromium:
 
     def open(self, url):
         self.d.get(url)
+
+    def before_pages(self, script):
+        self.d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": script})
 
     def run(self, script):
         return self.d.execute_script(script)
@@ -220,10 +239,13 @@ def main():
     loopback = "--no-loopback" not in args
     unmute = "--unmute" in args
     sample = SAMPLE.replace("if (v.videoWidth > 0) {", "if (false) {") if "--no-luma" in args else SAMPLE
-    args = [a for a in args if a not in ("--no-loopback", "--unmute", "--no-luma")]
+    no_fec = "--no-fec" in args
+    args = [a for a in args if a not in ("--no-loopback", "--unmute", "--no-luma", "--no-fec")]
     url, seconds = args[0], float(args[1])
     browser = {"chromium": Chromium, "firefox": Firefox}[kind](loopback)
     try:
+        if no_fec:
+            browser.before_pages(NO_FEC)
         t0 = time.time()
         browser.open(url)
         first = None

@@ -45,6 +45,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// RTP packets of one stream (2-byte big-endian length, then the packet, repeated): ULPFEC
     /// packets (payload type 117) and media, to a receiver's FEC decoder, which recovers what it
     /// can after each. A recovered packet must be a whole RTP packet of at most 1500 bytes.
+    /// The same packets go to a browser's RED + ULPFEC (the relay's side, FEC on and off by
+    /// turns): a packet grows by at most its RED byte, an FEC packet fits 1500 bytes and its
+    /// RED byte.
     case fec
 
     /// Makes what the targets need that only async code can make (the token authority: jwt-kit's
@@ -129,14 +132,26 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// See ``FuzzTarget/fec``: whether something was recovered.
     private static func fec(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var decoder = ULPFECDecoder(mediaSlots: 64, fecSlots: 8)
-        var offset = 0, recovered = 0
-        return withUnsafeTemporaryAllocation(byteCount: ULPFEC.maxPacketSize, alignment: 16) { buffer in
+        var red = REDProtection(redPT: 123, fecPT: 127)
+        var offset = 0, recovered = 0, count = 0
+        return withUnsafeTemporaryAllocation(byteCount: ULPFEC.maxPacketSize + 1, alignment: 16) { buffer in
             while offset + 2 <= bytes.count {
                 let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
                 offset += 2
                 guard offset + length <= bytes.count else { break }
                 let packet = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
                 offset += length
+                if length < buffer.count {
+                    count += 1
+                    let protection = count % 7 == 0 ? 0 : 0.3
+                    UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length]).copyMemory(from: packet)
+                    let n = red.prepare(buffer, length: length, protection: protection)
+                    precondition(n == 0 || n == length || n == length + 1, "RED made \(n) bytes of \(length)")
+                    if n > 0 { _ = red.originalOrPreceding(UInt16(buffer[2]) << 8 | UInt16(buffer[3])) }
+                    red.finishFrame(protection: protection) { fec in
+                        precondition(fec.count > RTPHeader.fixedSize + 1 && fec.count <= ULPFEC.maxPacketSize + 1, "FEC of \(fec.count) bytes")
+                    }
+                }
                 guard let (header, payloadOffset, payloadLength) = try? RTPHeader.parse(packet) else { continue }
                 if header.payloadType == ULPFEC.payloadType {
                     decoder.addFEC(packet, payloadOffset: payloadOffset, payloadLength: payloadLength)

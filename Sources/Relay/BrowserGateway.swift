@@ -1,3 +1,4 @@
+import Congestion
 import SRTP
 import Logging
 import Room
@@ -34,6 +35,11 @@ final class BrowserSession {
     /// The answer's two streams, running on across presenters.
     var video = StreamSplicer(clockRate: 90_000)
     var audio = StreamSplicer(clockRate: 48_000)
+    /// FEC in RED, when the answer has them (the browser offered both and the relay may send
+    /// FEC), and how much of it its link wants now.
+    var red: REDProtection?
+    var fec = FECPolicy(mode: .off)
+    var nextFECUpdate: UInt64 = 0
     /// Where media goes (the ICE-nominated address), once the room has it as a viewer.
     var joinedAt: PeerAddress?
     let createdNanos: UInt64
@@ -236,6 +242,15 @@ final class BrowserGateway {
                 }
             } else if !s.ice.hasConsent(at: now) {
                 close(s, core: core, reason: "consent_lost")
+            } else if s.red != nil, now >= s.nextFECUpdate, let at = s.joinedAt {
+                // Its link as its transport feedback and receiver reports measure it, every
+                // 100 ms (the pace the policy's average expects).
+                s.nextFECUpdate = now + 100_000_000
+                if let link = core.externalViewerLink(address: at) {
+                    s.fec.update(loss: link.loss, rttNanos: link.rttNanos ?? 0, congested: link.congested, now: now)
+                } else if s.fec.mode == .on {
+                    s.fec.update(loss: 0, rttNanos: 0, now: now)
+                }
             }
         }
     }
@@ -262,7 +277,7 @@ final class BrowserGateway {
     func egress(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress, core: RelayCore,
                 send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
         guard let s = byAddress[address], let srtp = s.srtpOut, bytes.count >= 12,
-              bytes.count + srtp.profile.rtcpOverhead <= scratch.count else { return }
+              bytes.count + 1 + srtp.profile.rtcpOverhead <= scratch.count else { return }
         let kind = DatagramKind.of(bytes)
         guard kind == .rtp || kind == .rtcp else { return }
         scratch.withUnsafeMutableBytes { $0.copyMemory(from: bytes) }
@@ -298,9 +313,34 @@ final class BrowserGateway {
             return true
         }
         guard spliced else { return }
+        // Video to a browser that takes FEC: numbered after the FEC packets sent before it, in
+        // RED while FEC is on, and after a frame's last packet the frame's FEC.
+        let protected = kind == .rtp && !isAudio && s.red != nil
+        var length = bytes.count
+        if protected {
+            length = scratch.withUnsafeMutableBytes { s.red!.prepare($0, length: bytes.count, protection: s.fec.protection) }
+            guard length > 0 else { return }
+        }
+        protectAndSend(length: length, rtp: kind == .rtp, srtp: srtp, to: address, send: send)
+        if protected {
+            s.red!.finishFrame(protection: s.fec.protection) { fec in
+                guard fec.count + srtp.profile.rtcpOverhead <= scratch.count else { return }
+                scratch.withUnsafeMutableBytes { $0.copyMemory(from: fec) }
+                protectAndSend(length: fec.count, rtp: true, srtp: srtp, to: address, send: send)
+                fecSent += 1
+            }
+        }
+    }
+
+    /// FEC packets sent to browsers.
+    private(set) var fecSent = 0
+
+    /// Protects the `length` bytes at the start of `scratch` and sends them.
+    private func protectAndSend(length: Int, rtp: Bool, srtp: SRTPSession, to address: PeerAddress,
+                                send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
         do {
             let n: Int = try scratch.withUnsafeMutableBytes { b in
-                kind == .rtp ? try srtp.protect(b, length: bytes.count) : try srtp.protectRTCP(b, length: bytes.count)
+                rtp ? try srtp.protect(b, length: length) : try srtp.protectRTCP(b, length: length)
             }
             scratch.withUnsafeBytes { send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), address) }
         } catch {
@@ -325,9 +365,12 @@ final class BrowserGateway {
             if pt == 201 {
                 var p = offset + 8
                 while p + 24 <= offset + length {
-                    if let splicer = splicer(Self.read32(b, at: p)), let source = splicer.source {
+                    let answered = Self.read32(b, at: p)
+                    if let splicer = splicer(answered), let source = splicer.source {
                         Self.write32(source, into: b, at: p)
-                        let highest = splicer.original(UInt16(b[p + 10]) << 8 | UInt16(b[p + 11]))
+                        var highest = UInt16(b[p + 10]) << 8 | UInt16(b[p + 11])
+                        if answered == s.videoSSRC, let red = s.red { highest = red.originalOrPreceding(highest) }
+                        highest = splicer.original(highest)
                         b[p + 10] = UInt8(highest >> 8)
                         b[p + 11] = UInt8(highest & 0xFF)
                     }
@@ -335,11 +378,21 @@ final class BrowserGateway {
                 }
             } else if (pt == 205 || pt == 206), offset + 12 <= offset + length,
                       let splicer = splicer(Self.read32(b, at: offset + 8)), let source = splicer.source {
+                let red = Self.read32(b, at: offset + 8) == s.videoSSRC ? s.red : nil
                 Self.write32(source, into: b, at: offset + 8)
                 if pt == 205, fmt == 1 {
                     var p = offset + 12
                     while p + 4 <= offset + length {
-                        let pid = splicer.original(UInt16(b[p]) << 8 | UInt16(b[p + 1]))
+                        var pid = UInt16(b[p]) << 8 | UInt16(b[p + 1])
+                        if let red {
+                            // Without the FEC packets' numbers (they are not resent), the rest
+                            // closer together: still one PID and bitmask.
+                            let (first, mask) = Self.withoutFEC(pid: pid, mask: UInt16(b[p + 2]) << 8 | UInt16(b[p + 3]), red: red)
+                            pid = first
+                            b[p + 2] = UInt8(mask >> 8)
+                            b[p + 3] = UInt8(mask & 0xFF)
+                        }
+                        pid = splicer.original(pid)
                         b[p] = UInt8(pid >> 8)
                         b[p + 1] = UInt8(pid & 0xFF)
                         p += 4
@@ -348,6 +401,23 @@ final class BrowserGateway {
             }
             offset += length
         }
+    }
+
+    /// A NACK item (RFC 4585 §6.2.1: PID and the bitmask of the 16 after it) in the browser's
+    /// numbers → the same packets before FEC's were inserted, FEC packets left out (when all
+    /// are FEC, the media packet before them: a harmless resend).
+    static func withoutFEC(pid: UInt16, mask: UInt16, red: REDProtection) -> (pid: UInt16, mask: UInt16) {
+        var first: UInt16?, out: UInt16 = 0
+        for k in 0...16 where k == 0 || mask & (1 << (k - 1)) != 0 {
+            guard let original = red.original(pid &+ UInt16(k)) else { continue }
+            if let f = first {
+                let d = original &- f
+                if (1...16).contains(d) { out |= 1 << (d - 1) }
+            } else {
+                first = original
+            }
+        }
+        return (first ?? red.originalOrPreceding(pid), out)
     }
 
     private static func read32(_ b: UnsafeMutableRawBufferPointer, at p: Int) -> UInt32 {

@@ -53,6 +53,8 @@ public struct RelayStats: BroadcastEvent, Equatable {
     public var layerSwitches = 0
     /// Each viewer that gets fewer layers, now: "ROOM/PEER-ID" → `base` or `keyframes`.
     public var viewerLayers: [String: String] = [:]
+    /// FEC packets sent to browsers (RED + ULPFEC) in the last second.
+    public var fecOut = 0
 
     public var name: String { "stats" }
     public var fields: [String: JSONValue] {
@@ -60,7 +62,7 @@ public struct RelayStats: BroadcastEvent, Equatable {
          "kbps_out": .int(kbpsOut), "retransmitted": .int(retransmitted), "keyframe_requests": .int(keyframeRequests),
          "rejected": .int(rejected), "unknown_source": .int(unknownSource), "send_errors": .int(sendErrors), "lost_in": .int(lostIn),
          "viewers_base_layer": .int(viewersOnBaseLayer), "layer_switches": .int(layerSwitches),
-         "viewer_layers": .object(viewerLayers.mapValues { .string($0) })]
+         "viewer_layers": .object(viewerLayers.mapValues { .string($0) }), "fec_out": .int(fecOut)]
     }
     public var humanText: String {
         "\(rooms) rooms  \(peers) peers (\(browsers) in browsers)  \(packetsIn) pkt/s in  \(packetsOut) pkt/s out  \(kbpsOut) kbps out"
@@ -90,6 +92,8 @@ public struct RelayStopped: BroadcastEvent, Equatable {
     public var fecRecovered = 0
     /// NACKs sent presenters for what their uplinks lost.
     public var uplinkNacks = 0
+    /// FEC packets sent to browsers.
+    public var fecOut = 0
 
     public var name: String { "stopped" }
     public var fields: [String: JSONValue] {
@@ -98,7 +102,7 @@ public struct RelayStopped: BroadcastEvent, Equatable {
          "keyframe_requests": .int(keyframeRequests), "rejected": .int(rejected), "unknown_source": .int(unknownSource),
          "timeouts": .int(timeouts), "send_errors": .int(sendErrors), "lost_in": .int(lostIn),
          "duration_s": .double(durationSeconds), "viewer_feedbacks": .int(viewerFeedbacks), "layer_switches": .int(layerSwitches),
-         "fec_in": .int(fecIn), "fec_recovered": .int(fecRecovered), "uplink_nacks": .int(uplinkNacks)]
+         "fec_in": .int(fecIn), "fec_recovered": .int(fecRecovered), "uplink_nacks": .int(uplinkNacks), "fec_out": .int(fecOut)]
     }
     public var humanText: String { "relay stopped: \(rtpForwarded) packets forwarded, \(rejected) rejected" }
 }

@@ -164,6 +164,7 @@ public final class RelayServer: @unchecked Sendable {
         var last = core.counters
         var published: UInt64? = nil
         var lastErrors = 0
+        var lastFEC = 0
         let deadline = durationSeconds.map { start + UInt64($0 * 1e9) }
         while running.load(ordering: .relaxed) {
             var pfd = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
@@ -206,8 +207,9 @@ public final class RelayServer: @unchecked Sendable {
                     rejected: c.rejected + (browsers?.rejected ?? 0) + hops.rejected, unknownSource: c.unknownSource,
                     sendErrors: transport.errors - lastErrors, lostIn: core.rtpLostIn,
                     viewersOnBaseLayer: core.viewersOnBaseLayer, layerSwitches: c.layerSwitches - last.layerSwitches,
-                    viewerLayers: core.viewersOnFewerLayers.mapValues(\.rawValue)))
+                    viewerLayers: core.viewersOnFewerLayers.mapValues(\.rawValue), fecOut: (browsers?.fecSent ?? 0) - lastFEC))
                 last = c
+                lastFEC = browsers?.fecSent ?? 0
                 lastErrors = transport.errors
             }
         }
@@ -219,7 +221,7 @@ public final class RelayServer: @unchecked Sendable {
             keyframeRequests: c.keyframeRequests, rejected: c.rejected + (browsers?.rejected ?? 0) + hops.rejected, unknownSource: c.unknownSource,
             timeouts: c.timeouts, sendErrors: transport.errors, lostIn: core.rtpLostIn,
             durationSeconds: Double(clock.nowNanos() - start) / 1e9, viewerFeedbacks: c.viewerFeedbacks, layerSwitches: c.layerSwitches,
-            fecIn: c.fecIn, fecRecovered: c.fecRecovered, uplinkNacks: c.uplinkNacks)
+            fecIn: c.fecIn, fecRecovered: c.fecRecovered, uplinkNacks: c.uplinkNacks, fecOut: browsers?.fecSent ?? 0)
         let s = stopped.fields
         summary.withLock { $0 = s }
         events?.emit(stopped)

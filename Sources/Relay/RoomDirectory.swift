@@ -1,3 +1,4 @@
+import Congestion
 import Room
 import Synchronization
 
@@ -23,5 +24,8 @@ public struct BrowserLimits: Sendable {
     public var maxConnecting = 64
     /// A session that has not connected after this long is dropped.
     public var setupTimeoutNanos: UInt64 = 30_000_000_000
+    /// FEC (RED + ULPFEC) to browsers that offer it: by each one's loss and round trip
+    /// (`auto`, as libwebrtc's hybrid NACK/FEC), always, or never.
+    public var fec: FECPolicy.Mode = .auto
     public init() {}
 }

@@ -1,3 +1,5 @@
+import RTP
+import Congestion
 import FoundationEssentials
 import Events
 import Glibc
@@ -71,7 +73,7 @@ struct WHEPSessionFactory: Sendable {
         do { offer = try SDPOffer(parsing: text) } catch { throw .badOffer("\(error)") }
         let videoSSRC = UInt32.random(in: 1...UInt32.max), audioSSRC = UInt32.random(in: 1...UInt32.max)
         let answer: WHEPAnswer
-        do { answer = try WHEPAnswer(offer: offer, videoSSRC: videoSSRC, audioSSRC: audioSSRC) } catch { throw .cannotServe("\(error)") }
+        do { answer = try WHEPAnswer(offer: offer, videoSSRC: videoSSRC, audioSSRC: audioSSRC, fec: limits.fec != .off) } catch { throw .cannotServe("\(error)") }
         guard directory.room(room) != nil else {
             throw .noRoom("no room '\(room)' on this relay: nobody has joined it (yet)")
         }
@@ -96,6 +98,10 @@ struct WHEPSessionFactory: Sendable {
             now: clock.nowNanos())
         session.name = name
         session.transportSequenceID = video?.transportSequenceID
+        if let red = video?.redPT, let ulpfec = video?.ulpfecPT {
+            session.red = REDProtection(redPT: red, fecPT: ulpfec)
+            session.fec = FECPolicy(mode: limits.fec)
+        }
         let sdp = answer.render(iceUfrag: ufrag, icePassword: password,
                                 fingerprint: SDPOffer.Fingerprint(algorithm: "sha-256", bytes: certificate.fingerprint),
                                 host: localHost, port: udpPort, cname: "screenshare-relay", sessionID: UInt64.random(in: 1...UInt64.max >> 1))

@@ -1,3 +1,4 @@
+import Congestion
 import Transport
 
 /// Viewers that speak no room protocol: browsers, whose signalling was WHEP over HTTP and whose
@@ -45,6 +46,21 @@ extension RelayCore {
         guard let peer = byAddress[address], peer.external else { return [] }
         let room = peer.room
         return room.streams.values.filter { $0.subscriberIndex(peer) != nil }.map(\.info)
+    }
+
+    /// The link to the browser at `address` as the relay measures it, for its FEC: loss over
+    /// the last second of its transport feedback, its round trip (from its receiver reports),
+    /// and whether a queue stands or builds on it (loss then is congestion's). Nil until it has
+    /// sent transport feedback on the screen it watches.
+    public func externalViewerLink(address: PeerAddress) -> (loss: Double, rttNanos: UInt64?, congested: Bool)? {
+        guard let peer = byAddress[address], peer.external else { return nil }
+        for stream in peer.room.streams.values where stream.info.kind == .screen {
+            guard let i = stream.subscriberIndex(peer), let downlink = stream.subscribers[i].downlink else { continue }
+            let c = downlink.controller
+            let congested = c.detector.state == .overusing || (c.queueDelay ?? 0) > CongestionController.standingQueueNanos
+            return (c.lossFraction, stream.subscribers[i].rttNanos, congested)
+        }
+        return nil
     }
 
     /// Subscribes each browser in `room` that watches nobody to the presenter it follows, when

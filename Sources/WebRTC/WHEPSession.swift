@@ -215,6 +215,10 @@ public struct WHEPAnswer: Sendable {
         /// The transport-wide sequence number's extension ID in the browser's offer, when it
         /// offered it (then it sends transport feedback: the relay estimates its link).
         public var transportSequenceID: UInt8?
+        /// The payload types the browser offered for RED and ULPFEC (both, or neither), when
+        /// the relay may send it FEC: it answers them (``REDProtection``).
+        public var redPT: UInt8?
+        public var ulpfecPT: UInt8?
     }
 
     public var media: [Media]
@@ -222,10 +226,12 @@ public struct WHEPAnswer: Sendable {
     /// draft-holmer-rmcat-transport-wide-cc-extensions-01's URI.
     public static let transportSequenceURI = "http://www.ietf.org/id/draft-holmer-rmcat-transport-wide-cc-extensions-01"
 
-    /// Chooses, per media section of the offer, what to send: VP8 for video, Opus for audio.
+    /// Chooses, per media section of the offer, what to send: VP8 for video, Opus for audio;
+    /// with `fec`, also RED and ULPFEC for video when the browser offered both (Chromium and
+    /// Firefox do).
     /// - Throws: `SDPError` when the browser cannot receive VP8 video or Opus audio, or would
     ///   not receive at all, naming what is missing.
-    public init(offer: SDPOffer, videoSSRC: UInt32, audioSSRC: UInt32) throws {
+    public init(offer: SDPOffer, videoSSRC: UInt32, audioSSRC: UInt32, fec: Bool = false) throws {
         self.offer = offer
         var media: [Media] = []
         var haveVideo = false, haveAudio = false
@@ -247,6 +253,10 @@ public struct WHEPAnswer: Sendable {
                     accepted.contains($0) && ($0 != "transport-cc" || answer.transportSequenceID != nil)
                 }
                 answer.ssrc = videoSSRC
+                if fec, let red = m.payloadType(for: "red", clock: 90_000), let ulpfec = m.payloadType(for: "ulpfec", clock: 90_000) {
+                    answer.redPT = red
+                    answer.ulpfecPT = ulpfec
+                }
                 haveVideo = true
             case "audio" where wants && !haveAudio:
                 guard let pt = m.payloadType(for: "opus", clock: 48_000) else {
@@ -291,12 +301,14 @@ public struct WHEPAnswer: Sendable {
                 lines += ["m=\(m.kind) 0 UDP/TLS/RTP/SAVPF 0", "c=IN \(family) \(host)", "a=mid:\(m.mid)", "a=inactive"]
                 continue
             }
+            let fec = m.redPT.flatMap { red in m.ulpfecPT.map { (red, $0) } }
             lines += [
-                "m=\(m.kind) \(port) UDP/TLS/RTP/SAVPF \(pt)", "c=IN \(family) \(host)",
+                "m=\(m.kind) \(port) UDP/TLS/RTP/SAVPF \(pt)" + (fec.map { " \($0.0) \($0.1)" } ?? ""), "c=IN \(family) \(host)",
                 "a=ice-ufrag:\(iceUfrag)", "a=ice-pwd:\(icePassword)", "a=fingerprint:\(fingerprint.attributeValue)",
                 "a=setup:passive", "a=mid:\(m.mid)", "a=sendonly", "a=rtcp-mux", "a=rtpmap:\(pt) \(m.encoding)",
             ]
             if let fmtp = m.fmtp { lines.append("a=fmtp:\(pt) \(fmtp)") }
+            if let (red, ulpfec) = fec { lines += ["a=rtpmap:\(red) red/90000", "a=rtpmap:\(ulpfec) ulpfec/90000"] }
             if let id = m.transportSequenceID { lines.append("a=extmap:\(id) \(Self.transportSequenceURI)") }
             lines += m.feedback.map { "a=rtcp-fb:\(pt) \($0)" }
             lines += ["a=ssrc:\(m.ssrc) cname:\(cname)", "a=msid:screenshare \(m.kind)",

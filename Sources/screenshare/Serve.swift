@@ -1,6 +1,7 @@
 import Access
 import ArgumentParser
 import AudioIO
+import Congestion
 import Control
 import Events
 import FoundationEssentials
@@ -54,6 +55,12 @@ struct Serve: ParsableCommand {
     @Option(help: ArgumentHelp("Keep the relay's DTLS certificate (and so its fingerprint) in FILE across restarts (made, mode 0600, when missing).", valueName: "file"))
     var certFile: String?
 
+    @Option(help: ArgumentHelp("""
+        Forward error correction to browsers (RED + ULPFEC, when they offer it). \
+        auto: for each browser whose loss × round trip is too high for resends alone; on: always; off: never.
+        """, valueName: "mode"))
+    var fec: FECPolicy.Mode = .auto
+
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
@@ -90,8 +97,10 @@ struct Serve: ParsableCommand {
         }
         let relay: RelayServer
         do {
-            relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger, browsers: true, authorizer: authority,
-                                    certificate: certificate)
+            var browserLimits = BrowserLimits()
+            browserLimits.fec = fec
+            relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger, browsers: true, browserLimits: browserLimits,
+                                    authorizer: authority, certificate: certificate)
         } catch {
             printError("screenshare: --listen \(listen): \(error)")
             throw Exit.network

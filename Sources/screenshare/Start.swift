@@ -95,9 +95,9 @@ struct Start: ParsableCommand {
     var srtp = false
 
     @Option(help: ArgumentHelp("""
-        With --to: forward error correction (ULPFEC, RFC 5109, payload type 117 in the video stream). \
+        Forward error correction (ULPFEC, RFC 5109; with --to payload type 117 in the video stream). \
         auto: on when the receiver's feedback shows loss × round trip too high for resends alone (a `watch` sends it); \
-        on: always (for GStreamer's rtpulpfecdec too); off: never.
+        on: always (for GStreamer's rtpulpfecdec too); off: never. A hosted room sends browsers FEC (in RED) the same way.
         """, valueName: "mode"))
     var fec: FECPolicy.Mode = .auto
 
@@ -252,8 +252,10 @@ struct Start: ParsableCommand {
                 let listenAt = listen
                 let access = try hostedAccess(room: room)
                 do {
+                    var browserLimits = BrowserLimits()
+                    browserLimits.fec = fec
                     relay = try RelayServer(host: listenAt.host, port: listenAt.port, events: nil, logger: logger, browsers: true,
-                                            authorizer: access?.authority)
+                                            browserLimits: browserLimits, authorizer: access?.authority)
                 } catch let error as NetworkError {
                     printError("screenshare: --listen \(listen.text): \(error). Is another `screenshare start --room` or `serve` running? Use --listen :PORT, or --server HOST:PORT to join it.")
                     throw Exit.network

@@ -45,6 +45,26 @@ final class VirtualHost {
         guard status == 0 else { throw TestFailure("tc qdisc tbf on \(hostLink): exit \(status): \(tc.stderr)") }
     }
 
+    /// Loss on the way here that no resend can repair: RTP packets from `port` whose sequence
+    /// number hashes into `permille` of a thousand are dropped as they arrive, every time
+    /// (a resend has the number of the packet it repeats). nftables' `jhash` over the RTP
+    /// header's sequence number (netem does not exist here); STUN, DTLS and RTCP pass.
+    func loseRTP(permille: Int, fromPort port: UInt16) throws {
+        let rules = """
+            table inet screenshare_loss {
+              chain input {
+                type filter hook input priority 0;
+                udp sport \(port) @th,64,8 & 0xc0 == 0x80 @th,72,8 != 200-206 jhash @th,80,16 mod 1000 < \(permille) drop
+              }
+            }
+            """
+        let file = try makeTempDir() + "/loss.nft"
+        try rules.write(toFile: file, atomically: true, encoding: .utf8)
+        let nft = try Child(which("ip"), ["netns", "exec", name, which("nft"), "-f", file], dir: try makeTempDir(), name: "nft")
+        let status = nft.finish(within: 10)
+        guard status == 0 else { throw TestFailure("nft in \(name): exit \(status): \(nft.stderr)") }
+    }
+
     private func cleanUp() {
         try? Self.ip(["link", "del", hostLink])  // deletes both ends
         try? Self.ip(["netns", "del", name])

@@ -167,6 +167,33 @@ import TestSupport
         #expect(back.iceUfrag == "relayU" && back.fingerprint == fingerprint && back.setup == "passive")
     }
 
+    /// FEC for the browser: RED and ULPFEC answered in the browser's numbers when the relay
+    /// may send FEC and the browser offered both (as Chromium does, RED with its own RTX);
+    /// otherwise neither.
+    @Test func redAndULPFECAreAnsweredOnlyWhenBothAreOfferedAndFECIsOn() throws {
+        let withFEC = Self.chromiumOffer
+            .replacingOccurrences(of: "SAVPF 96 97 102 103 45 46", with: "SAVPF 96 97 102 103 45 46 123 124 127")
+            .replacingOccurrences(of: "a=fmtp:46 apt=45\r\n",
+                                  with: "a=fmtp:46 apt=45\r\na=rtpmap:123 red/90000\r\na=rtpmap:124 rtx/90000\r\na=fmtp:124 apt=123\r\na=rtpmap:127 ulpfec/90000\r\n")
+        let answer = try WHEPAnswer(offer: SDPOffer(parsing: withFEC), videoSSRC: 1, audioSSRC: 2, fec: true)
+        #expect(answer.media[0].redPT == 123 && answer.media[0].ulpfecPT == 127)
+        let text = answer.render(iceUfrag: "relayU", icePassword: "relay-password-0123456789", fingerprint: fingerprint,
+                                 host: "127.0.0.1", port: 7600, cname: "c", sessionID: 1)
+        let lines = text.components(separatedBy: "\r\n")
+        for expected in ["m=video 7600 UDP/TLS/RTP/SAVPF 96 123 127", "a=rtpmap:123 red/90000", "a=rtpmap:127 ulpfec/90000"] {
+            #expect(lines.contains(expected), "missing \(expected) in\n\(text)")
+        }
+        #expect(!text.contains("rtx") && !lines.contains { $0.hasPrefix("a=rtcp-fb:123") })
+        #expect(try SDPOffer(parsing: text).media[0].payloadType(for: "ulpfec", clock: 90_000) == 127)
+        let off = try WHEPAnswer(offer: SDPOffer(parsing: withFEC), videoSSRC: 1, audioSSRC: 2, fec: false)
+        #expect(off.media[0].redPT == nil && off.media[0].ulpfecPT == nil)
+        let redOnly = try WHEPAnswer(offer: SDPOffer(parsing: withFEC.replacingOccurrences(of: "ulpfec/90000", with: "flexfec-03/90000")),
+                                     videoSSRC: 1, audioSSRC: 2, fec: true)
+        #expect(redOnly.media[0].redPT == nil)
+        // Opus's RED (audio) is never answered.
+        #expect(answer.media[1].redPT == nil && !text.contains("red/48000"))
+    }
+
     @Test func answersFirefoxWithAudioFirstAndVP8At120() throws {
         let answer = try WHEPAnswer(offer: SDPOffer(parsing: Self.firefoxOffer), videoSSRC: 1, audioSSRC: 2)
         #expect(answer.media.map(\.kind) == ["audio", "video"])
