@@ -9,7 +9,7 @@ frames, freezes and losses; with a bottleneck, what the proxy delivered and its 
     network.py --bin SCREENSHARE --out RESULTS_DIR --work DIR [--short] [--duration S]
                [--cells LIST] [--content LIST] [--bitrate 1M]
 
-Writes RESULTS_DIR/network-STAMP.{md,json} and network-latest.{md,json} (and a PNG chart when
+Writes RESULTS_DIR/network-STAMP.{md,json,png} and network-latest.{md,json,png} (the chart when
 matplotlib is there). Raw logs of every cell stay in DIR.
 """
 import argparse
@@ -451,8 +451,49 @@ def main():
             json.dump(doc, f, indent=1)
         with open(os.path.join(a.out, name + ".md"), "w") as f:
             f.write(md)
+    chart(rows, stamp, [os.path.join(a.out, n + ".png") for n in (f"network-{stamp}", "network-latest")])
     print(md)
     return 0
+
+
+def chart(rows, stamp, paths):
+    """Per cell and content: the target's mean and minimum as a share of --bitrate (bars; the
+    issue's 0.9 and 0.7 marked) and the share of the time frozen (dots; its 1 % and 5 %)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("warning: no matplotlib; no chart", file=sys.stderr)
+        return
+    rows = [r for r in rows if r.get("bitrate_kbps")]
+    if not rows:
+        return
+    labels = [f"{r['cell']}\n{r['content']}" for r in rows]
+    xs = range(len(rows))
+    mean = [(r.get("target_mean_kbps") or 0) / r["bitrate_kbps"] for r in rows]
+    least = [(r.get("target_min_kbps") or 0) / r["bitrate_kbps"] for r in rows]
+    frozen = [100 * (r.get("freeze_fraction") or 0) for r in rows]
+    fig, ax = plt.subplots(figsize=(max(7, 0.55 * len(rows) + 2), 4.5))
+    ax.bar([x - 0.2 for x in xs], mean, 0.4, label="target mean / --bitrate")
+    ax.bar([x + 0.2 for x in xs], least, 0.4, label="target least / --bitrate")
+    for y, style in ((0.9, "--"), (0.7, ":")):
+        ax.axhline(y, color="grey", linestyle=style, linewidth=0.8)
+    ax.set_ylabel("share of --bitrate")
+    ax.set_ylim(0, 1.6)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+    ax2 = ax.twinx()
+    ax2.plot(list(xs), frozen, "o", color="tab:red", label="frozen (% of the time)")
+    for y in (1, 5):
+        ax2.axhline(y, color="tab:red", linestyle=":", linewidth=0.6)
+    ax2.set_ylabel("frozen, % of the time")
+    ax2.set_ylim(0, max(10, max(frozen) * 1.2))
+    ax.set_title(f"screenshare network matrix {stamp}")
+    fig.legend(loc="upper right", fontsize=7)
+    fig.tight_layout()
+    for path in paths:
+        fig.savefig(path, dpi=100)
 
 
 if __name__ == "__main__":
