@@ -5,85 +5,22 @@ import Glibc
 import Logging
 import MediaCore
 
-/// What to capture.
-public enum CaptureSourceSpec: Sendable, Equatable {
-    /// The whole X screen.
-    case screen
-    /// A fixed rectangle of the screen.
-    case region(PixelRect)
-    /// One RandR monitor, by name or index.
-    case monitor(String)
-    /// One window, by id (decimal or 0x hex) or a substring of its title. Follows moves and
-    /// resizes, shows only that window (XComposite), never falls back to the screen.
-    case window(String)
-
-    /// Parses X11 geometry "WxH+X+Y" (or "WxH" at +0+0).
-    /// - Throws: `CaptureError` naming the text when it is not a geometry.
-    public static func parseRegion(_ text: String) throws -> PixelRect {
-        let bad = CaptureError(.badArgument, "'\(text)' is not a region: expected WxH+X+Y, e.g. 1280x720+100+50")
-        let parts = text.split(separator: "+", omittingEmptySubsequences: false)
-        guard parts.count == 1 || parts.count == 3 else { throw bad }
-        let dims = parts[0].split(separator: "x", omittingEmptySubsequences: false)
-        guard dims.count == 2, let w = Int(dims[0]), let h = Int(dims[1]), w > 0, h > 0 else { throw bad }
-        var x = 0, y = 0
-        if parts.count == 3 {
-            guard let px = Int(parts[1]), let py = Int(parts[2]), px >= 0, py >= 0 else { throw bad }
-            x = px
-            y = py
-        }
-        return PixelRect(x: x, y: y, width: w, height: h)
-    }
-}
-
-/// Result of one capture attempt, as libwebrtc's DesktopCapturer reports it.
-public enum CaptureOutcome: Sendable, Equatable {
-    /// New pixels were handed to the sink.
-    case captured
-    /// Nothing changed since the last capture; nothing was copied, the sink was not called.
-    case unchanged
-    /// The source cannot be shown now (a window unmapped or gone): the sink was handed a
-    /// placeholder picture instead, once per change of state; the text says why.
-    case placeholder(String)
-    /// Try again later.
-    case temporaryError(String)
-    /// The source is gone for good.
-    case permanentError(String)
-}
-
-/// An error opening or using a capture source; the message names what was wrong.
-public struct CaptureError: Error, CustomStringConvertible, Equatable {
-    public struct Kind: Hashable, Sendable {
-        let name: String
-        public static let displayUnavailable = Kind(name: "display_unavailable")
-        public static let badArgument = Kind(name: "bad_argument")
-        public static let unsupportedVisual = Kind(name: "unsupported_visual")
-        public static let captureFailed = Kind(name: "capture_failed")
-        public static let sourceNotFound = Kind(name: "source_not_found")
-    }
-    public var kind: Kind
-    public var message: String
-    public init(_ kind: Kind, _ message: String) {
-        self.kind = kind
-        self.message = message
-    }
-    public var description: String { message }
-}
-
 /// Captures the screen, a region, a RandR monitor or one window of an X11 display, band by band
-/// through a small reused MIT-SHM image (XGetImage when shared memory cannot be attached),
-/// only the areas the sink asks for, skipping the copy when XDamage reports no change, and
-/// drawing the cursor in (XFixes) when asked.
+/// through a small reused MIT-SHM image (``X11SharedImage``; XGetImage when shared memory
+/// cannot be attached), only the areas the sink asks for, skipping the copy when XDamage reports
+/// no change (``X11DamageTracker``), and drawing the cursor in (XFixes, ``CursorComposer``)
+/// when asked.
 ///
-/// A window is captured from its own off-screen pixmap (XComposite, automatic redirection),
-/// so windows in front of it never show; it is followed through moves and resizes; when it
-/// is unmapped or destroyed a placeholder picture is delivered instead — never the screen.
+/// A window (``X11WindowTracker``) is captured from its own off-screen pixmap (XComposite,
+/// automatic redirection), so windows in front of it never show; it is followed through moves
+/// and resizes; when it is unmapped or destroyed a placeholder picture is delivered instead
+/// (``PlaceholderPicture``) — never the screen.
 ///
-/// Used from one capture thread only. Owns its Display connection, the SHM segment and the
-/// damage object; teardown order is XShmDetach → XDestroyImage → shmdt.
-public final class X11ScreenCapturer {
+/// Used from one capture thread only. Owns its Display connection and what it made on it.
+public final class X11ScreenCapturer: ScreenCapturer {
     private enum Target {
         case rect(PixelRect)
-        case window(top: Window, label: String)
+        case window(X11WindowTracker)
     }
 
     private let display: OpaquePointer
@@ -95,66 +32,30 @@ public final class X11ScreenCapturer {
     private var randrEventBase: Int32 = -1
     private let logger: Logger
     private let wantSharedMemory: Bool
-    /// The MIT-SHM image: one band of up to `imageSize` (its width × `bandRows(width)` rows).
-    private var image: UnsafeMutablePointer<XImage>?
-    private var imageSize = PixelSize(width: 0, height: 0)
+    private let image: X11SharedImage
+    private let damage: X11DamageTracker?
     /// What the sink asked for in this capture (reused).
     private var areas: [PixelRect] = []
-    private var shmInfo = XShmSegmentInfo()
-    private var shmAttached = false
-    private var damage: Damage = 0
-    private var damageEventBase: Int32 = 0
     private var dirty = true
     /// When the change waiting to be grabbed was first seen (`clock`), nil when none is.
     private var changedAtNanos: UInt64?
     private let clock: any MediaClock
-    /// What changed, for the encoder to skip the rest: XDamage's region moved into this one
-    /// (XFixes ≥ 2) at each grab and fetched as rectangles, in the picture's pixels (reused).
-    /// `changesKnown` is false when it cannot say (forced grabs, windows, no XFixes).
-    private var changedRegion: XserverRegion = 0
-    /// What XDamage held while a change waited for the next (``awaitNextChange``): it is
-    /// grabbed with that one. Empty unless `holdsDamage`.
-    private var heldRegion: XserverRegion = 0
-    private var holdsDamage = false
-    /// XDamage events seen (each says a region went from empty to changed).
-    private var damageEvents: UInt64 = 0
-    private var changedRects: [PixelRect] = []
-    private var changesKnown = false
-    /// Where the cursor was drawn into the last picture (its pixels), nil if it was not.
-    private var cursorRect: PixelRect?
+    private let placeholder = PlaceholderPicture()
     public private(set) var usesSharedMemory = false
     /// Bytes of the MIT-SHM segment (one band), 0 without one.
-    public var sharedMemoryBytes: Int { shmAttached ? imageSize.area * 4 : 0 }
-    /// Pixels a band holds (1 MB of BGRA, 136 rows at 1920 wide): small enough to stay in the
-    /// L2 cache between the X server's copy and the conversion, large enough that a whole
-    /// 1080p picture takes 8 round trips to the server.
-    static let bandPixels = 1 << 18
-    static func bandRows(width: Int) -> Int { max(16, (bandPixels / max(width, 1)) & ~1) }
-
-    // Window state.
-    private var useComposite = false
-    private var windowPixmap: Pixmap = 0
-    private var windowRect = PixelRect(x: 0, y: 0, width: 0, height: 0)
-    private var windowBorder = 0
-    private var windowGone = false
-    private var placeholderReason: String?
-    private var placeholder: UnsafeMutableRawPointer?
-    private var placeholderSize = PixelSize(width: 0, height: 0)
+    public var sharedMemoryBytes: Int { image.bytes }
 
     // Cursor state.
     private let drawCursor: Bool
     private var fixesEventBase: Int32 = 0
     private var cursorStale = true
-    private var cursorPixels: [UInt32] = []
-    private var cursorSize = PixelSize(width: 0, height: 0)
-    private var cursorHot = (x: 0, y: 0)
-    private var lastPointer = (x: Int.min, y: Int.min)
+    private var cursor = CursorComposer()
 
     /// The size of the frames delivered now (a window's size changes as it is resized).
     public var outputSize: PixelSize {
         switch target {
         case .rect(let r): return r.size
-        case .window: return placeholderReason != nil ? placeholderSize : windowRect.size
+        case .window(let w): return placeholder.reason != nil ? placeholder.size : w.rect.size
         }
     }
 
@@ -190,75 +91,30 @@ public final class X11ScreenCapturer {
         }
         let noSHM = getenv("SCREENSHARE_NO_SHM").map { String(cString: $0) == "1" } ?? false
         wantSharedMemory = useSharedMemory && !noSHM && XShmQueryExtension(d) != 0
+        image = X11SharedImage(display: d)
 
         do {
-            switch source {
-            case .screen:
-                target = .rect(PixelRect(x: 0, y: 0, width: screenSize.width, height: screenSize.height))
-            case .region(let r):
-                guard r.x + r.width <= screenSize.width, r.y + r.height <= screenSize.height else {
-                    throw CaptureError(.badArgument, "region \(r) is outside the \(screenSize) screen of \"\(shownName)\"")
-                }
-                target = .rect(r)
-            case .monitor(let spec):
-                let m = try X11Query.findMonitor(d, root: root, spec: spec, displayName: shownName)
-                guard let r = m.rect.intersection(PixelRect(x: 0, y: 0, width: screenSize.width, height: screenSize.height)),
-                      !r.isEmpty else {
-                    throw CaptureError(.sourceNotFound, "--monitor \(spec): monitor \(m.name) \(m.rect) is outside the screen")
-                }
-                target = .rect(r)
-            case .window(let spec):
-                let client = try X11Query.findWindow(d, root: root, spec: spec, displayName: shownName)
-                guard let top = X11Query.topLevel(d, root: root, of: client) else {
-                    throw CaptureError(.sourceNotFound, "--window \(spec): the window vanished while it was looked up")
-                }
-                let label = "window 0x\(String(client, radix: 16))" + (X11Query.title(d, client).map { " \"\($0)\"" } ?? "")
-                target = .window(top: top, label: label)
-            }
+            target = try Self.resolve(source, display: d, root: root, screen: screenSize, displayName: shownName, logger: logger)
         } catch {
             XCloseDisplay(d)
             throw error
         }
-
         switch target {
         case .rect(let r):
-            if wantSharedMemory { usesSharedMemory = attachSharedImage(width: r.width, visual: visual, depth: depth) }
-            if !usesSharedMemory {
-                logger.warning("MIT-SHM unavailable on \"\(shownName)\": capturing with XGetImage (slower)")
-            }
-        case .window(let top, let label):
-            var major: Int32 = 0, minor: Int32 = 0, ev: Int32 = 0, er: Int32 = 0
-            if XCompositeQueryExtension(d, &ev, &er) != 0, XCompositeQueryVersion(d, &major, &minor) != 0,
-               major > 0 || minor >= 2 {
-                XCompositeRedirectWindow(d, top, Int32(CompositeRedirectAutomatic))
-                useComposite = true
-                // Without a compositing manager the new pixmap starts as a copy of the screen,
-                // windows in front included. Clear it to the windows' backgrounds and ask the
-                // application to repaint (Expose), so no other window's pixels are ever sent.
-                Self.clearAndExpose(d, top)
-            } else {
-                logger.warning("XComposite unavailable on \"\(shownName)\": windows in front of \(label) may show in the capture")
-            }
-            XSelectInput(d, top, StructureNotifyMask)
-            refreshWindowGeometry(top)
-            usesSharedMemory = wantSharedMemory
-            if !usesSharedMemory {
-                logger.warning("MIT-SHM unavailable on \"\(shownName)\": capturing with XGetImage (slower)")
-            }
+            if wantSharedMemory { usesSharedMemory = image.attach(width: r.width, visual: visual, depth: depth) }
+        case .window:
+            usesSharedMemory = wantSharedMemory  // attached at the first grab, for the window's width
         }
-
-        var errorBase: Int32 = 0
-        if XDamageQueryExtension(d, &damageEventBase, &errorBase) != 0 {
-            damage = XDamageCreate(d, damageDrawable, Int32(XDamageReportNonEmpty))
-            var fixesEvent: Int32 = 0, fixesError: Int32 = 0, major: Int32 = 2, minor: Int32 = 0
-            if XFixesQueryExtension(d, &fixesEvent, &fixesError) != 0, XFixesQueryVersion(d, &major, &minor) != 0, major >= 2 {
-                changedRegion = XFixesCreateRegion(d, nil, 0)
-                heldRegion = XFixesCreateRegion(d, nil, 0)
-                changedRects.reserveCapacity(64)
-            }
-        } else {
-            logger.warning("XDamage unavailable: every frame is captured")
+        if !usesSharedMemory {
+            logger.warning("MIT-SHM unavailable on \"\(shownName)\": capturing with XGetImage (slower)")
         }
+        let drawable: Drawable
+        switch target {
+        case .rect: drawable = root
+        case .window(let w): drawable = w.top
+        }
+        damage = X11DamageTracker(display: d, drawable: drawable)
+        if damage == nil { logger.warning("XDamage unavailable: every frame is captured") }
         // Follow screen size and monitor changes (RandR) for screen and monitor sources.
         var rrEvent: Int32 = 0, rrError: Int32 = 0
         if case .rect = target, XRRQueryExtension(d, &rrEvent, &rrError) != 0 {
@@ -278,95 +134,49 @@ public final class X11ScreenCapturer {
         _ = cx11_take_error()
     }
 
+    /// What `source` is on this display now.
+    private static func resolve(_ source: CaptureSourceSpec, display d: OpaquePointer, root: Window, screen: PixelSize,
+                                displayName: String, logger: Logger) throws -> Target {
+        switch source {
+        case .screen:
+            return .rect(PixelRect(x: 0, y: 0, width: screen.width, height: screen.height))
+        case .region(let r):
+            guard r.x + r.width <= screen.width, r.y + r.height <= screen.height else {
+                throw CaptureError(.badArgument, "region \(r) is outside the \(screen) screen of \"\(displayName)\"")
+            }
+            return .rect(r)
+        case .monitor(let spec):
+            let m = try X11Query.findMonitor(d, root: root, spec: spec, displayName: displayName)
+            guard let r = m.rect.intersection(PixelRect(x: 0, y: 0, width: screen.width, height: screen.height)), !r.isEmpty else {
+                throw CaptureError(.sourceNotFound, "--monitor \(spec): monitor \(m.name) \(m.rect) is outside the screen")
+            }
+            return .rect(r)
+        case .window(let spec):
+            let client = try X11Query.findWindow(d, root: root, spec: spec, displayName: displayName)
+            guard let top = X11Query.topLevel(d, root: root, of: client) else {
+                throw CaptureError(.sourceNotFound, "--window \(spec): the window vanished while it was looked up")
+            }
+            let label = "window 0x\(String(client, radix: 16))" + (X11Query.title(d, client).map { " \"\($0)\"" } ?? "")
+            return .window(X11WindowTracker(display: d, root: root, top: top, label: label, displayName: displayName, logger: logger))
+        }
+    }
+
     deinit {
         if cx11_io_failed() != 0 {
             // The connection is dead: Xlib requests would block on it. The shared memory
             // segment and the image are ours to release; the rest died with the server.
-            if let image {
-                if shmAttached { image.pointee.data = nil }
-                _ = cx11_destroy_image(image)
-            }
-            if shmAttached { shmdt(shmInfo.shmaddr) }
-            placeholder?.deallocate()
+            image.releaseLocally()
             return
         }
-        if damage != 0 { XDamageDestroy(display, damage) }
-        if changedRegion != 0 { XFixesDestroyRegion(display, changedRegion) }
-        if heldRegion != 0 { XFixesDestroyRegion(display, heldRegion) }
-        releaseImage()
-        if windowPixmap != 0 { XFreePixmap(display, windowPixmap) }
-        placeholder?.deallocate()
+        damage?.destroy()
+        image.release()
+        if case .window(let w) = target { w.freePixmap() }
         XSync(display, 0)
         _ = cx11_take_error()
         XCloseDisplay(display)
     }
 
-    private static func clearAndExpose(_ d: OpaquePointer, _ w: Window, depth: Int = 0) {
-        XClearArea(d, w, 0, 0, 0, 0, 1)
-        guard depth < 4 else { return }
-        for child in X11Query.children(d, w) { clearAndExpose(d, child, depth: depth + 1) }
-    }
-
-    private var damageDrawable: Drawable {
-        switch target {
-        case .rect: return root
-        case .window(let top, _): return top
-        }
-    }
-
-    // MARK: Images
-
-    private func releaseImage() {
-        if shmAttached { XShmDetach(display, &shmInfo) }
-        if let image {
-            if shmAttached { image.pointee.data = nil }
-            _ = cx11_destroy_image(image)
-        }
-        if shmAttached { shmdt(shmInfo.shmaddr) }
-        image = nil
-        shmAttached = false
-        imageSize = PixelSize(width: 0, height: 0)
-    }
-
-    /// Attaches a segment for bands of up to `width` pixels (``bandRows(width:)`` rows).
-    private func attachSharedImage(width: Int, visual: UnsafeMutablePointer<Visual>, depth: Int32) -> Bool {
-        releaseImage()
-        shmInfo = XShmSegmentInfo()
-        let size = PixelSize(width: width, height: Self.bandRows(width: width))
-        guard let img = XShmCreateImage(display, visual, UInt32(depth), ZPixmap, nil, &shmInfo,
-                                        UInt32(size.width), UInt32(size.height)) else { return false }
-        guard img.pointee.bits_per_pixel == 32, Int(img.pointee.bytes_per_line) == size.width * 4 else {
-            _ = cx11_destroy_image(img)
-            return false
-        }
-        let bytes = Int(img.pointee.bytes_per_line) * Int(img.pointee.height)
-        shmInfo.shmid = shmget(IPC_PRIVATE, bytes, IPC_CREAT | 0o600)
-        guard shmInfo.shmid >= 0 else {
-            _ = cx11_destroy_image(img)
-            return false
-        }
-        let addr = shmat(shmInfo.shmid, nil, 0)
-        // Mark for removal now: the segment goes away when both sides detach, even on a crash.
-        shmctl(shmInfo.shmid, IPC_RMID, nil)
-        guard let addr, cx11_shmat_failed(addr) == 0 else {
-            _ = cx11_destroy_image(img)
-            return false
-        }
-        shmInfo.shmaddr = addr.assumingMemoryBound(to: CChar.self)
-        img.pointee.data = shmInfo.shmaddr
-        shmInfo.readOnly = 0
-        guard XShmAttach(display, &shmInfo) != 0 else {
-            shmdt(addr)
-            img.pointee.data = nil
-            _ = cx11_destroy_image(img)
-            return false
-        }
-        XSync(display, 0)
-        image = img
-        imageSize = size
-        shmAttached = true
-        return true
-    }
+    // MARK: Grabs
 
     /// Grabs the picture of `size` whose top-left is at `offset` in `drawable` (at `origin` on the
     /// root window) for the sink: tells it what changed, then delivers the areas it asks for in
@@ -374,18 +184,25 @@ public final class X11ScreenCapturer {
     private func grab(_ drawable: Drawable, offset: (Int, Int), size: PixelSize, visual: UnsafeMutablePointer<Visual>?,
                       depth: Int32, origin: (Int, Int), into sink: CaptureSink) -> Bool {
         _ = cx11_take_error()
+        let known = damage?.known ?? false
         if drawCursor {
             // The cursor's old and new places changed too (it is drawn in; XDamage does not see it).
-            if changesKnown, let old = cursorRect { changedRects.append(old) }
-            placeCursor(origin: origin)
-            if changesKnown, let new = cursorRect { changedRects.append(new) }
+            if cursorStale { refreshCursorImage() }
+            if let damage {
+                cursor.place(pointer: pointerPosition(), origin: origin, changed: &damage.changed, known: known)
+            } else {
+                var none: [PixelRect] = []
+                cursor.place(pointer: pointerPosition(), origin: origin, changed: &none, known: false)
+            }
         }
         areas.removeAll(keepingCapacity: true)
-        changedRects.withUnsafeBufferPointer { rects in
-            sink.begin(size: size, changed: changesKnown ? rects : nil, areas: &areas)
+        if known, let damage {
+            damage.changed.withUnsafeBufferPointer { sink.begin(size: size, changed: $0, areas: &areas) }
+        } else {
+            sink.begin(size: size, changed: nil, areas: &areas)
         }
-        if usesSharedMemory && imageSize.width < size.width {
-            guard let visual, attachSharedImage(width: size.width, visual: visual, depth: depth) else {
+        if usesSharedMemory && image.size.width < size.width {
+            guard let visual, image.attach(width: size.width, visual: visual, depth: depth) else {
                 usesSharedMemory = false
                 logger.warning("MIT-SHM image of \(size.width) pixels wide failed on \"\(displayName)\": capturing with XGetImage (slower)")
                 return grabAreas(drawable, offset: offset, size: size, into: sink)
@@ -398,11 +215,16 @@ public final class X11ScreenCapturer {
         let whole = PixelRect(x: 0, y: 0, width: size.width, height: size.height)
         for asked in areas {
             guard let area = asked.intersection(whole) else { continue }
-            let rows = usesSharedMemory ? Self.bandRows(width: imageSize.width) : area.height
+            let rows = image.rows(forAreaOf: area.height)
             var y = area.y
             while y < area.y + area.height {
                 let band = PixelRect(x: area.x, y: y, width: area.width, height: min(rows, area.y + area.height - y))
-                guard grabBand(drawable, band, offset: offset, into: sink) else {
+                let ok = image.grab(drawable, band, at: (Int32(offset.0 + band.x), Int32(offset.1 + band.y))) { base, stride in
+                    if drawCursor { cursor.blend(into: base, stride: stride, band: band) }
+                    sink.write(BGRAImageView(base: UnsafeRawPointer(base), stride: stride, width: band.width, height: band.height),
+                               x: band.x, y: band.y)
+                }
+                guard ok else {
                     sink.cancel()
                     return false
                 }
@@ -413,66 +235,6 @@ public final class X11ScreenCapturer {
         return true
     }
 
-    /// Copies one band (picture pixels) of the drawable, draws the cursor in, hands it to the sink.
-    private func grabBand(_ drawable: Drawable, _ band: PixelRect, offset: (Int, Int), into sink: CaptureSink) -> Bool {
-        let x = Int32(offset.0 + band.x), y = Int32(offset.1 + band.y)
-        if usesSharedMemory, let image {
-            // One segment, any band that fits: the request carries the image's size.
-            image.pointee.width = Int32(band.width)
-            image.pointee.height = Int32(band.height)
-            image.pointee.bytes_per_line = Int32(band.width * 4)
-            guard XShmGetImage(display, drawable, image, x, y, UInt.max) != 0, cx11_take_error() == 0 else { return false }
-            deliver(image, band, into: sink)
-        } else {
-            guard let img = XGetImage(display, drawable, x, y, UInt32(band.width), UInt32(band.height), UInt.max, ZPixmap) else {
-                _ = cx11_take_error()
-                return false
-            }
-            deliver(img, band, into: sink)
-            _ = cx11_destroy_image(img)
-        }
-        return true
-    }
-
-    private func deliver(_ img: UnsafeMutablePointer<XImage>, _ band: PixelRect, into sink: CaptureSink) {
-        let base = UnsafeMutableRawPointer(img.pointee.data)!
-        let stride = Int(img.pointee.bytes_per_line)
-        if drawCursor { blendCursor(into: base, stride: stride, band) }
-        sink.write(BGRAImageView(base: UnsafeRawPointer(base), stride: stride, width: band.width, height: band.height),
-                   x: band.x, y: band.y)
-    }
-    /// Empties the damage for the next grab, keeping what it covered as rectangles of the
-    /// picture when the grab is of a screen area (a forced grab, or a window's, says nothing).
-    private func takeDamage(force: Bool) {
-        changedRects.removeAll(keepingCapacity: true)
-        changesKnown = false
-        defer {
-            if holdsDamage {
-                XFixesSetRegion(display, heldRegion, nil, 0)
-                holdsDamage = false
-            }
-        }
-        guard damage != 0 else { return }
-        guard changedRegion != 0, !force, case .rect(let area) = target else {
-            XDamageSubtract(display, damage, 0, 0)
-            return
-        }
-        XDamageSubtract(display, damage, 0, changedRegion)
-        if holdsDamage { XFixesUnionRegion(display, changedRegion, changedRegion, heldRegion) }
-        var count: Int32 = 0
-        let rects = XFixesFetchRegion(display, changedRegion, &count)
-        guard rects != nil || count == 0 else { return }
-        for i in 0..<Int(count) {
-            let r = rects![i]
-            let root = PixelRect(x: Int(r.x), y: Int(r.y), width: Int(r.width), height: Int(r.height))
-            if let inside = root.intersection(area) {
-                changedRects.append(PixelRect(x: inside.x - area.x, y: inside.y - area.y, width: inside.width, height: inside.height))
-            }
-        }
-        if let rects { XFree(rects) }
-        changesKnown = true
-    }
-
     // MARK: Events
 
     /// Reads pending X events: damage, window structure changes, cursor shape changes.
@@ -481,8 +243,7 @@ public final class X11ScreenCapturer {
         while XPending(display) > 0 {
             XNextEvent(display, &event)
             let type = event.type
-            if damage != 0, type == damageEventBase + XDamageNotify {
-                damageEvents &+= 1
+            if let damage, damage.isDamageEvent(type) {
                 if !dirty { changedAtNanos = clock.nowNanos() }
                 dirty = true
             } else if randrEventBase >= 0, type == randrEventBase + RRScreenChangeNotify {
@@ -491,27 +252,10 @@ public final class X11ScreenCapturer {
             } else if drawCursor, fixesEventBase >= 0, type == fixesEventBase + XFixesCursorNotify {
                 cursorStale = true
                 dirty = true
-            } else if case .window(let top, _) = target {
-                switch type {
-                case ConfigureNotify where event.xconfigure.window == top:
-                    let c = event.xconfigure
-                    let size = PixelSize(width: Int(c.width), height: Int(c.height))
-                    if size != windowRect.size {
-                        dirty = true
-                        freeWindowPixmap()
-                    }
-                    refreshWindowGeometry(top)
-                case MapNotify where event.xmap.window == top, UnmapNotify where event.xunmap.window == top:
-                    dirty = true
-                    freeWindowPixmap()
-                case DestroyNotify where event.xdestroywindow.window == top:
-                    windowGone = true
-                    dirty = true
-                    damage = 0  // destroyed with the window
-                    freeWindowPixmap()
-                default:
-                    break
-                }
+            } else if case .window(let w) = target {
+                var destroyed = false
+                if w.handle(&event, destroyed: &destroyed) { dirty = true }
+                if destroyed { damage?.drawableDestroyed() }  // destroyed with the window
             }
         }
     }
@@ -542,28 +286,6 @@ public final class X11ScreenCapturer {
         dirty = true
     }
 
-    private func freeWindowPixmap() {
-        if windowPixmap != 0 { XFreePixmap(display, windowPixmap) }
-        windowPixmap = 0
-    }
-
-    /// Reads the window's size, border and position on the root; false if it is not viewable.
-    @discardableResult
-    private func refreshWindowGeometry(_ top: Window) -> Bool {
-        var attrs = XWindowAttributes()
-        _ = cx11_take_error()
-        guard XGetWindowAttributes(display, top, &attrs) != 0, cx11_take_error() == 0 else {
-            windowGone = true
-            return false
-        }
-        var x: Int32 = 0, y: Int32 = 0
-        var child: Window = 0
-        XTranslateCoordinates(display, top, root, 0, 0, &x, &y, &child)
-        windowBorder = Int(attrs.border_width)
-        windowRect = PixelRect(x: Int(x), y: Int(y), width: Int(attrs.width), height: Int(attrs.height))
-        return attrs.map_state == IsViewable
-    }
-
     // MARK: Capture
 
     /// Captures a picture if the source changed (or `force`): the sink learns what changed and
@@ -572,9 +294,11 @@ public final class X11ScreenCapturer {
         if cx11_io_failed() != 0 { return .permanentError("the X server of \(displayName) closed the connection (it stopped or crashed)") }
         drainEvents()
         if cx11_io_failed() != 0 { return .permanentError("the X server of \(displayName) closed the connection (it stopped or crashed)") }
-        if damage == 0 && !windowGone { dirty = true }
+        let windowGone: Bool
+        if case .window(let w) = target { windowGone = w.gone } else { windowGone = false }
+        if damage?.isActive != true && !windowGone { dirty = true }
         guard dirty || force else { return .unchanged }
-        takeDamage(force: force)
+        if case .rect(let area) = target { damage?.take(force: force, area: area) } else { damage?.take(force: force, area: nil) }
         dirty = false
         changedAtNanos = nil
         switch target {
@@ -585,38 +309,26 @@ public final class X11ScreenCapturer {
                 return .temporaryError("capturing \(r) of \"\(displayName)\" failed")
             }
             return .captured
-        case .window(let top, let label):
-            if windowGone { return showPlaceholder("\(label) is gone (closed)", force: force, into: sink) }
-            guard refreshWindowGeometry(top) else {
-                return showPlaceholder(windowGone ? "\(label) is gone (closed)" : "\(label) is not mapped (minimised or hidden)",
+        case .window(let w):
+            if w.gone { return showPlaceholder("\(w.label) is gone (closed)", force: force, into: sink) }
+            guard w.refreshGeometry() else {
+                return showPlaceholder(w.gone ? "\(w.label) is gone (closed)" : "\(w.label) is not mapped (minimised or hidden)",
                                        force: force, into: sink)
             }
             var attrs = XWindowAttributes()
-            XGetWindowAttributes(display, top, &attrs)
-            var drawable: Drawable = top
-            var offset = 0
-            if useComposite {
-                if windowPixmap == 0 {
-                    _ = cx11_take_error()
-                    windowPixmap = XCompositeNameWindowPixmap(display, top)
-                    XSync(display, 0)
-                    if cx11_take_error() != 0 { windowPixmap = 0 }
-                }
-                guard windowPixmap != 0 else {
-                    dirty = true
-                    return .temporaryError("\(label): no pixmap for the window yet")
-                }
-                drawable = windowPixmap
-                offset = windowBorder
-            }
-            let ok = grab(drawable, offset: (offset, offset), size: windowRect.size, visual: attrs.visual,
-                          depth: attrs.depth, origin: (windowRect.x, windowRect.y), into: sink)
-            guard ok else {
-                freeWindowPixmap()
+            XGetWindowAttributes(display, w.top, &attrs)
+            guard let (drawable, offset) = w.source() else {
                 dirty = true
-                return .temporaryError("capturing \(label) failed (resized or unmapped meanwhile)")
+                return .temporaryError("\(w.label): no pixmap for the window yet")
             }
-            placeholderReason = nil
+            let ok = grab(drawable, offset: (offset, offset), size: w.rect.size, visual: attrs.visual,
+                          depth: attrs.depth, origin: (w.rect.x, w.rect.y), into: sink)
+            guard ok else {
+                w.freePixmap()
+                dirty = true
+                return .temporaryError("capturing \(w.label) failed (resized or unmapped meanwhile)")
+            }
+            placeholder.sourceShown()
             return .captured
         }
     }
@@ -638,27 +350,8 @@ public final class X11ScreenCapturer {
 
     /// Hands the sink a dark placeholder of the window's last size, once per change of reason.
     private func showPlaceholder(_ reason: String, force: Bool, into sink: CaptureSink) -> CaptureOutcome {
-        if placeholderReason == reason && !force { return .unchanged }
-        placeholderReason = reason
-        let size = windowRect.size.area > 0 ? PixelSize(width: windowRect.width, height: windowRect.height)
-                                            : PixelSize(width: 640, height: 360)
-        if placeholder == nil || placeholderSize != size {
-            placeholder?.deallocate()
-            let p = UnsafeMutableRawPointer.allocate(byteCount: size.area * 4, alignment: 64)
-            p.initializeMemory(as: UInt32.self, repeating: 0xFF26_2626, count: size.area)
-            placeholder = p
-            placeholderSize = size
-        }
-        areas.removeAll(keepingCapacity: true)
-        sink.begin(size: size, changed: nil, areas: &areas)
-        let whole = PixelRect(x: 0, y: 0, width: size.width, height: size.height)
-        for asked in areas {
-            guard let a = asked.intersection(whole) else { continue }
-            sink.write(BGRAImageView(base: UnsafeRawPointer(placeholder! + (a.y * size.width + a.x) * 4), stride: size.width * 4,
-                                     width: a.width, height: a.height), x: a.x, y: a.y)
-        }
-        sink.end()
-        cursorRect = nil
+        guard case .window(let w) = target, placeholder.show(reason, size: w.rect.size, force: force, into: sink) else { return .unchanged }
+        cursor.hide()
         return .placeholder(reason)
     }
 
@@ -688,21 +381,15 @@ public final class X11ScreenCapturer {
     /// of its drawing, a picture can be half old and half new (a scrolling page grabbed
     /// between two of its application's requests); grabbed just after its next change begins,
     /// it is whole, and as new as it can be. What changed meanwhile is kept for the grab
-    /// (XDamage reports a region that becomes non-empty: it is emptied into `heldRegion` so
-    /// the next change is reported). False at once when no change waits.
+    /// (XDamage reports a region that becomes non-empty: it is emptied aside so the next
+    /// change is reported). False at once when no change waits.
     public func awaitNextChange(timeoutNanos: UInt64) -> Bool {
-        guard changePending(), damage != 0, cx11_io_failed() == 0 else { return false }
-        if heldRegion != 0 {
-            XDamageSubtract(display, damage, 0, changedRegion)
-            XFixesUnionRegion(display, heldRegion, heldRegion, changedRegion)
-            holdsDamage = true
-        } else {
-            XDamageSubtract(display, damage, 0, 0)
-        }
+        guard changePending(), let damage, damage.isActive, cx11_io_failed() == 0 else { return false }
+        damage.hold()
         XSync(display, 0)  // emptied before waiting: a change drawn from now on is reported
-        let seen = damageEvents
+        let seen = damage.events
         let deadline = clock.nowNanos() &+ timeoutNanos
-        while damageEvents == seen {
+        while damage.events == seen {
             let now = clock.nowNanos()
             guard now < deadline, cx11_io_failed() == 0 else { return false }
             var pfd = pollfd(fd: cx11_connection_number(display), events: Int16(POLLIN), revents: 0)
@@ -726,7 +413,7 @@ public final class X11ScreenCapturer {
         let ms = Int32(min(timeoutNanos, cap) / 1_000_000)
         _ = poll(&pfd, 1, ms)
         drainEvents()
-        if drawCursor && !dirty && pointerMovedInView() { dirty = true }
+        if drawCursor && !dirty, let p = pointerPosition(), cursor.moved(to: p, in: viewRect) { dirty = true }
         return dirty
     }
 
@@ -743,66 +430,16 @@ public final class X11ScreenCapturer {
     private var viewRect: PixelRect {
         switch target {
         case .rect(let r): return r
-        case .window: return windowRect
+        case .window(let w): return w.rect
         }
-    }
-
-    private func cursorRect(at p: (x: Int, y: Int)) -> PixelRect {
-        PixelRect(x: p.x - cursorHot.x, y: p.y - cursorHot.y, width: max(cursorSize.width, 1), height: max(cursorSize.height, 1))
-    }
-
-    private func pointerMovedInView() -> Bool {
-        guard let p = pointerPosition(), p != lastPointer else { return false }
-        let view = viewRect
-        let touchesNew = cursorRect(at: p).intersection(view) != nil
-        let touchesOld = lastPointer.x != Int.min && cursorRect(at: lastPointer).intersection(view) != nil
-        if !touchesNew && !touchesOld { lastPointer = p; return false }
-        return true
     }
 
     private func refreshCursorImage() {
         guard fixesEventBase >= 0, let img = XFixesGetCursorImage(display) else { return }
         defer { XFree(img) }
-        let w = Int(img.pointee.width), h = Int(img.pointee.height)
-        cursorSize = PixelSize(width: w, height: h)
-        cursorHot = (Int(img.pointee.xhot), Int(img.pointee.yhot))
-        cursorPixels.removeAll(keepingCapacity: true)
-        cursorPixels.reserveCapacity(w * h)
-        for i in 0..<(w * h) { cursorPixels.append(cx11_cursor_pixel(img, Int32(i))) }
+        cursor.setImage(width: Int(img.pointee.width), height: Int(img.pointee.height), hotX: Int(img.pointee.xhot),
+                        hotY: Int(img.pointee.yhot)) { cx11_cursor_pixel(img, Int32($0)) }
         cursorStale = false
-    }
-
-    /// Finds where the cursor goes in this picture, whose top-left is at `origin` on the root
-    /// window: sets ``cursorRect`` (picture pixels; nil when it is not drawn).
-    private func placeCursor(origin: (Int, Int)) {
-        if cursorStale { refreshCursorImage() }
-        cursorRect = nil
-        guard let p = pointerPosition() else { return }
-        lastPointer = p
-        guard cursorSize.area > 0 else { return }
-        cursorRect = PixelRect(x: p.x - cursorHot.x - origin.0, y: p.y - cursorHot.y - origin.1,
-                               width: cursorSize.width, height: cursorSize.height)
-    }
-
-    /// Blends the cursor (premultiplied ARGB) at ``cursorRect`` into a BGRA band holding `band`
-    /// of the picture.
-    private func blendCursor(into base: UnsafeMutableRawPointer, stride: Int, _ band: PixelRect) {
-        guard let cursor = cursorRect, let part = cursor.intersection(band) else { return }
-        for y in part.y..<(part.y + part.height) {
-            let row = base.advanced(by: (y - band.y) * stride).assumingMemoryBound(to: UInt32.self)
-            for x in part.x..<(part.x + part.width) {
-                let src = cursorPixels[(y - cursor.y) * cursorSize.width + (x - cursor.x)]
-                let a = src >> 24
-                if a == 0 { continue }
-                let dst = row[x - band.x]
-                let inv = 255 - a
-                func channel(_ shift: UInt32) -> UInt32 {
-                    let s = (src >> shift) & 0xff, d = (dst >> shift) & 0xff
-                    return min(255, s + (d * inv + 127) / 255) << shift
-                }
-                row[x - band.x] = 0xff00_0000 | channel(16) | channel(8) | channel(0)
-            }
-        }
     }
 }
 

@@ -11,21 +11,19 @@ import VideoProcessing
 extension Broadcaster {
     /// Sources smaller than this on a side are not encoded (`unsupported_resolution`).
     static let minimumSide = 16
-    /// How long after a change is first seen it is grabbed (`X11ScreenCapturer.settle`).
+    /// How long after a change is first seen it is grabbed (`ScreenCapturer.settle`).
     static let damageSettleNanos: UInt64 = 2_000_000
 
     /// Opens the source and returns the capture loop to run on its own thread.
     func makeProducer() throws -> @Sendable () -> Void {
-        switch config.source {
-        case .x11(let display, let spec, let drawCursor):
-            let capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: drawCursor, clock: clock, logger: logger)
+        if let capturer = try openCapturer(config.source) {
             let box = UncheckedBox(capturer)
-            return { [self] in x11Loop(box.value) }
-        case .raw(let path, let format, let size, let fps):
-            let reader = try RawFrameReader(path: path, format: format, size: size)
-            let box = UncheckedBox(reader)
-            return { [self] in rawLoop(box.value, fps: fps) }
+            return { [self] in captureLoop(box.value) }
         }
+        guard case .raw(let path, let format, let size, let fps) = config.source else { return {} }
+        let reader = try RawFrameReader(path: path, format: format, size: size)
+        let box = UncheckedBox(reader)
+        return { [self] in rawLoop(box.value, fps: fps) }
     }
 
     /// The size to encode a `source` picture at: the scaling policy's, made smaller by
@@ -69,7 +67,19 @@ extension Broadcaster {
         return taken
     }
 
-    func x11Loop(_ initial: X11ScreenCapturer) {
+    /// The screen capturer for `source` (nil: not a screen, a file).
+    func openCapturer(_ source: VideoSource) throws -> (any ScreenCapturer)? {
+        switch source {
+        case .x11(let display, let spec, let drawCursor):
+            return try X11ScreenCapturer(display: display, source: spec, drawCursor: drawCursor, clock: clock, logger: logger)
+        case .raw:
+            return nil
+        }
+    }
+
+    /// The capture thread of a screen, whatever captures it: paced grabs into the assembler,
+    /// live source switches, placeholders and errors reported.
+    func captureLoop(_ initial: any ScreenCapturer) {
         var capturer = initial
         var current = settings
         var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
@@ -113,10 +123,12 @@ extension Broadcaster {
             if g != generation {
                 generation = g
                 let next = settings
-                if next.source != current.source, case .x11(let display, let spec, let cursor) = next.source {
+                if next.source != current.source {
                     do {
-                        capturer = try X11ScreenCapturer(display: display, source: spec, drawCursor: cursor, clock: clock, logger: logger)
-                        force = true
+                        if let opened = try openCapturer(next.source) {
+                            capturer = opened
+                            force = true
+                        }
                     } catch {
                         events.emit(.error(.sourceSwitchFailed, "\(error); keeping the previous source"))
                         live.withLock { $0.source = current.source }
