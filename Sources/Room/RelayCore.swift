@@ -1,108 +1,10 @@
 import RTCP
 import RTP
 import RTPSession
-import Crypto
 import FoundationEssentials
 import Glibc
 import MediaCore
 import Transport
-
-/// Bounds on what one relay keeps, so memory stays bounded whatever peers send.
-public struct RelayLimits: Sendable {
-    public var maxRooms = 1000
-    public var maxPeersPerRoom = 500
-    public var maxStreamsPerPeer = 4
-    public var maxSubscriptionsPerPeer = 16
-    public var maxNameLength = 64
-    /// Error replies per second, all peers together (an error is never an amplifier).
-    public var maxErrorsPerSecond = 100
-    /// Error replies per second to one address.
-    public var maxErrorsPerAddressPerSecond = 10
-    /// Joins per second into one room (a flood of joins is refused with `limit`).
-    public var maxJoinsPerRoomPerSecond = 250
-    /// Packets kept per video stream to answer NACKs (power of two).
-    public var videoHistory = 1024
-    public var audioHistory = 64
-    public init() {}
-}
-
-/// A room as the relay's directory shows it.
-public struct RoomSummary: Sendable, Equatable {
-    public let name: String
-    /// The peers sharing a screen, in the order they joined (a browser without `?from=` watches the first).
-    public let presenters: [String]
-    public let peers: Int
-    public let browsers: Int
-    public init(name: String, presenters: [String], peers: Int, browsers: Int) {
-        self.name = name
-        self.presenters = presenters
-        self.peers = peers
-        self.browsers = browsers
-    }
-}
-
-/// What the relay reports as it goes.
-public enum RelayEvent: Sendable, Equatable {
-    case peerJoined(room: String, peer: PeerInfo, address: PeerAddress)
-    case peerLeft(room: String, peer: PeerInfo, reason: String)
-    case substreamStarted(room: String, peer: UInt32, stream: StreamInfo)
-    case substreamStopped(room: String, peer: UInt32, stream: StreamInfo)
-    case subscribed(room: String, viewer: UInt32, publisher: UInt32, kinds: [StreamKind])
-    case unsubscribed(room: String, viewer: UInt32, publisher: UInt32)
-    /// A datagram was dropped: malformed, unknown type, wrong version, from a stranger.
-    case rejected(address: PeerAddress, reason: String)
-}
-
-/// Counters for stats events and tests.
-public struct RelayCounters: Sendable, Equatable {
-    public var rtpIn = 0
-    public var rtpForwarded = 0
-    public var bytesForwarded = 0
-    public var rtcpIn = 0
-    public var controlIn = 0
-    public var retransmitted = 0
-    public var retransmitMissed = 0
-    public var keyframeRequests = 0
-    /// Malformed or unexpected datagrams (bad control messages, RTP of unpublished SSRCs…).
-    public var rejected = 0
-    /// Datagrams from addresses that are not in any room.
-    public var unknownSource = 0
-    public var errorsSent = 0
-    /// Joins and publishes refused for want of a valid token (`unauthorized`).
-    public var unauthorized = 0
-    /// `retry` answers: joins that came without a valid cookie.
-    public var retriesSent = 0
-    /// Replies not sent to an address that has not proven it receives (larger than what it sent).
-    public var repliesWithheld = 0
-    public var timeouts = 0
-    /// Transport feedback sent to presenters (their congestion control).
-    public var transportFeedbacks = 0
-    /// FEC packets from presenters, and the packets of theirs the relay recovered with them
-    /// (lost on the way in; forwarded as if they had arrived).
-    public var fecIn = 0
-    public var fecRecovered = 0
-    /// NACKs the relay sent presenters for packets their uplinks lost.
-    public var uplinkNacks = 0
-    /// Transport feedback from viewers (their downlinks' estimates), and the layer switches
-    /// it led to (down to the base layer, or up to all).
-    public var viewerFeedbacks = 0
-    public var layerSwitches = 0
-    public init() {}
-}
-
-/// Where the relay's datagrams go (a UDP socket in production, an array in unit tests).
-public protocol RelayTransport: AnyObject {
-    func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress)
-    /// Sends the same datagram to each address, in order: one forwarded packet's fan-out.
-    /// A socket sends them with one `sendmmsg`; the default calls `send(_:to:)` for each.
-    func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress])
-}
-
-extension RelayTransport {
-    public func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress]) {
-        for a in addresses { send(bytes, to: a) }
-    }
-}
 
 /// The room relay as a pure state machine: datagrams and time in, datagrams and events out.
 ///
@@ -117,27 +19,23 @@ public final class RelayCore {
     public let limits: RelayLimits
     /// The relay's own SSRC, the sender of its RTCP.
     public let ssrc: UInt32
-    public private(set) var counters = RelayCounters()
-    private let transport: RelayTransport
+    public internal(set) var counters = RelayCounters()
+    let transport: RelayTransport
     let onEvent: (RelayEvent) -> Void
     var rooms: [String: RoomState] = [:]
     var byAddress: [PeerAddress: PeerState] = [:]
     var nextPeerID: UInt32 = 1
-    private var errorBudget = 0
-    private var errorBudgetSecond: UInt64 = 0
-    /// Per second: error replies per address, joins per room (cleared each second, bounded).
-    private var errorsByAddress: [PeerAddress: Int] = [:]
-    private var joinsByRoom: [String: Int] = [:]
-    private var nextReport: UInt64 = 0
-    private var rtcpBuffer = [UInt8](repeating: 0, count: 1500)
+    /// Cookies and the per-second budgets of replies and joins.
+    var admission: RelayAdmission
+    var nextReport: UInt64 = 0
+    var rtcpBuffer = [UInt8](repeating: 0, count: 1500)
     /// A packet renumbered for one viewer (``sendEdited``).
-    private var editBuffer = [UInt8](repeating: 0, count: 1500)
+    var editBuffer = [UInt8](repeating: 0, count: 1500)
     /// The size of the datagram being handled: what an unproven address may get back at most.
-    private var received = 0
+    var received = 0
     /// The datagram being handled is a join with a valid cookie: its address receives what is
     /// sent to it, so a reply (a refusal that names its reason) may be larger than the join.
-    private var provenNow = false
-    private let cookieKey: SymmetricKey
+    var provenNow = false
     /// Who may enter which room (nil: anyone, an open relay).
     public let authorizer: (any RoomAuthorizer)?
 
@@ -151,35 +49,16 @@ public final class RelayCore {
         self.ssrc = ssrc
         self.transport = transport
         self.onEvent = onEvent
-        cookieKey = cookieSecret.map { SymmetricKey(data: $0) } ?? SymmetricKey(size: .bits256)
+        admission = RelayAdmission(limits: limits, cookieSecret: cookieSecret)
     }
 
     // MARK: - Return routability
 
     /// How long a cookie stays valid: the epoch it was made in and the next.
-    public static let cookieEpochNanos: UInt64 = 30_000_000_000
+    public static let cookieEpochNanos = RelayAdmission.cookieEpochNanos
 
-    /// The cookie `address` must echo in its `join` at `now` (stateless, as QUIC's Retry and
-    /// DTLS's HelloVerifyRequest: an HMAC of the address, the port and the time).
-    public func cookie(for address: PeerAddress, now: UInt64) -> String {
-        cookie(address, epoch: now / Self.cookieEpochNanos)
-    }
-
-    private func cookie(_ address: PeerAddress, epoch: UInt64) -> String {
-        var input = [UInt8](repeating: 0, count: 14)
-        for i in 0..<4 { input[i] = UInt8(truncatingIfNeeded: address.ip >> (24 - 8 * i)) }
-        input[4] = UInt8(address.port >> 8)
-        input[5] = UInt8(address.port & 0xFF)
-        for i in 0..<8 { input[6 + i] = UInt8(truncatingIfNeeded: epoch >> (56 - 8 * i)) }
-        let mac = HMAC<SHA256>.authenticationCode(for: input, using: cookieKey)
-        return mac.prefix(12).hexString
-    }
-
-    private func isValid(_ cookie: String?, from address: PeerAddress, now: UInt64) -> Bool {
-        guard let cookie else { return false }
-        let epoch = now / Self.cookieEpochNanos
-        return cookie == self.cookie(address, epoch: epoch) || (epoch > 0 && cookie == self.cookie(address, epoch: epoch - 1))
-    }
+    /// The cookie `address` must echo in its `join` at `now` (``RelayAdmission``).
+    public func cookie(for address: PeerAddress, now: UInt64) -> String { admission.cookie(for: address, now: now) }
 
     // MARK: - Inspection (stats, tests)
 
@@ -354,293 +233,9 @@ public final class RelayCore {
         }
     }
 
-    // MARK: - RTP
-
-    /// - Parameter recovered: rebuilt here from the publisher's FEC, not received: forwarded and
-    ///   kept for resends, but not counted as an arrival.
-    private func forwardRTP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, recovered: Bool = false) {
-        guard bytes.count >= 12 else { counters.rejected += 1; return }
-        let ssrc = UInt32(bytes[8]) << 24 | UInt32(bytes[9]) << 16 | UInt32(bytes[10]) << 8 | UInt32(bytes[11])
-        guard let stream = peer.room.streams[ssrc], stream.owner === peer else {
-            counters.rejected += 1  // not published (yet): nobody asked for it
-            return
-        }
-        guard let (header, offset, length) = try? RTPHeader.parse(bytes) else { counters.rejected += 1; return }
-        let transportSequence = TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: bytes)
-        if let sequence = transportSequence, !recovered {
-            if peer.transportFeedback == nil { peer.transportFeedback = TransportFeedbackRecorder() }
-            peer.transportFeedback?.onPacket(sequence: sequence, now: now)
-        }
-        if stream.info.kind == .fec {
-            forwardFEC(bytes, header: header, payloadOffset: offset, payloadLength: length, transportSequence: transportSequence,
-                       stream: stream, from: peer, now: now)
-            return
-        }
-        if !recovered {
-            stream.receive.onPacket(sequenceNumber: header.sequenceNumber, rtpTimestamp: header.timestamp, arrival: now, payloadBytes: length)
-        }
-        stream.uplinkNacks?.onPacket(sequenceNumber: header.sequenceNumber, now: now, endsFrame: header.marker, recovered: recovered)
-        stream.history.store(bytes, now: now)
-        defer { if !recovered, stream.fec != nil { stream.fec?.addMedia(bytes); recover(stream, from: peer, now: now) } }
-        var descriptor: VP8PayloadDescriptor?
-        var keyframe = false
-        if stream.info.kind != .audio, length > 0 {
-            let payload = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
-            descriptor = try? VP8PayloadDescriptor.parse(payload)
-            if let d = descriptor, d.startsFrame, d.size < payload.count,
-               VP8PayloadDescriptor.isKeyframe(vp8Data: UnsafeRawBufferPointer(rebasing: payload[d.size...])) {
-                stream.keyframePending = false  // whoever asked gets this one
-                keyframe = true
-            }
-        }
-        guard stream.downlinks > 0, let d = descriptor else {
-            transport.send(bytes, toEach: stream.addresses)
-            counters.rtpForwarded += stream.addresses.count
-            counters.bytesForwarded += stream.addresses.count * bytes.count
-            return
-        }
-        forwardPerViewer(bytes, header: header, payloadOffset: offset, descriptor: d, keyframe: keyframe,
-                         transportSequence: transportSequence, stream: stream, now: now)
-    }
-
-    /// A video packet of a stream some viewers of which send transport feedback: each of those
-    /// gets the layers its link carries (``ViewerDownlink``), renumbered when some were left
-    /// out; the others, and those whose numbers are still the source's, share one fan-out.
-    private func forwardPerViewer(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, descriptor d: VP8PayloadDescriptor,
-                                  keyframe: Bool, transportSequence: UInt16?, stream: StreamState, now: UInt64) {
-        if let t = transportSequence { stream.forwardLog.record(t, size: bytes.count + Self.srtpOverhead, now: now) }
-        stream.layerRates.add(bytes.count, layer: d.temporalLayer, now: now)
-        stream.shared.removeAll(keepingCapacity: true)
-        for i in stream.subscribers.indices {
-            guard let downlink = stream.subscribers[i].downlink else {
-                stream.shared.append(stream.subscribers[i].address)
-                continue
-            }
-            let out = downlink.filter.forward(sequence: header.sequenceNumber, pictureID: d.pictureID, temporalLayer: d.temporalLayer,
-                                              layerSync: d.layerSync, startsFrame: d.start, keyframe: keyframe)
-            if let t = transportSequence { downlink.noteForwarded(t, sent: out != nil) }
-            guard let out else { continue }
-            if out.sequence == header.sequenceNumber && out.pictureID == d.pictureID {
-                stream.shared.append(stream.subscribers[i].address)
-            } else {
-                sendEdited(bytes, sequence: out.sequence, pictureID: out.pictureID, pictureOffset: payloadOffset + 2, to: stream.subscribers[i].address)
-            }
-        }
-        transport.send(bytes, toEach: stream.shared)
-        counters.rtpForwarded += stream.shared.count
-        counters.bytesForwarded += stream.shared.count * bytes.count
-    }
-
-    /// An FEC packet of a publisher's screen (its `fec` stream): the relay recovers what its
-    /// own uplink lost at once (every viewer then gets the packet without a resend from the
-    /// presenter), and forwards it to the viewers whose numbers are still the source's (it names
-    /// the source's; a viewer left some layers gets renumbered packets, which it cannot repair).
-    private func forwardFEC(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, payloadLength: Int,
-                            transportSequence: UInt16?, stream: StreamState, from peer: PeerState, now: UInt64) {
-        guard let screen = stream.protects else {
-            counters.rejected += 1
-            return
-        }
-        counters.fecIn += 1
-        screen.fec?.addFEC(bytes, payloadOffset: payloadOffset, payloadLength: payloadLength, protectedSSRC: screen.info.ssrc)
-        recover(screen, from: peer, now: now)
-        if let t = transportSequence, screen.downlinks > 0 { screen.forwardLog.record(t, size: bytes.count + Self.srtpOverhead, now: now) }
-        stream.shared.removeAll(keepingCapacity: true)
-        for s in stream.subscribers {
-            let downlink = screen.subscriberIndex(s.peer).flatMap { screen.subscribers[$0].downlink }
-            let send = !(downlink?.filter.isShifted ?? false)
-            if let t = transportSequence { downlink?.noteForwarded(t, sent: send) }
-            if send { stream.shared.append(s.address) }
-        }
-        transport.send(bytes, toEach: stream.shared)
-        counters.rtpForwarded += stream.shared.count
-        counters.bytesForwarded += stream.shared.count * bytes.count
-    }
-
-    /// NACKs the publisher for the stream's holes that are due (the NACK generator's timing:
-    /// after the reordering wait, then once per measured round trip).
-    private func askAgain(_ stream: StreamState, now: UInt64) {
-        guard let rtt = stream.uplinkNacks.map({ $0.measuredRTT ?? 100_000_000 }) else { return }
-        stream.uplinkNackList.removeAll(keepingCapacity: true)
-        stream.uplinkNacks?.poll(now: now, rtt: rtt, into: &stream.uplinkNackList)  // in place: no copy of its list
-        _ = stream.uplinkNacks?.takeLoss()
-        guard !stream.uplinkNackList.isEmpty else { return }
-        let n = rtcpBuffer.withUnsafeMutableBytes {
-            RTCPPacket.buildNACK(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, sequenceNumbers: stream.uplinkNackList, into: $0)
-        }
-        guard n > 0 else { return }
-        rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
-        counters.uplinkNacks += 1
-    }
-
-    /// Forwards what `screen`'s FEC packets can rebuild of what the publisher's uplink lost.
-    private func recover(_ screen: StreamState, from peer: PeerState, now: UInt64) {
-        guard screen.fec?.hasPending == true else { return }
-        withUnsafeTemporaryAllocation(byteCount: ULPFEC.maxPacketSize, alignment: 16) { buffer in
-            while let n = screen.fec?.recoverOne(into: buffer) {
-                counters.fecRecovered += 1
-                forwardRTP(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), from: peer, now: now, recovered: true)
-            }
-        }
-    }
-
-    /// What SRTP adds to a packet on a hop (its authentication tag), counted in what a viewer's
-    /// link carries.
-    static let srtpOverhead = 10
-
-    /// Sends a copy of a VP8 packet with its sequence number and picture ID (15 or 7 bits, at
-    /// `pictureOffset`, as the descriptor had it) replaced.
-    private func sendEdited(_ bytes: UnsafeRawBufferPointer, sequence: UInt16, pictureID: UInt16?, pictureOffset: Int, to address: PeerAddress) {
-        guard bytes.count <= editBuffer.count else { return }
-        editBuffer.withUnsafeMutableBytes { b in
-            b.copyMemory(from: bytes)
-            b[2] = UInt8(sequence >> 8)
-            b[3] = UInt8(sequence & 0xFF)
-            if let pictureID, pictureOffset + 1 < bytes.count, b[pictureOffset - 1] & 0x80 != 0 {  // X byte: I
-                if b[pictureOffset] & 0x80 != 0 {
-                    b[pictureOffset] = 0x80 | UInt8((pictureID >> 8) & 0x7F)
-                    b[pictureOffset + 1] = UInt8(pictureID & 0xFF)
-                } else {
-                    b[pictureOffset] = UInt8(pictureID & 0x7F)
-                }
-            }
-        }
-        editBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<bytes.count]), to: address) }
-        counters.rtpForwarded += 1
-        counters.bytesForwarded += bytes.count
-    }
-
-    // MARK: - RTCP
-
-    private func handleRTCP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, wallNanos: UInt64) {
-        guard let packets = try? RTCPPacket.parseCompound(bytes) else { counters.rejected += 1; return }
-        let room = peer.room
-        var forwardTo: StreamState?
-        for packet in packets {
-            switch packet {
-            case .senderReport(let sr):
-                // A publisher's report: kept for our receiver reports, forwarded to its
-                // subscribers (with the rest of the compound: SDES, BYE).
-                if let stream = room.streams[sr.ssrc], stream.owner === peer {
-                    stream.receive.onSenderReport(sr, arrival: now)
-                    stream.noteForwardedReport(middle: sr.ntp.middle32, wallNanos: wallNanos)
-                    forwardTo = stream
-                }
-            case .goodbye(let bye):
-                if forwardTo == nil, let first = bye.sources.first, let stream = room.streams[first], stream.owner === peer {
-                    forwardTo = stream
-                }
-            case .receiverReport(let rr):
-                for block in rr.reports {
-                    guard let stream = room.streams[block.ssrc], let i = stream.subscriberIndex(peer) else { continue }
-                    var s = stream.subscribers[i]
-                    s.fractionLost = Double(block.fractionLost) / 256
-                    if block.lastSenderReport != 0, let sent = stream.forwardTime(middle: block.lastSenderReport) {
-                        let delay = NTPTimestamp.nanos(fromShort: block.delaySinceLastSenderReport)
-                        let elapsed = wallNanos &- sent
-                        if wallNanos >= sent, elapsed >= delay { s.rttNanos = elapsed - delay }
-                    }
-                    stream.subscribers[i] = s
-                }
-            case .nack(let nack):
-                guard let stream = room.streams[nack.mediaSSRC], let i = stream.subscriberIndex(peer) else { continue }
-                let downlink = stream.subscribers[i].downlink
-                let filter = downlink?.filter
-                // A viewer whose link is estimated gets resends within what its link has left.
-                let allow: (Int) -> Bool = { downlink?.allowResend($0, now: now) ?? true }
-                nack.forEachSequenceNumber { seq in
-                    // Each viewer's NackGenerator spaces its own retries, so each request is
-                    // answered (no cross-viewer RTT gate). A viewer that was left some layers
-                    // names its own numbers: the source's packet goes back under them.
-                    guard let filter, filter.isShifted else {
-                        let outcome = stream.history.retransmit(sequenceNumber: seq, now: now, rtt: 0, allow: allow) {
-                            transport.send(UnsafeRawBufferPointer($0), to: peer.address)
-                        }
-                        if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
-                        return
-                    }
-                    guard let source = filter.original(seq) else { counters.retransmitMissed += 1; return }
-                    let outcome = stream.history.retransmit(sequenceNumber: source, now: now, rtt: 0, allow: allow) { stored in
-                        let packet = UnsafeRawBufferPointer(stored)
-                        var picture: UInt16?, pictureOffset = 0
-                        if let (_, offset, length) = try? RTPHeader.parse(packet), length > 0,
-                           let d = try? VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: packet[offset..<(offset + length)])) {
-                            picture = d.pictureID.flatMap { filter.outgoingPicture($0) }
-                            pictureOffset = offset + 2
-                        }
-                        sendEdited(packet, sequence: seq, pictureID: picture, pictureOffset: pictureOffset, to: peer.address)
-                    }
-                    if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
-                }
-            case .transportFeedback(let feedback):
-                // A viewer's arrivals of a stream it receives: its downlink's estimate, and so
-                // the layers it gets.
-                guard let stream = room.streams[feedback.mediaSSRC], stream.info.kind != .audio,
-                      let i = stream.subscriberIndex(peer) else { continue }
-                if stream.subscribers[i].downlink == nil {
-                    stream.subscribers[i].downlink = ViewerDownlink()
-                    stream.downlinks += 1
-                }
-                let downlink = stream.subscribers[i].downlink!
-                let before = downlink.layers
-                downlink.onFeedback(feedback, log: stream.forwardLog, rates: stream.layerRates, now: now)
-                counters.viewerFeedbacks += 1
-                tellIfChanged(downlink, was: before, stream: stream, viewer: peer, now: now)
-            case .extendedReport(let xr):
-                // A viewer's RRTR (RFC 3611 §4.4): answered at once with a DLRR, so it learns
-                // its round trip to this relay (which answers its NACKs).
-                guard let t = xr.referenceTime else { break }
-                let item = ExtendedReport.DLRRItem(ssrc: xr.ssrc, lastReceiverReport: t.middle32, delaySinceLastReceiverReport: 0)
-                let n = rtcpBuffer.withUnsafeMutableBytes {
-                    RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [], cname: "screenshare-relay", dlrr: [item], into: $0)
-                }
-                rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: peer.address) }
-            case .pli(_, let media):
-                if let stream = room.streams[media], stream.subscriberIndex(peer) != nil { requestKeyframe(stream, now: now) }
-            case .fir(let fir):
-                for entry in fir.entries {
-                    if let stream = room.streams[entry.ssrc], stream.subscriberIndex(peer) != nil { requestKeyframe(stream, now: now) }
-                }
-            default:
-                break
-            }
-        }
-        if let stream = forwardTo {
-            transport.send(bytes, toEach: stream.addresses)
-        }
-    }
-
-    /// A viewer's link carries more or less of a stream than before: it is told (`link`). A
-    /// viewer that gets fewer layers is told again every 5 s (the message may be lost on the
-    /// very link that is short; the viewer says only what changed).
-    private func tellIfChanged(_ downlink: ViewerDownlink, was before: LinkLayers, stream: StreamState, viewer: PeerState, now: UInt64) {
-        let changed = downlink.layers != before
-        if changed { counters.layerSwitches += 1 }
-        guard changed || (downlink.layers != .all && now >= downlink.nextTell) else { return }
-        downlink.nextTell = now + 5_000_000_000
-        send(.link(publisher: stream.owner.id, layers: downlink.layers, estimateKbps: Int(downlink.controller.target / 1000)), to: viewer.address)
-    }
-
-    func requestKeyframe(_ stream: StreamState, now: UInt64) {
-        guard stream.info.kind == .screen || stream.info.kind == .main else { return }
-        if stream.keyframeRequestDue(now: now) {
-            sendKeyframeRequest(stream, now: now)
-        } else {
-            stream.keyframePending = true
-        }
-    }
-
-    private func sendKeyframeRequest(_ stream: StreamState, now: UInt64) {
-        stream.lastKeyframeRequest = now
-        stream.keyframePending = false
-        counters.keyframeRequests += 1
-        let n = rtcpBuffer.withUnsafeMutableBytes { RTCPPacket.buildPLI(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, into: $0) }
-        rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
-    }
-
     // MARK: - Control
 
-    private func send(_ message: ControlMessage, requestID: UInt32 = 0, to address: PeerAddress) {
+    func send(_ message: ControlMessage, requestID: UInt32 = 0, to address: PeerAddress) {
         var bytes = ControlEnvelope(requestID: requestID, message).encoded()
         if bytes.count > RoomProtocol.maxRelayMessageSize {
             bytes = Self.fitted(message, requestID: requestID, recipient: byAddress[address]?.id) ?? bytes
@@ -679,38 +274,18 @@ public final class RelayCore {
         bytes.withUnsafeBytes { transport.send($0, toEach: addresses) }
     }
 
-    private func reject(_ address: PeerAddress, _ error: RoomProtocolError, now: UInt64) {
+    func reject(_ address: PeerAddress, _ error: RoomProtocolError, now: UInt64) {
         counters.rejected += 1
         onEvent(.rejected(address: address, reason: error.description))
-        guard takeReplyBudget(for: address, now: now) else { return }
+        guard admission.takeReply(to: address, now: now) else { return }
         replyUnproven(.error(code: error.code, message: error.message), requestID: error.requestID, to: address) { counters.errorsSent += 1 }
-    }
-
-    /// A new second: the per-second budgets start again.
-    private func rollSecond(_ now: UInt64) {
-        let second = now / 1_000_000_000
-        guard second != errorBudgetSecond else { return }
-        errorBudgetSecond = second
-        errorBudget = 0
-        errorsByAddress.removeAll(keepingCapacity: true)
-        joinsByRoom.removeAll(keepingCapacity: true)
-    }
-
-    /// Whether one more reply (an error, a retry) may go out this second: to all, and to `address`.
-    private func takeReplyBudget(for address: PeerAddress, now: UInt64) -> Bool {
-        rollSecond(now)
-        guard errorBudget < limits.maxErrorsPerSecond, errorsByAddress[address, default: 0] < limits.maxErrorsPerAddressPerSecond
-        else { return false }
-        errorBudget += 1
-        errorsByAddress[address, default: 0] += 1
-        return true
     }
 
     /// Sends `message` to `address`; to an address that is in no room and did not echo a valid
     /// cookie in this datagram (it has not proven it receives what is sent to it) only when it is
     /// no larger than the datagram it answers.
     /// An error that does not fit goes without its text (the code alone), if that fits.
-    private func replyUnproven(_ message: ControlMessage, requestID: UInt32, to address: PeerAddress, sent: () -> Void) {
+    func replyUnproven(_ message: ControlMessage, requestID: UInt32, to address: PeerAddress, sent: () -> Void) {
         var bytes = ControlEnvelope(requestID: requestID, message).encoded()
         let proven = provenNow || byAddress[address] != nil
         if !proven, bytes.count > received, case let .error(code, text) = message, !text.isEmpty {
@@ -724,13 +299,13 @@ public final class RelayCore {
         bytes.withUnsafeBytes { transport.send($0, to: address) }
     }
 
-    private func handleControl(_ envelope: ControlEnvelope, from address: PeerAddress, now: UInt64, wallNanos: UInt64) {
+    func handleControl(_ envelope: ControlEnvelope, from address: PeerAddress, now: UInt64, wallNanos: UInt64) {
         let id = envelope.requestID
         if case let .join(room, name, role, token, cookie) = envelope.message {
             // A new address proves it receives what is sent to it by echoing a cookie before it
             // gets any state, media or room list: a spoofed join reflects one small retry.
-            guard provenNow || byAddress[address] != nil || isValid(cookie, from: address, now: now) else {
-                guard takeReplyBudget(for: address, now: now) else { return }
+            guard provenNow || byAddress[address] != nil || admission.isValid(cookie, from: address, now: now) else {
+                guard admission.takeReply(to: address, now: now) else { return }
                 replyUnproven(.retry(cookie: self.cookie(for: address, now: now)), requestID: id, to: address) { counters.retriesSent += 1 }
                 return
             }
@@ -799,7 +374,7 @@ public final class RelayCore {
         }
     }
 
-    private func join(room name: String, name peerName: String, role: String, token: String?, from address: PeerAddress, requestID: UInt32,
+    func join(room name: String, name peerName: String, role: String, token: String?, from address: PeerAddress, requestID: UInt32,
                       now: UInt64, wallNanos: UInt64) {
         if let problem = roomNameProblem(name) {
             reject(address, RoomProtocolError(.badRoom, problem, requestID: requestID), now: now)
@@ -828,12 +403,10 @@ public final class RelayCore {
             }
             remove(existing, reason: "left")
         }
-        rollSecond(now)
-        guard joinsByRoom[name, default: 0] < limits.maxJoinsPerRoomPerSecond else {
+        guard admission.takeJoin(room: name, now: now) else {
             reject(address, RoomProtocolError(.limit, "join: room '\(name)' takes at most \(limits.maxJoinsPerRoomPerSecond) joins a second; try again", requestID: requestID), now: now)
             return
         }
-        joinsByRoom[name, default: 0] += 1
         let room: RoomState
         do {
             room = try roomWithSpace(name)
@@ -881,7 +454,7 @@ public final class RelayCore {
         return room
     }
 
-    private func publish(_ streams: [StreamInfo], by peer: PeerState, requestID: UInt32, now: UInt64) {
+    func publish(_ streams: [StreamInfo], by peer: PeerState, requestID: UInt32, now: UInt64) {
         let room = peer.room
         guard peer.canPublish || streams.isEmpty else {
             counters.unauthorized += 1
@@ -964,146 +537,4 @@ public final class RelayCore {
         // Browsers that watched this peer follow the next one sharing a screen.
         if !peer.streams.isEmpty { followPublishers(in: room, now: peer.lastHeard) }
     }
-}
-
-// MARK: - State
-
-final class RoomState {
-    let name: String
-    var version: UInt64 = 0
-    var peers: [UInt32: PeerState] = [:]
-    /// Join order, for snapshots.
-    var order: [UInt32] = []
-    var streams: [UInt32: StreamState] = [:]
-    init(name: String) { self.name = name }
-
-    func snapshot() -> [PeerInfo] { order.compactMap { peers[$0]?.info } }
-
-    func subscriberIDs(of publisher: PeerState) -> [UInt32] {
-        var ids = Set<UInt32>()
-        for s in publisher.streams { for sub in streams[s.ssrc]?.subscribers ?? [] { ids.insert(sub.peer.id) } }
-        return ids.sorted()
-    }
-}
-
-final class PeerState {
-    let id: UInt32
-    let name: String
-    let role: String
-    let address: PeerAddress
-    unowned let room: RoomState
-    var lastHeard: UInt64
-    var streams: [StreamInfo] = []
-    /// A viewer that speaks no room protocol (a browser over WHEP): it never times out, and it
-    /// follows a presenter by name (`follows`) or the first one sharing a screen.
-    var external = false
-    var follows: String?
-    /// Whether its token lets it publish (always on an open relay; never for browsers).
-    var canPublish = true
-    /// What this peer asked to receive: publisher id → kinds (kept across the publisher's
-    /// stream restarts).
-    var subscriptions: [UInt32: Set<StreamKind>] = [:]
-    /// A presenter whose RTP carries the transport-wide sequence number: its arrivals, for the
-    /// transport feedback the relay sends it (made with its first such packet).
-    var transportFeedback: TransportFeedbackRecorder?
-
-    init(id: UInt32, name: String, role: String, address: PeerAddress, room: RoomState, now: UInt64) {
-        self.id = id
-        self.name = name
-        self.role = role
-        self.address = address
-        self.room = room
-        lastHeard = now
-    }
-
-    var info: PeerInfo { PeerInfo(id: id, name: name, role: role, streams: streams, client: external ? "browser" : nil) }
-}
-
-struct Subscriber {
-    unowned let peer: PeerState
-    let address: PeerAddress
-    var fractionLost = 0.0
-    var rttNanos: UInt64?
-    /// Its link's estimate and the layers it gets, once it sends transport feedback.
-    var downlink: ViewerDownlink?
-    init(peer: PeerState) {
-        self.peer = peer
-        address = peer.address
-    }
-}
-
-final class StreamState {
-    let info: StreamInfo
-    unowned let owner: PeerState
-    /// Change with `addSubscriber` and `removeSubscriber(at:)`, which keep `addresses` in step.
-    var subscribers: [Subscriber] = []
-    /// `subscribers`' addresses in the same order: the fan-out list, handed to the transport
-    /// as it is (no array built per packet).
-    private(set) var addresses: [PeerAddress] = []
-    var history: PacketHistory
-    var receive: ReceiveStatistics
-    var lastKeyframeRequest: UInt64?
-    var keyframePending = false
-    /// Subscribers with a ``ViewerDownlink`` (0: one fan-out for all, nothing parsed per viewer).
-    var downlinks = 0
-    /// When each packet was forwarded (made with the first downlink), the layers' rates, and
-    /// the addresses one packet goes to unchanged (reused).
-    lazy var forwardLog = ForwardLog()
-    var layerRates = LayerRates()
-    var shared: [PeerAddress] = []
-    /// The screen's FEC decoder, made when the publisher publishes an FEC stream.
-    var fec: ULPFECDecoder?
-    /// An FEC stream's screen, set when both are published (nil: its FEC is refused).
-    weak var protects: StreamState?
-    /// A video stream's holes on the publisher's uplink, asked for again from the publisher
-    /// (viewers' NACKs for them find nothing in the history until the resend comes); and the
-    /// list each poll fills (reused).
-    var uplinkNacks: NackGenerator?
-    var uplinkNackList: [UInt16] = []
-    /// The last sender reports forwarded: NTP middle 32 bits → wall clock when forwarded.
-    private var forwarded: [(middle: UInt32, wall: UInt64)] = Array(repeating: (0, 0), count: 8)
-    private var forwardedNext = 0
-
-    init(info: StreamInfo, owner: PeerState, history capacity: Int) {
-        self.info = info
-        self.owner = owner
-        history = PacketHistory(capacity: capacity, maxPacketSize: 1500, maxAge: 2_000_000_000)
-        if info.kind == .screen || info.kind == .main {
-            // Holes only, found from later packets: no tail probes. A presenter's pacer and send
-            // budget may hold the rest of a frame for a while; asking for its next packet then
-            // would have it sent twice, on the uplink and to every viewer.
-            var c = NackGenerator.Configuration()
-            c.tailDelay = nil
-            uplinkNacks = NackGenerator(configuration: c)
-            uplinkNackList.reserveCapacity(256)
-        }
-        var config = ReceiveStatistics.Configuration()
-        config.clockRate = info.clock
-        receive = ReceiveStatistics(ssrc: info.ssrc, configuration: config)
-    }
-
-    func keyframeRequestDue(now: UInt64) -> Bool {
-        guard let last = lastKeyframeRequest else { return true }
-        return now &- last >= RoomProtocol.keyframeRequestIntervalNanos
-    }
-
-    func subscriberIndex(_ peer: PeerState) -> Int? { subscribers.firstIndex { $0.peer === peer } }
-
-    func addSubscriber(_ peer: PeerState) {
-        subscribers.append(Subscriber(peer: peer))
-        addresses.append(peer.address)
-    }
-
-    func removeSubscriber(at i: Int) {
-        if subscribers[i].downlink != nil { downlinks -= 1 }
-        subscribers.remove(at: i)
-        addresses.remove(at: i)
-    }
-
-    func noteForwardedReport(middle: UInt32, wallNanos: UInt64) {
-        forwarded[forwardedNext] = (middle, wallNanos)
-        forwardedNext = (forwardedNext + 1) % forwarded.count
-    }
-
-    func forwardTime(middle: UInt32) -> UInt64? { forwarded.first { $0.middle == middle && $0.wall != 0 }?.wall }
 }

@@ -1,0 +1,139 @@
+import RTCP
+import RTP
+import RTPSession
+import FoundationEssentials
+import Glibc
+import MediaCore
+import Transport
+
+/// RTCP terminated per hop: publishers' reports kept and forwarded, viewers' reports, NACKs,
+/// transport feedback and keyframe requests answered here.
+extension RelayCore {
+    // MARK: - RTCP
+
+    func handleRTCP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, wallNanos: UInt64) {
+        guard let packets = try? RTCPPacket.parseCompound(bytes) else { counters.rejected += 1; return }
+        let room = peer.room
+        var forwardTo: StreamState?
+        for packet in packets {
+            switch packet {
+            case .senderReport(let sr):
+                // A publisher's report: kept for our receiver reports, forwarded to its
+                // subscribers (with the rest of the compound: SDES, BYE).
+                if let stream = room.streams[sr.ssrc], stream.owner === peer {
+                    stream.receive.onSenderReport(sr, arrival: now)
+                    stream.noteForwardedReport(middle: sr.ntp.middle32, wallNanos: wallNanos)
+                    forwardTo = stream
+                }
+            case .goodbye(let bye):
+                if forwardTo == nil, let first = bye.sources.first, let stream = room.streams[first], stream.owner === peer {
+                    forwardTo = stream
+                }
+            case .receiverReport(let rr):
+                for block in rr.reports {
+                    guard let stream = room.streams[block.ssrc], let i = stream.subscriberIndex(peer) else { continue }
+                    var s = stream.subscribers[i]
+                    s.fractionLost = Double(block.fractionLost) / 256
+                    if block.lastSenderReport != 0, let sent = stream.forwardTime(middle: block.lastSenderReport) {
+                        let delay = NTPTimestamp.nanos(fromShort: block.delaySinceLastSenderReport)
+                        let elapsed = wallNanos &- sent
+                        if wallNanos >= sent, elapsed >= delay { s.rttNanos = elapsed - delay }
+                    }
+                    stream.subscribers[i] = s
+                }
+            case .nack(let nack):
+                guard let stream = room.streams[nack.mediaSSRC], let i = stream.subscriberIndex(peer) else { continue }
+                let downlink = stream.subscribers[i].downlink
+                let filter = downlink?.filter
+                // A viewer whose link is estimated gets resends within what its link has left.
+                let allow: (Int) -> Bool = { downlink?.allowResend($0, now: now) ?? true }
+                nack.forEachSequenceNumber { seq in
+                    // Each viewer's NackGenerator spaces its own retries, so each request is
+                    // answered (no cross-viewer RTT gate). A viewer that was left some layers
+                    // names its own numbers: the source's packet goes back under them.
+                    guard let filter, filter.isShifted else {
+                        let outcome = stream.history.retransmit(sequenceNumber: seq, now: now, rtt: 0, allow: allow) {
+                            transport.send(UnsafeRawBufferPointer($0), to: peer.address)
+                        }
+                        if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
+                        return
+                    }
+                    guard let source = filter.original(seq) else { counters.retransmitMissed += 1; return }
+                    let outcome = stream.history.retransmit(sequenceNumber: source, now: now, rtt: 0, allow: allow) { stored in
+                        let packet = UnsafeRawBufferPointer(stored)
+                        var picture: UInt16?, pictureOffset = 0
+                        if let (_, offset, length) = try? RTPHeader.parse(packet), length > 0,
+                           let d = try? VP8PayloadDescriptor.parse(UnsafeRawBufferPointer(rebasing: packet[offset..<(offset + length)])) {
+                            picture = d.pictureID.flatMap { filter.outgoingPicture($0) }
+                            pictureOffset = offset + 2
+                        }
+                        sendEdited(packet, sequence: seq, pictureID: picture, pictureOffset: pictureOffset, to: peer.address)
+                    }
+                    if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
+                }
+            case .transportFeedback(let feedback):
+                // A viewer's arrivals of a stream it receives: its downlink's estimate, and so
+                // the layers it gets.
+                guard let stream = room.streams[feedback.mediaSSRC], stream.info.kind != .audio,
+                      let i = stream.subscriberIndex(peer) else { continue }
+                if stream.subscribers[i].downlink == nil {
+                    stream.subscribers[i].downlink = ViewerDownlink()
+                    stream.downlinks += 1
+                }
+                let downlink = stream.subscribers[i].downlink!
+                let before = downlink.layers
+                downlink.onFeedback(feedback, log: stream.forwardLog, rates: stream.layerRates, now: now)
+                counters.viewerFeedbacks += 1
+                tellIfChanged(downlink, was: before, stream: stream, viewer: peer, now: now)
+            case .extendedReport(let xr):
+                // A viewer's RRTR (RFC 3611 §4.4): answered at once with a DLRR, so it learns
+                // its round trip to this relay (which answers its NACKs).
+                guard let t = xr.referenceTime else { break }
+                let item = ExtendedReport.DLRRItem(ssrc: xr.ssrc, lastReceiverReport: t.middle32, delaySinceLastReceiverReport: 0)
+                let n = rtcpBuffer.withUnsafeMutableBytes {
+                    RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [], cname: "screenshare-relay", dlrr: [item], into: $0)
+                }
+                rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: peer.address) }
+            case .pli(_, let media):
+                if let stream = room.streams[media], stream.subscriberIndex(peer) != nil { requestKeyframe(stream, now: now) }
+            case .fir(let fir):
+                for entry in fir.entries {
+                    if let stream = room.streams[entry.ssrc], stream.subscriberIndex(peer) != nil { requestKeyframe(stream, now: now) }
+                }
+            default:
+                break
+            }
+        }
+        if let stream = forwardTo {
+            transport.send(bytes, toEach: stream.addresses)
+        }
+    }
+
+    /// A viewer's link carries more or less of a stream than before: it is told (`link`). A
+    /// viewer that gets fewer layers is told again every 5 s (the message may be lost on the
+    /// very link that is short; the viewer says only what changed).
+    func tellIfChanged(_ downlink: ViewerDownlink, was before: LinkLayers, stream: StreamState, viewer: PeerState, now: UInt64) {
+        let changed = downlink.layers != before
+        if changed { counters.layerSwitches += 1 }
+        guard changed || (downlink.layers != .all && now >= downlink.nextTell) else { return }
+        downlink.nextTell = now + 5_000_000_000
+        send(.link(publisher: stream.owner.id, layers: downlink.layers, estimateKbps: Int(downlink.controller.target / 1000)), to: viewer.address)
+    }
+
+    func requestKeyframe(_ stream: StreamState, now: UInt64) {
+        guard stream.info.kind == .screen || stream.info.kind == .main else { return }
+        if stream.keyframeRequestDue(now: now) {
+            sendKeyframeRequest(stream, now: now)
+        } else {
+            stream.keyframePending = true
+        }
+    }
+
+    func sendKeyframeRequest(_ stream: StreamState, now: UInt64) {
+        stream.lastKeyframeRequest = now
+        stream.keyframePending = false
+        counters.keyframeRequests += 1
+        let n = rtcpBuffer.withUnsafeMutableBytes { RTCPPacket.buildPLI(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, into: $0) }
+        rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
+    }
+}

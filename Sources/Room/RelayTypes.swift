@@ -1,0 +1,99 @@
+import MediaCore
+import Transport
+
+/// Bounds on what one relay keeps, so memory stays bounded whatever peers send.
+public struct RelayLimits: Sendable {
+    public var maxRooms = 1000
+    public var maxPeersPerRoom = 500
+    public var maxStreamsPerPeer = 4
+    public var maxSubscriptionsPerPeer = 16
+    public var maxNameLength = 64
+    /// Error replies per second, all peers together (an error is never an amplifier).
+    public var maxErrorsPerSecond = 100
+    /// Error replies per second to one address.
+    public var maxErrorsPerAddressPerSecond = 10
+    /// Joins per second into one room (a flood of joins is refused with `limit`).
+    public var maxJoinsPerRoomPerSecond = 250
+    /// Packets kept per video stream to answer NACKs (power of two).
+    public var videoHistory = 1024
+    public var audioHistory = 64
+    public init() {}
+}
+
+/// A room as the relay's directory shows it.
+public struct RoomSummary: Sendable, Equatable {
+    public let name: String
+    /// The peers sharing a screen, in the order they joined (a browser without `?from=` watches the first).
+    public let presenters: [String]
+    public let peers: Int
+    public let browsers: Int
+    public init(name: String, presenters: [String], peers: Int, browsers: Int) {
+        self.name = name
+        self.presenters = presenters
+        self.peers = peers
+        self.browsers = browsers
+    }
+}
+
+/// What the relay reports as it goes.
+public enum RelayEvent: Sendable, Equatable {
+    case peerJoined(room: String, peer: PeerInfo, address: PeerAddress)
+    case peerLeft(room: String, peer: PeerInfo, reason: String)
+    case substreamStarted(room: String, peer: UInt32, stream: StreamInfo)
+    case substreamStopped(room: String, peer: UInt32, stream: StreamInfo)
+    case subscribed(room: String, viewer: UInt32, publisher: UInt32, kinds: [StreamKind])
+    case unsubscribed(room: String, viewer: UInt32, publisher: UInt32)
+    /// A datagram was dropped: malformed, unknown type, wrong version, from a stranger.
+    case rejected(address: PeerAddress, reason: String)
+}
+
+/// Counters for stats events and tests.
+public struct RelayCounters: Sendable, Equatable {
+    public var rtpIn = 0
+    public var rtpForwarded = 0
+    public var bytesForwarded = 0
+    public var rtcpIn = 0
+    public var controlIn = 0
+    public var retransmitted = 0
+    public var retransmitMissed = 0
+    public var keyframeRequests = 0
+    /// Malformed or unexpected datagrams (bad control messages, RTP of unpublished SSRCs…).
+    public var rejected = 0
+    /// Datagrams from addresses that are not in any room.
+    public var unknownSource = 0
+    public var errorsSent = 0
+    /// Joins and publishes refused for want of a valid token (`unauthorized`).
+    public var unauthorized = 0
+    /// `retry` answers: joins that came without a valid cookie.
+    public var retriesSent = 0
+    /// Replies not sent to an address that has not proven it receives (larger than what it sent).
+    public var repliesWithheld = 0
+    public var timeouts = 0
+    /// Transport feedback sent to presenters (their congestion control).
+    public var transportFeedbacks = 0
+    /// FEC packets from presenters, and the packets of theirs the relay recovered with them
+    /// (lost on the way in; forwarded as if they had arrived).
+    public var fecIn = 0
+    public var fecRecovered = 0
+    /// NACKs the relay sent presenters for packets their uplinks lost.
+    public var uplinkNacks = 0
+    /// Transport feedback from viewers (their downlinks' estimates), and the layer switches
+    /// it led to (down to the base layer, or up to all).
+    public var viewerFeedbacks = 0
+    public var layerSwitches = 0
+    public init() {}
+}
+
+/// Where the relay's datagrams go (a UDP socket in production, an array in unit tests).
+public protocol RelayTransport: AnyObject {
+    func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress)
+    /// Sends the same datagram to each address, in order: one forwarded packet's fan-out.
+    /// A socket sends them with one `sendmmsg`; the default calls `send(_:to:)` for each.
+    func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress])
+}
+
+extension RelayTransport {
+    public func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress]) {
+        for a in addresses { send(bytes, to: a) }
+    }
+}
