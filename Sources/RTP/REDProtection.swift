@@ -51,12 +51,8 @@ public struct REDProtection: Sendable {
     /// The number the packet numbered `sequence` goes out with (nil: it is older than what is
     /// kept, and is dropped).
     public func outgoing(_ sequence: UInt16) -> UInt16? {
-        guard insertionCount > 0 else { return sequence }
-        var i = nextInsertion
-        for _ in 0..<insertionCount {
-            i = (i + insertions.count - 1) % insertions.count
-            let p = insertions[i]
-            if Int16(bitPattern: sequence &- p.after) > 0 { return sequence &+ p.before &+ p.count }
+        if let out = newestFirst({ p in Int16(bitPattern: sequence &- p.after) > 0 ? sequence &+ p.before &+ p.count : nil }) {
+            return out
         }
         // Before every insertion kept: known only while none has been forgotten.
         return insertionCount < insertions.count ? sequence : nil
@@ -65,29 +61,29 @@ public struct REDProtection: Sendable {
     /// The number before the shift of the packet the browser names `sequence`; nil for an FEC
     /// packet (or one older than what is kept).
     public func original(_ sequence: UInt16) -> UInt16? {
-        guard insertionCount > 0 else { return sequence }
-        var i = nextInsertion
-        for _ in 0..<insertionCount {
-            i = (i + insertions.count - 1) % insertions.count
-            let p = insertions[i]
-            let lastFEC = p.after &+ p.before &+ p.count
-            if Int16(bitPattern: sequence &- lastFEC) > 0 { return sequence &- p.before &- p.count }
-            if Int16(bitPattern: sequence &- (p.after &+ p.before)) > 0 { return nil }
+        // Media after an insertion: shifted back; one of its FEC packets: none (`.some(nil)`).
+        let found: UInt16?? = newestFirst { p in
+            if Int16(bitPattern: sequence &- (p.after &+ p.before &+ p.count)) > 0 { return .some(sequence &- p.before &- p.count) }
+            return Int16(bitPattern: sequence &- (p.after &+ p.before)) > 0 ? .some(nil) : nil
         }
+        if let found { return found }
         return insertionCount < insertions.count ? sequence : nil
     }
 
     /// Like ``original(_:)``, but an FEC packet's number gives the media packet before it (a
     /// receiver report's highest number).
     public func originalOrPreceding(_ sequence: UInt16) -> UInt16 {
-        if let o = original(sequence) { return o }
+        original(sequence) ?? newestFirst { p in Int16(bitPattern: sequence &- (p.after &+ p.before)) > 0 ? p.after : nil } ?? sequence
+    }
+
+    /// The first value `body` gives for the insertions kept, newest first (nil: none gave one).
+    private func newestFirst<T>(_ body: (Insertion) -> T?) -> T? {
         var i = nextInsertion
         for _ in 0..<insertionCount {
             i = (i + insertions.count - 1) % insertions.count
-            let p = insertions[i]
-            if Int16(bitPattern: sequence &- (p.after &+ p.before)) > 0 { return p.after }
+            if let value = body(insertions[i]) { return value }
         }
-        return sequence
+        return nil
     }
 
     /// Numbers a video RTP packet of `length` bytes at the start of `packet` (room to grow by
