@@ -47,6 +47,7 @@ public struct TransportFeedbackRecorder: Sendable {
             sequences[i] = s
             arrivals[i] = now
             self.start = s
+            if nextDue == nil { nextDue = now + Self.interval }
             return
         }
         if let newest, s > newest + Int64(Self.capacity) / 2 {
@@ -66,7 +67,13 @@ public struct TransportFeedbackRecorder: Sendable {
     /// is nothing to report. A feedback names at most ``maxPacketsPerFeedback`` packets; the
     /// rest go in the next one, due at once.
     public mutating func poll(now: UInt64, senderSSRC: UInt32, mediaSSRC: UInt32) -> TransportFeedback? {
-        guard let due = nextDue, now >= due, let first = start, let last = newest, last >= first, let origin else { return nil }
+        guard let due = nextDue, now >= due else { return nil }
+        guard let first = start, let last = newest, last >= first, let origin else {
+            // Nothing came since the last feedback: none is due until something does (left
+            // due, a viewer's loop woke for it without end between a still slide's packets).
+            nextDue = nil
+            return nil
+        }
         nextDue = now + Self.interval
         feedback.senderSSRC = senderSSRC
         feedback.mediaSSRC = mediaSSRC

@@ -79,6 +79,28 @@ import RTPSession
         #expect(controller.target == 2_000_000)
     }
 
+    /// Issue 40's spinning `watch --headless`: when a feedback falls due with nothing new since
+    /// the last (a still slide sends a packet a second), none stays due — a loop waking at
+    /// `nextDue` would wake without end — until a packet, or a late one reported again, comes.
+    @Test func nothingNewLeavesNoFeedbackDue() {
+        var recorder = TransportFeedbackRecorder()
+        let ms: UInt64 = 1_000_000
+        recorder.onPacket(sequence: 1, now: 1000 * ms)
+        recorder.onPacket(sequence: 3, now: 1001 * ms)
+        #expect(recorder.poll(now: 1100 * ms, senderSSRC: 1, mediaSSRC: 2)?.arrivals.count == 3)
+        let due = recorder.nextDue ?? 0
+        #expect(due > 1100 * ms)
+        #expect(recorder.poll(now: due, senderSSRC: 1, mediaSSRC: 2) == nil)
+        #expect(recorder.nextDue == nil, "nothing to report: nothing due")
+        recorder.onPacket(sequence: 2, now: due + 5 * ms)  // the one reported lost, late
+        #expect(recorder.nextDue != nil)
+        let again = recorder.poll(now: due + 200 * ms, senderSSRC: 1, mediaSSRC: 2)
+        #expect(again?.baseSequence == 2 && again?.arrivals.first.map { $0 != nil } == true, "reported again, as arrived")
+        #expect(recorder.poll(now: (recorder.nextDue ?? 0) + 1, senderSSRC: 1, mediaSSRC: 2) == nil && recorder.nextDue == nil)
+        recorder.onPacket(sequence: 4, now: 2000 * ms)
+        #expect(recorder.nextDue == 2000 * ms + TransportFeedbackRecorder.interval)
+    }
+
     @Test func aLongOutageAndBigBacklogsSplitAcrossFeedbacks() throws {
         // 1200 packets; 700 in the middle lost (more than one feedback can name), the rest
         // delayed 40 ms.
