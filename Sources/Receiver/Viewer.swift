@@ -58,6 +58,8 @@ public enum ViewerStopReason: String, Sendable {
     case unauthorized
     /// The relay is not the one pinned (`--fingerprint`).
     case untrusted = "untrusted_relay"
+    /// The presenter ended the share (left the room on purpose, nobody else shares).
+    case ended = "share_ended"
 }
 
 /// What ``Viewer/run()`` ended with.

@@ -88,6 +88,16 @@ public struct SenderChanged: BroadcastEvent, Equatable {
     public var humanText: String { untitledText }
 }
 
+/// `share_ended`: the presenter this viewer watched left the room on purpose (it stopped
+/// sharing: `leave`, not a timeout) and nobody else shares a screen there; the viewer ends.
+public struct ShareEnded: BroadcastEvent, Equatable {
+    public var presenter: String
+
+    public var name: String { "share_ended" }
+    public var fields: [String: JSONValue] { ["presenter": .string(presenter)] }
+    public var humanText: String { "\(presenter.isEmpty ? "the presenter" : presenter) ended the share" }
+}
+
 /// `sender_left`: the sender said goodbye (RTCP BYE).
 public struct SenderLeft: BroadcastEvent, Equatable {
     public var ssrc: UInt32

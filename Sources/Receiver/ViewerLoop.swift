@@ -491,5 +491,9 @@ final class ViewerLoop {
             refusal = reason
             stop.stop(.untrusted)
         }
+        if let presenter = changes.ended {
+            events.emit(ShareEnded(presenter: presenter))
+            stop.stop(.ended)
+        }
     }
 }

@@ -19,6 +19,9 @@ struct ViewerRoom {
         var refused: String?
         /// The relay is not the one pinned (why): the viewer stops.
         var untrusted: String?
+        /// The presenter watched left on purpose and nobody else shares (its name): the share
+        /// is over, and the viewer stops — the relay a presenter hosted goes right after.
+        var ended: String?
     }
 
     /// The encrypted hop to the relay, with the room client in it.
@@ -59,18 +62,23 @@ struct ViewerRoom {
                         emit: (any BroadcastEvent) -> Void) -> Changes {
         var changes = Changes()
         for datagram in link.takeDatagrams() { datagram.withUnsafeBytes { send($0) } }
+        var leftOnPurpose: PeerInfo?, endedBy: PeerInfo?
         for e in link.takeEvents() {
             switch e {
             case let .subscribed(_, streams):
                 audioSSRC = streams.first { $0.kind == .audio }?.ssrc
                 if path.subscribed(to: streams) { changes.newScreen = true }
-            case .unsubscribed:
+            case let .peerLeft(info, reason) where reason == "left":
+                leftOnPurpose = info
+            case let .unsubscribed(publisher):
                 path.unsubscribed(now: now)
+                if publisher.id == leftOnPurpose?.id { endedBy = publisher }
             default:
                 break
             }
             for event in mapper.map(e, client: link.client) { emit(event) }
         }
+        if let endedBy, link.client.following == nil { changes.ended = endedBy.name }
         if let reason = mapper.disconnected {
             mapper = RoomEventMapper(server: mapper.server)
             changes.disconnected = reason

@@ -85,6 +85,8 @@ public struct RoomClient: Sendable {
     /// The relay's return-routability cookie for this address (from its `retry`), echoed in joins.
     private var cookie: String?
     private var requestedPublisher: UInt32?
+    /// The publisher followed now: subscribed to, or asked for (nil: none).
+    public var following: UInt32? { requestedPublisher ?? subscribedTo }
     private var lastHeard: UInt64 = 0
     private var lastPing: UInt64 = 0
     private var joinedOnce = false

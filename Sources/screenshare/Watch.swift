@@ -154,7 +154,7 @@ struct Watch: ParsableCommand {
         // losing the relay already is one.
         if result.recordingFailed, result.reason != .disconnected, result.reason != .unauthorized, result.reason != .untrusted { throw Exit.failure }
         switch result.reason {
-        case .duration, .windowClosed: return
+        case .duration, .windowClosed, .ended: return
         case .requested: throw Exit.interrupted
         case .failed: throw Exit.failure
         case .disconnected:

@@ -300,6 +300,31 @@ import X11TestSupport
         #expect(dropped >= 300, "\(summary)")
     }
 
+    /// Issue 40: the end of a class is not a failure. The teacher's `start --room` hosts the
+    /// room and stops (its `--duration`, as Ctrl-C would): the viewer says the presenter ended
+    /// the share and exits 0 within 3 s — no reconnecting, no `disconnected`, no exit 68. With
+    /// another presenter still sharing, the viewer moves on instead
+    /// (`twoPresentersOneViewerPinnedAndOneThatSwitches`).
+    @Test func aPresentersCleanStopEndsTheViewersWatchCleanly() throws {
+        let dir = try makeTempDir()
+        let input = try Self.motion(dir, 320, 240)
+        let port = freeEvenPort()
+        let teacher = try Self.presenter(dir, "teacher", room: "class", ["--listen", "127.0.0.1:\(port)"], input: input, size: "320x240",
+                                         duration: 6)
+        let started = try EventLog.wait(for: "started", in: teacher)
+        let viewer = try Self.viewer(dir, "student", room: "class", port: port, duration: 60, token: try Self.viewerToken(started))
+        _ = try EventLog.wait(for: "first_frame", in: viewer)
+        #expect(teacher.finish(within: 20) == 0, "\(teacher.stderr)")
+        let teacherEnded = Date()
+        #expect(viewer.finish(within: 10, interrupt: false) == 0, "\(viewer.stderr)")
+        let took = Date().timeIntervalSince(teacherEnded)
+        #expect(took < 3, "the viewer ended \(took) s after the teacher")
+        let log = EventLog(viewer)
+        #expect(log.first(named: "share_ended")?["presenter"] as? String == "teacher", "\(viewer.stdout.suffix(1500))")
+        #expect(log.events(named: "reconnecting").isEmpty && log.events(named: "disconnected").isEmpty)
+        #expect(try log.stopped()["reason"] as? String == "share_ended")
+    }
+
     @Test func aRelayRestartIsSurvivedAndALostRelayEndsWithExitCode68() throws {
         let dir = try makeTempDir()
         let input = try Self.motion(dir, 320, 240)
