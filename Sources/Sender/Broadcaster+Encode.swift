@@ -64,6 +64,8 @@ extension Broadcaster {
                 switch scheduler.apply(settings) {
                 case .none:
                     break
+                case .recreate:
+                    encoder = nil  // re-created with the new settings; starts with a keyframe
                 case .reconfigure:
                     reconfigure(&encoder, &scheduler)
                 }
@@ -376,8 +378,7 @@ extension Broadcaster {
         c.fps = s.fps
         c.targetBitrateKbps = bitrate.kbps
         c.minBitrateKbps = s.minBitrate?.kbps
-        // The keyframe interval is the scheduler's, on the wall clock (libvpx counts frames).
-        c.keyframeIntervalSeconds = nil
+        c.keyframeIntervalSeconds = s.keyframeIntervalSeconds
         c.content = s.content
         // One thread up to 1080p: libvpx's row sync spins (x86 `pause` loops). On a busy 2-core
         // machine a second thread made encodes of a still slide take 250 ms instead of 15, and

@@ -2,8 +2,7 @@ import MediaCore
 
 /// The encode thread's decisions, without the encoder or the clock: whether the picture at hand
 /// is encoded now, kept for later (`detail` over its bit budget), or repeated (refining a still
-/// picture, keep-alive); when a keyframe is forced (PLI/FIR through the 300 ms throttle, and
-/// `--keyframe-interval` on the wall clock); how
+/// picture, keep-alive); when a keyframe is forced (PLI/FIR through the 300 ms throttle); how
 /// freely the encoder may skip unchanged blocks; when to wake if nothing arrives; and what a
 /// settings change does to the encoder. Pure: time is passed in, so tests drive it step by step.
 struct EncodeScheduler {
@@ -12,6 +11,8 @@ struct EncodeScheduler {
         case none
         /// Same encoder, new bit rate, content or frame rate (`reconfigure`).
         case reconfigure
+        /// A new encoder (its keyframe interval is fixed at creation); it starts with a keyframe.
+        case recreate
     }
 
     /// What to do with the picture at hand.
@@ -79,6 +80,10 @@ struct EncodeScheduler {
         let current = settings
         let before = bitrate
         settings = next
+        if next.keyframeIntervalSeconds != current.keyframeIntervalSeconds
+            || (next.fps != current.fps && next.keyframeIntervalSeconds != nil) {
+            return .recreate
+        }
         if bitrate != before || next.content != current.content || next.fps != current.fps {
             return .reconfigure
         }
@@ -100,16 +105,7 @@ struct EncodeScheduler {
         if throttle.pending, let last = throttle.lastKeyframeNanos {
             wake = min(wake, max(now, last + throttle.minIntervalNanos))
         }
-        if let due = intervalKeyframeDue { wake = min(wake, max(now, due)) }
         return wake
-    }
-
-    /// When `--keyframe-interval` next asks for a keyframe: that long after the last one, on
-    /// the wall clock, whatever the frame rate (a still slide is encoded at the keep-alive rate:
-    /// counted in frames, as libvpx's `kf_max_dist` counts, 2 s at 15 fps came after 30 s).
-    private var intervalKeyframeDue: UInt64? {
-        guard let k = settings.keyframeIntervalSeconds, k > 0, let last = throttle.lastKeyframeNanos else { return nil }
-        return last &+ UInt64(k * 1e9)
     }
 
     /// Decides about the picture at hand at `now`.
@@ -129,8 +125,7 @@ struct EncodeScheduler {
                 isNew = true
             } else {
                 let repeatDue = policy.nextRepeatNanos.map { now >= $0 } ?? false
-                let intervalDue = intervalKeyframeDue.map { now >= $0 } ?? false
-                guard keyframeAsked || throttle.pendingDue(at: now) || repeatDue || intervalDue else { return .wait }
+                guard keyframeAsked || throttle.pendingDue(at: now) || repeatDue else { return .wait }
                 isNew = false
             }
         } else {
@@ -148,7 +143,6 @@ struct EncodeScheduler {
             force = throttle.request(at: now)
         }
         if throttle.pendingDue(at: now) { force = true }
-        if let due = intervalKeyframeDue, now >= due { force = true }
         let threshold: UInt32 = isNew || policy.isRefining(at: now) ? 1 : Self.skipUnchangedThreshold
         return .encode(isNew: isNew, forceKeyframe: force, staticThreshold: threshold)
     }

@@ -104,34 +104,6 @@ import Testing
                 == .encode(isNew: false, forceKeyframe: true, staticThreshold: EncodeScheduler.skipUnchangedThreshold))
     }
 
-    /// Issue 40: `--keyframe-interval` is wall-clock seconds. A still slide (no new pictures,
-    /// repeats at the 1 fps keep-alive) gets a keyframe every 2 s with `--keyframe-interval 2`,
-    /// and the encode thread wakes for it; without the option, none.
-    @Test func theKeyframeIntervalIsWallClockWhateverTheFrameRate() {
-        for interval in [2.0, nil] {
-            var s = EncodeScheduler(settings: settings(fps: 15, minFps: 1, keyframeInterval: interval))
-            guard case .encode = s.decide(newPicture: true, havePicture: true, keyframeRequested: false, encoderExists: false, now: 0) else {
-                Issue.record("the first picture is encoded")
-                continue
-            }
-            s.encoded(isNew: true, bytes: 20_000, keyframe: true, at: 0)
-            var keyframes: [UInt64] = []
-            var now: UInt64 = 0
-            while now < 9_000 * ms {
-                now = max(now + ms, s.wakeAt(now: now))
-                guard case .encode(let isNew, let force, _) = s.decide(newPicture: false, havePicture: true, keyframeRequested: false,
-                                                                      encoderExists: true, now: now) else { continue }
-                if force { keyframes.append(now / ms) }
-                s.encoded(isNew: isNew, bytes: force ? 20_000 : 100, keyframe: force, at: now)
-            }
-            if interval == nil {
-                #expect(keyframes.isEmpty, "\(keyframes)")
-            } else {
-                #expect(keyframes == [2000, 4000, 6000, 8000], "keyframes at \(keyframes) ms")
-            }
-        }
-    }
-
     @Test func settingsChangesAskTheEncoderForWhatTheyNeed() {
         var s = EncodeScheduler(settings: settings(fps: 10, kbps: 1000))
         #expect(s.apply(settings(fps: 10, kbps: 500)) == .reconfigure)
@@ -139,9 +111,9 @@ import Testing
         #expect(s.apply(settings(fps: 5, kbps: 500, content: .motion)) == .reconfigure)
         #expect(s.apply(settings(fps: 5, minFps: 2, kbps: 500, content: .motion)) == .none)
         #expect(s.policy.keepAlivePeriodNanos == 500 * ms)
-        // The keyframe interval is the scheduler's (wall clock): nothing for the encoder.
-        #expect(s.apply(settings(fps: 5, minFps: 2, kbps: 500, content: .motion, keyframeInterval: 2)) == .none)
-        #expect(s.apply(settings(fps: 8, minFps: 2, kbps: 500, content: .motion, keyframeInterval: 2)) == .reconfigure)
+        // The keyframe interval is fixed when libvpx is set up, and counted in frames.
+        #expect(s.apply(settings(fps: 5, minFps: 2, kbps: 500, content: .motion, keyframeInterval: 2)) == .recreate)
+        #expect(s.apply(settings(fps: 8, minFps: 2, kbps: 500, content: .motion, keyframeInterval: 2)) == .recreate)
         #expect(s.policy.framePeriodNanos == 125 * ms)
         var paused = settings(fps: 8, minFps: 2, kbps: 500, content: .motion, keyframeInterval: 2)
         paused.paused = true
