@@ -49,26 +49,26 @@ struct OutputOptions: ParsableArguments {
 /// (same names, same parsers, same checks: `LiveSettings.validate()`). Unset flags keep the
 /// current value (`ctl set`) or the default (`start`).
 struct EncodingOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Largest picture sent: 720p, 1080p, 1440p or WxH (start: long side ≤ 1920).", valueName: "res"),
+    @Option(help: ArgumentHelp("Largest picture sent: 720p, 1080p, 1440p or WxH (default: long side ≤ 1920).", valueName: "res"),
             transform: Parse.resolution)
     var maxResolution: MaxResolution?
 
-    @Option(help: "Maximum frame rate, 1-60 (start: 15).")
+    @Option(help: "Maximum frame rate, 1-60 (default: 15).")
     var fps: Int?
 
-    @Option(help: "Keep-alive frame rate of a still screen, 0-fps (start: 1).")
+    @Option(help: "Keep-alive frame rate of a still screen, 0-fps (default: 1).")
     var minFps: Double?
 
-    @Option(help: ArgumentHelp("Target bit rate, e.g. 2M or 1600k (start: 2M).", valueName: "bitrate"), transform: Parse.bitrate)
+    @Option(help: ArgumentHelp("Target bit rate, e.g. 2M or 1600k (default: 2M).", valueName: "bitrate"), transform: Parse.bitrate)
     var bitrate: Bitrate?
 
     @Option(help: ArgumentHelp("Lowest bit rate under congestion, e.g. 300k.", valueName: "bitrate"), transform: Parse.bitrate)
     var minBitrate: Bitrate?
 
-    @Option(help: ArgumentHelp("Seconds between periodic keyframes, up to 3600 (start: only at start and on request).", valueName: "seconds"))
+    @Option(help: ArgumentHelp("Seconds between periodic keyframes, up to 3600 (default: only at start and on request).", valueName: "seconds"))
     var keyframeInterval: Double?
 
-    @Option(help: "Content preference: detail (keep resolution; slides) or motion (keep frame rate) (start: detail).")
+    @Option(help: "Content preference: detail (keep resolution; slides) or motion (keep frame rate) (default: detail).")
     var content: ContentPreference?
 
     /// `start`'s settings: these flags over the defaults, checked.

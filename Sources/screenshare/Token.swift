@@ -27,9 +27,9 @@ struct Token: ParsableCommand {
     @Option(help: ArgumentHelp("The name the bearer has in the room (it replaces the one they give).", valueName: "name"))
     var name: String?
 
-    @Option(help: ArgumentHelp("How long the token admits: seconds, or 90s, 45m, 12h, 7d (default: 6h).", valueName: "duration"),
+    @Option(help: ArgumentHelp("How long the token admits: seconds, or 90s, 45m, 12h, 7d (default: 12h, as `start --token-ttl`).", valueName: "duration"),
             transform: Parse.duration)
-    var ttl: Double = 6 * 3600
+    var ttl: Double = 12 * 3600
 
     @Option(help: ArgumentHelp("The relay's secret (the file `serve --secret-file` uses).", valueName: "file"))
     var secretFile: String
