@@ -65,10 +65,15 @@ let package = Package(
         .target(name: "Access", dependencies: ["Room", "MediaCore", .product(name: "JWTKit", package: "jwt-kit")]),
         // Typed events: JSON lines for machines, one line of text for people.
         .target(name: "Events", dependencies: ["MediaCore"]),
-        // UDP sockets, batched datagram I/O, endpoints and addresses; one errno → error path.
-        .target(name: "Transport", dependencies: ["CSocketBatch", "MediaCore"]),
-        // The room protocol, the relay's forwarding logic and the client's state machine.
-        .target(name: "Room", dependencies: ["MediaCore", "RTP", "RTCP", "RTPSession", "Transport", "Events", "Congestion", .product(name: "Crypto", package: "swift-crypto")]),
+        // A peer's IPv4 address and port: the name the relay and the sockets share, below both.
+        .target(name: "NetworkAddress"),
+        // UDP sockets, batched datagram I/O, endpoints, the machine's addresses; one errno → error path.
+        .target(name: "Transport", dependencies: ["CSocketBatch", "MediaCore", "NetworkAddress"]),
+        // The room protocol, the relay's forwarding logic and the client's state machine: pure,
+        // no sockets and no event rendering (it produces plain values).
+        .target(name: "Room", dependencies: ["MediaCore", "RTP", "RTCP", "RTPSession", "NetworkAddress", "Congestion", .product(name: "Crypto", package: "swift-crypto")]),
+        // The room's and the relay's plain values rendered as events (JSON fields, one line of text).
+        .target(name: "RoomEvents", dependencies: ["Room", "Events", "NetworkAddress"]),
 
         // Modules wrapping C libraries.
         .target(name: "ScreenCapture", dependencies: [
@@ -85,19 +90,19 @@ let package = Package(
         .target(name: "Control", dependencies: ["Events", "MediaCore", "Transport"]),
         // The room relay on a UDP socket: `serve`, and the one `start --room` embeds.
         .target(name: "Relay", dependencies: [
-            "Room", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"), "WebRTC", "SRTP", "Congestion",
+            "Room", "RoomEvents", "NetworkAddress", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"), "WebRTC", "SRTP", "Congestion",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [
-            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room",
+            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents",
             "AudioIO", "OpusCodec", "Transport", "Events", "Control", "SRTP", "RoomLink", "Congestion",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The viewer: receive → repair → reassemble → decode → show, play, record.
         .target(name: "Receiver", dependencies: [
-            "MediaCore", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "Recording", "VideoOutput",
+            "MediaCore", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents", "Recording", "VideoOutput",
             "AudioIO", "OpusCodec", "Transport", "Events", "SRTP", "RoomLink",
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -105,14 +110,14 @@ let package = Package(
         // The CLI.
         // Every parser of network input, one entry point each, for libFuzzer (`Scripts/fuzz`)
         // and for replaying the committed corpus in the tests.
-        .target(name: "FuzzTargets", dependencies: ["RTP", "RTCP", "Room", "Transport", "WebRTC", "Relay", "Access", "SRTP", "Congestion"]),
+        .target(name: "FuzzTargets", dependencies: ["RTP", "RTCP", "Room", "NetworkAddress", "Transport", "WebRTC", "Relay", "Access", "SRTP", "Congestion"]),
         // libFuzzer's driver when built with -sanitize=fuzzer -DFUZZING (Scripts/fuzz); otherwise
         // `screenshare-fuzz TARGET FILE...` runs files once (a crash found, reproduced) and
         // `--seed DIR` writes the seed corpus.
         .executableTarget(name: "screenshare-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(name: "screenshare", dependencies: [
             "CBuildInfo", "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode", "Access", "WebRTC",
-            "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room", "Congestion",
+            "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room", "RoomEvents", "Congestion",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -121,8 +126,8 @@ let package = Package(
         .testTarget(name: "RTPTests", dependencies: ["TestSupport", "RTP"]),
         .testTarget(name: "RTCPTests", dependencies: ["TestSupport", "RTCP", "RTP"]),
         .testTarget(name: "RTPSessionTests", dependencies: ["TestSupport", "RTPSession", "RTCP", "RTP"]),
-        .testTarget(name: "RoomTests", dependencies: ["TestSupport", "Room", "RTP", "RTCP", "RTPSession", "Transport"]),
-        .testTarget(name: "AccessTests", dependencies: ["Access", "Room", "Transport", .product(name: "JWTKit", package: "jwt-kit")]),
+        .testTarget(name: "RoomTests", dependencies: ["TestSupport", "Room", "RoomEvents", "Events", "NetworkAddress", "RTP", "RTCP", "RTPSession"]),
+        .testTarget(name: "AccessTests", dependencies: ["Access", "Room", "NetworkAddress", .product(name: "JWTKit", package: "jwt-kit")]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["TestSupport", "VideoProcessing", "MediaCore"]),
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "CZeroFill", "VideoProcessing", "MediaCore"]),
         // Shared by the pure tests: a seeded random number generator.
@@ -152,14 +157,14 @@ let package = Package(
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "RelayServerTests", dependencies: [
-            "Relay", "Room", "Access", "RTP", "Transport", "Events", "MediaCore", "WebRTC", "HopTestSupport",
+            "Relay", "Room", "NetworkAddress", "Access", "RTP", "Transport", "Events", "MediaCore", "WebRTC", "HopTestSupport",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // What users see of every event (JSON and human text), pinned.
         .testTarget(name: "EventsTests", dependencies: [
-            "Events", "Room", "Relay", "Sender", "Receiver", "AudioIO", "Transport", "MediaCore", "VP8Codec",
+            "Events", "Room", "RoomEvents", "NetworkAddress", "Relay", "Sender", "Receiver", "AudioIO", "Transport", "MediaCore", "VP8Codec",
         ]),
-        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "CX11", "X11TestSupport", "OpusCodec", "QRCode", "HopTestSupport", "WebRTC"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "RoomEvents", "CX11", "X11TestSupport", "OpusCodec", "QRCode", "HopTestSupport", "WebRTC"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -9,6 +9,7 @@ import RTCP
 import RTP
 import Transport
 import WebRTC
+import NetworkAddress
 
 /// Every parser of network input, each behind one entry point that takes arbitrary bytes:
 /// libFuzzer drives them (`Scripts/fuzz`), the tests replay the committed corpus through them.

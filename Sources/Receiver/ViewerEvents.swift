@@ -1,6 +1,7 @@
 import Events
 import MediaCore
 import Room
+import RoomEvents
 
 // The events only `watch` prints: the viewer started, its first frame, resolution and sender
 // changes, stats every second and the summary. They live here, next to Viewer, which emits

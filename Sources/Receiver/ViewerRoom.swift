@@ -1,6 +1,7 @@
 import Events
 import Room
 import RoomLink
+import RoomEvents
 
 /// The viewer's side of a room: the `RoomClient` in its encrypted hop (`RoomLink`) (join, subscribe, follow the publisher,
 /// reconnect) and the events it makes (`RoomEventMapper`), and what a subscription means for

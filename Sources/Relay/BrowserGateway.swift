@@ -6,6 +6,7 @@ import RTP
 import Synchronization
 import Transport
 import WebRTC
+import NetworkAddress
 
 /// One browser watching through WHEP, from its offer to its end: ICE-lite, DTLS, SRTP, and the
 /// payload types and SSRCs of its answer. Made on the HTTP thread, then owned by the relay's.

@@ -3,6 +3,7 @@ import Room
 import SRTP
 import Transport
 import WebRTC
+import NetworkAddress
 
 /// Bounds on the encrypted hops the relay keeps, so a flood of handshakes costs bounded memory.
 public struct HopLimits: Sendable {

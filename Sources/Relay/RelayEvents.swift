@@ -1,6 +1,7 @@
 import Events
 import Room
 import Transport
+import RoomEvents
 
 // The events only `serve` prints: the relay started, its stats every second, its summary, and
 // who subscribed to whom in its rooms. They live here, next to RelayServer, which emits them; the

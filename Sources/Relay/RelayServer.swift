@@ -8,6 +8,8 @@ import WebRTC
 import Glibc
 import Events
 import Transport
+import NetworkAddress
+import RoomEvents
 #endif
 
 

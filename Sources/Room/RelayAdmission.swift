@@ -1,6 +1,6 @@
 import Crypto
 import MediaCore
-import Transport
+import NetworkAddress
 
 /// Who the relay answers, and how often: return-routability cookies (a new address proves it
 /// receives what is sent to it by echoing one in its join) and the per-second budgets that keep

@@ -1,5 +1,5 @@
 import Congestion
-import Transport
+import NetworkAddress
 
 /// Viewers that speak no room protocol: browsers, whose signalling was WHEP over HTTP and whose
 /// media a gateway secures (ICE, DTLS, SRTP) on the relay's socket. To the room they are

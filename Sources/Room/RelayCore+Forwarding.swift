@@ -4,7 +4,7 @@ import RTPSession
 import FoundationEssentials
 import Glibc
 import MediaCore
-import Transport
+import NetworkAddress
 
 /// RTP in, RTP out: a publisher's packets to its subscribers — each viewer whose link is
 /// estimated gets the layers that fit it, renumbered when some were left out —, FEC recovering

@@ -4,7 +4,7 @@ import RTPSession
 import FoundationEssentials
 import Glibc
 import MediaCore
-import Transport
+import NetworkAddress
 
 /// RTCP terminated per hop: publishers' reports kept and forwarded, viewers' reports, NACKs,
 /// transport feedback and keyframe requests answered here.

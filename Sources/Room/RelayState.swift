@@ -1,7 +1,7 @@
 import RTP
 import MediaCore
 import RTPSession
-import Transport
+import NetworkAddress
 
 final class RoomState {
     let name: String

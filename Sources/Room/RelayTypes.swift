@@ -1,5 +1,5 @@
 import MediaCore
-import Transport
+import NetworkAddress
 
 /// Bounds on what one relay keeps, so memory stays bounded whatever peers send.
 public struct RelayLimits: Sendable {

@@ -1,6 +1,6 @@
 import FoundationEssentials
 import Glibc
-import Transport
+import NetworkAddress
 
 /// The room protocol, version 3 (docs/PROTOCOL.md is the reference).
 ///

@@ -10,6 +10,7 @@ import RTP
 import Synchronization
 import Events
 import Transport
+import RoomEvents
 
 /// Audio settings of a broadcast.
 public struct AudioSendConfig: Sendable, Equatable {

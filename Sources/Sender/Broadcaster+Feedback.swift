@@ -7,6 +7,7 @@ import RTCP
 import RTP
 import Room
 import RoomLink
+import RoomEvents
 
 /// The RTCP thread: sender reports (with CNAME, and DLRRs answering receivers' RRTRs) every
 /// second and with the first frame, BYE at the end; receivers' feedback in (PLI/FIR, NACK,

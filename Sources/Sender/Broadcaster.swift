@@ -17,6 +17,7 @@ import VideoProcessing
 import Events
 import Transport
 import Control
+import RoomEvents
 
 /// Where pictures come from.
 public enum VideoSource: Sendable, Equatable {

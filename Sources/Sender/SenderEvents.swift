@@ -3,6 +3,7 @@ import MediaCore
 import Room
 import Transport
 import VP8Codec
+import RoomEvents
 
 // The events only `start` prints: the broadcast started, its first frame, stats every second,
 // pause and settings changes (`screenshare ctl`, signals), the source coming back, the audio

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CSocketBatch
+import NetworkAddress
 
 /// `count` message headers for `sendmmsg(2)`/`recvmmsg(2)`, each with its own address and a
 /// slot of `slotSize` bytes of one buffer, allocated once.

@@ -2,7 +2,7 @@ import Access
 import Foundation
 import Room
 import Testing
-import Transport
+import NetworkAddress
 
 /// Datagrams the relay sends, kept.
 final class Sent: RelayTransport {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import X11TestSupport
+import RoomEvents
 
 /// The documented JSON events: every type docs/EVENTS.md lists is produced by one of these
 /// scenarios, and every line any of them prints parses and carries its documented fields.

@@ -7,6 +7,8 @@ import VP8Codec
 @testable import Receiver
 @testable import Relay
 @testable import Sender
+import NetworkAddress
+import RoomEvents
 
 /// The events the pinning test renders, one per label of `PinnedOutput.expected`: the typed
 /// events the emitters emit (the room, relay and audio events made by the emitters' own mapping

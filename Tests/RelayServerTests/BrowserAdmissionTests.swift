@@ -8,6 +8,7 @@ import Synchronization
 import Testing
 import Transport
 @testable import Relay
+import NetworkAddress
 
 /// What the relay's HTTP side admits, through a whole `RelayServer` on loopback with the clock
 /// in the test's hands: an offer for a room nobody is in gets 404; the room's directory names

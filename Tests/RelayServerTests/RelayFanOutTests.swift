@@ -10,6 +10,7 @@ import Transport
 import Testing
 @testable import Relay
 import Transport
+import NetworkAddress
 
 /// The relay's batched socket I/O on real loopback sockets: `sendmmsg` fan-out (across several
 /// batches, with a refused datagram in the middle) and `recvmmsg` draining, through the whole

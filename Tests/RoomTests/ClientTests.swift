@@ -1,5 +1,6 @@
 import Testing
 @testable import Room
+import RoomEvents
 
 /// Event names in order, for readable expectations.
 func names(_ events: [RoomClientEvent]) -> [String] {

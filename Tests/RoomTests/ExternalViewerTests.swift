@@ -1,6 +1,6 @@
 import Testing
-import Transport
 @testable import Room
+import NetworkAddress
 
 /// Browsers in a room (external viewers): they follow the first presenter sharing a screen, or
 /// the one named, move to the next when it leaves, and never time out.

@@ -1,7 +1,7 @@
 import RTCP
 import RTP
-import Transport
 @testable import Room
+import NetworkAddress
 
 /// Collects what the relay sends.
 final class Wire: RelayTransport {

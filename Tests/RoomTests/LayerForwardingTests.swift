@@ -3,8 +3,9 @@ import RTP
 import RTPSession
 import Testing
 import TestSupport
-import Transport
 @testable import Room
+import NetworkAddress
+import RoomEvents
 
 /// The relay's per-viewer layers, in simulated time: a presenter's two-layer stream, one viewer
 /// on a fast link and one behind a bottleneck smaller than the stream (a drop-tail queue in

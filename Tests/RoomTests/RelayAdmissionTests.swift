@@ -1,6 +1,6 @@
 import Testing
-import Transport
 @testable import Room
+import NetworkAddress
 
 /// The relay's admission: cookies and per-second budgets, in simulated time.
 @Suite struct RelayAdmissionTests {

@@ -2,8 +2,8 @@ import Foundation
 import RTCP
 import RTP
 import Testing
-import Transport
 @testable import Room
+import NetworkAddress
 
 let ms: UInt64 = 1_000_000
 

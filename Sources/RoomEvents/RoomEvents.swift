@@ -1,37 +1,13 @@
 import Events
-import Transport
+import NetworkAddress
+import Room
 
 // Room and peer events: what `start --room` and `watch --room` report of the room (from their
 // room client, through `RoomEventMapper`), and what `serve` reports of its rooms (the peer and
-// substream events, with the room and the peer's address). They live here, next to the room
-// client and the relay core that produce them; the events that only `serve` prints (started,
-// stats, stopped, and its subscriptions) are in Relay (RelayEvents.swift).
-
-/// How `start` and `watch` join a room.
-public struct RoomSettings: Sendable, Equatable {
-    /// The room's name.
-    public var name: String
-    /// Our display name in the room.
-    public var displayName: String
-    /// The relay, as given (for messages).
-    public var server: String
-    /// Whom a viewer receives.
-    public var target: SubscriptionTarget
-    /// For the presenter hosting the room: the line viewers run to join.
-    public var watchCommand: String?
-    /// For the presenter hosting the room: the page a browser opens to watch.
-    public var browserURL: String?
-    /// The room token (nil: an open room).
-    public var token: String?
-    /// The relay's DTLS certificate SHA-256 the hop must find (nil: any relay is taken).
-    public var fingerprint: [UInt8]?
-    public init(name: String, displayName: String, server: String, target: SubscriptionTarget = .auto) {
-        self.name = name
-        self.displayName = displayName
-        self.server = server
-        self.target = target
-    }
-}
+// substream events, with the room and the peer's address). The room client and the relay core
+// produce plain values (`RoomClientEvent`, `RelayEvent`); this module, at the edge, renders them
+// as events with JSON fields and text. The events that only `serve` prints (started, stats,
+// stopped, and its subscriptions) are in Relay (RelayEvents.swift).
 
 /// Turns room client events into the events `start` and `watch` print.
 public struct RoomEventMapper {
