@@ -15,8 +15,8 @@ import Testing
         let events = EventBox()
         let capture = try PulseCapture(config: config, mixer: mixer, logger: Logger(label: "test")) { events.add($0) }
         defer { capture.stop() }
-        // The application is not playing yet: the capture waits for it.
-        usleep(300_000)
+        // The application starts only now: the capture, connected and subscribed to the
+        // server's sink inputs when its init returned, finds it when it appears.
         let sharedApp = try Player(tone: 440, app: "capture-test-shared", dir: dir)
         let otherApp = try Player(tone: 2500, app: "capture-test-other", dir: dir)
         defer { sharedApp.stop(); otherApp.stop() }

@@ -16,6 +16,7 @@ import X11TestSupport
         while true {
             let due = start.addingTimeInterval(Double(n) * interval)
             guard due.timeIntervalSince(start) < seconds else { break }
+            // Pacing: the sending rate is the scenario, not a wait for something to happen.
             let wait = due.timeIntervalSinceNow
             if wait > 0 { usleep(useconds_t(wait * 1e6)) }
             var datagram = [UInt8](repeating: 0x5A, count: size)
@@ -36,7 +37,8 @@ import X11TestSupport
                                                  "--rate", "1M", "--queue-ms", "200"], dir: dir, name: "proxy")
         try waitUntilBound(port)
         try Self.blast(to: port, bitsPerSecond: 2_000_000, seconds: 6)
-        usleep(400_000)  // the queue drains (200 ms of it)
+        // The queue drains (200 ms of it): the proxy says so in the second after the last datagram.
+        try EventLog.wait(for: "second", in: proxy) { ($0["t"] as? Int ?? 0) >= 6 && $0["queued_bytes"] as? Int == 0 }
         kill(proxy.pid, SIGINT)
         #expect(proxy.finish(within: 10, interrupt: false) == 0, "\(proxy.stderr)")
 
@@ -74,7 +76,8 @@ import X11TestSupport
                                                  "--rate-schedule", "0:500k,3:2M", "--queue-ms", "100"], dir: dir, name: "proxy")
         try waitUntilBound(port)
         try Self.blast(to: port, bitsPerSecond: 1_500_000, seconds: 6)
-        usleep(300_000)
+        // Every second the checks read is reported (t = 5 ends as the blast does).
+        try EventLog.wait(for: "second", in: proxy) { ($0["t"] as? Int ?? 0) >= 5 }
         kill(proxy.pid, SIGINT)
         _ = proxy.finish(within: 10, interrupt: false)
         let lines = Self.seconds(proxy)

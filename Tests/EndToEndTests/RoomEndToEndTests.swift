@@ -192,7 +192,7 @@ import X11TestSupport
         _ = try EventLog.wait(for: "substream_started", in: serve)
         let attacker = """
         import json, socket, struct, sys, time
-        port, version, hello = int(sys.argv[1]), int(sys.argv[2]), bytes.fromhex(sys.argv[3])
+        port, version, hello, serve_log = int(sys.argv[1]), int(sys.argv[2]), bytes.fromhex(sys.argv[3]), sys.argv[4]
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         s.bind(("127.0.0.1", 0))
@@ -202,6 +202,7 @@ import X11TestSupport
         sent = 0
         end = time.time() + 6
         rid = 1
+        # Five rounds a second for 6 s: the attack's rate (pacing, not a wait).
         while time.time() < end:
             for kind, body in ((1, {"room": "r", "name": "victim", "role": "viewer"}), (7, {"publisher": 1, "kinds": ["screen"]}),
                                (4, {"version": 0})):
@@ -212,22 +213,33 @@ import X11TestSupport
             s.sendto(hello, ("127.0.0.1", port))
             sent += len(hello)
             time.sleep(0.2)
-        time.sleep(1)
-        s.setblocking(False)
+        # Proof that the relay has handled every datagram sent: it reads them in the order they
+        # came on one thread, and emits `stats` once a second from that thread after reading
+        # what was waiting. The second `stats` line after the last datagram comes from a turn
+        # that began after it was sent, so whatever the relay sent back is here by then.
+        def stats_lines():
+            with open(serve_log) as f:
+                return sum(1 for line in f if '"event":"stats"' in line.replace(" ", ""))
+        seen, bound = stats_lines(), time.time() + 10
+        while stats_lines() < seen + 2 and time.time() < bound:
+            time.sleep(0.05)
         received = datagrams = 0
         kinds = {}
+        def count(d):
+            global received, datagrams
+            received += len(d)
+            datagrams += 1
+            if len(d) > 3 and d[:2] == b"SS":
+                k = d[3]
+            elif len(d) > 13 and d[0] == 22 and d[13] == 3:
+                k = "hello_verify_request"
+            else:
+                k = "other"
+            kinds[str(k)] = kinds.get(str(k), 0) + 1
+        s.setblocking(False)
         try:
             while True:
-                d = s.recv(65536)
-                received += len(d)
-                datagrams += 1
-                if len(d) > 3 and d[:2] == b"SS":
-                    k = d[3]
-                elif len(d) > 13 and d[0] == 22 and d[13] == 3:
-                    k = "hello_verify_request"
-                else:
-                    k = "other"
-                kinds[str(k)] = kinds.get(str(k), 0) + 1
+                count(s.recv(65536))
         except BlockingIOError:
             pass
         print(json.dumps({"sent": sent, "received": received, "datagrams": datagrams, "kinds": kinds}))
@@ -237,7 +249,8 @@ import X11TestSupport
         let client = try DTLSTransport(role: .client, certificate: try DTLSCertificate(), remoteFingerprint: nil)
         client.start()
         let hello = try #require(client.takeOutgoing()).map { String(format: "%02x", $0) }.joined()
-        let c = try Child(which("python3"), ["-c", attacker, String(port), String(RoomProtocol.version), hello], dir: dir, name: "attacker")
+        let c = try Child(which("python3"), ["-c", attacker, String(port), String(RoomProtocol.version), hello, serve.stdoutPath],
+                          dir: dir, name: "attacker")
         #expect(c.finish(within: 30) == 0, "\(c.stderr)")
         let result = try #require(try JSONSerialization.jsonObject(with: Data(c.stdout.utf8)) as? [String: Any], "\(c.stdout)")
         let sent = result["sent"] as? Int ?? 0, received = result["received"] as? Int ?? -1

@@ -154,8 +154,9 @@ import Glibc
         _ = client.takeOutgoing()  // the ClientHello is lost
         let wait = try #require(client.timeoutMillis)
         #expect(wait > 0 && wait <= 100)
-        // Wait for OpenSSL's timer (it keeps it on the system clock).
-        while (client.timeoutMillis ?? 0) > 0 { usleepMillis(5) }
+        // Wait for OpenSSL's timer to run out (it keeps it on the system clock, no clock can be
+        // injected): exactly as long as it says is left.
+        while let left = client.timeoutMillis, left > 0 { usleepMillis(UInt32(left)) }
         client.handleTimeout()
         run(client, server)
         #expect(client.state == .connected && server.state == .connected)
@@ -187,7 +188,7 @@ import Glibc
 }
 
 func usleepMillis(_ ms: UInt32) {
-    var ts = timespec(tv_sec: 0, tv_nsec: Int(ms) * 1_000_000)
+    var ts = timespec(tv_sec: Int(ms / 1000), tv_nsec: Int(ms % 1000) * 1_000_000)
     nanosleep(&ts, nil)
 }
 
