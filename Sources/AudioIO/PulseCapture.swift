@@ -2,6 +2,7 @@ internal import CPulse
 import FoundationEssentials
 import Glibc
 import Logging
+import MediaCore
 import Synchronization
 
 /// A mixer shared between PulseAudio's thread (which pushes samples) and the audio thread
@@ -19,34 +20,6 @@ public enum AudioCaptureEvent: Sendable, Equatable {
     case reconnecting(attempt: Int, delayMillis: Int)
     case resumed
     case streamFailed(what: String, reason: String)
-}
-
-/// An application playing sound: one PulseAudio sink input.
-public struct AudioApplication: Sendable, Equatable {
-    public var index: UInt32
-    public var name: String
-    public var binary: String
-    public var pid: String
-    public var mediaName: String
-    public var sink: UInt32
-}
-
-/// A PulseAudio source (microphone) or sink (output).
-public struct AudioDevice: Sendable, Equatable {
-    public var index: UInt32
-    public var name: String
-    public var description: String
-    /// For a source: the sink it monitors, if it is a monitor. For a sink: its monitor source.
-    public var monitor: String?
-    public var isDefault: Bool
-}
-
-/// What `screenshare sources` lists and what `start` checks names against.
-public struct AudioInventory: Sendable, Equatable {
-    public var server: String
-    public var applications: [AudioApplication] = []
-    public var sources: [AudioDevice] = []
-    public var sinks: [AudioDevice] = []
 }
 
 /// Mixer slots: the microphone in slot 0, application or output streams after it.
@@ -71,6 +44,7 @@ public final class PulseCapture: @unchecked Sendable {
     private let onEvent: @Sendable (AudioCaptureEvent) -> Void
     private let logger: Logger
     private let pulse: PulseConnection
+    private let clock: any MediaClock
 
     // Guarded by the mainloop lock.
     private var contextState = PA_CONTEXT_UNCONNECTED
@@ -83,19 +57,21 @@ public final class PulseCapture: @unchecked Sendable {
     private var attempt = 0
     private var nextAttemptNanos: UInt64 = 0
     private var stopped = false
-    /// What the server had when this capture connected (what `check` validated names against).
-    private var initialInventory: AudioInventory?
     private let released = Atomic<Bool>(false)
 
     /// Connects to PulseAudio and starts capturing.
     /// - Throws: `AudioError` when the server cannot be reached, or a named mic or sink does not exist.
-    public init(config: AudioCaptureConfig, mixer: SharedMixer, logger: Logger,
+    /// - Parameter clock: what the samples' capture times are read on (the sender's clock).
+    public init(config: AudioCaptureConfig, mixer: SharedMixer, logger: Logger, clock: any MediaClock = SystemClock(),
                 onEvent: @escaping @Sendable (AudioCaptureEvent) -> Void) throws {
         self.config = config
         self.mixer = mixer
         self.logger = logger
         self.onEvent = onEvent
         // "ss-pulse": the thread's name in top -H and /proc (bench/audio.sh).
+        self.clock = clock
+        // The connection's own waits (connecting, listing) are on the system clock: they bound
+        // time the server takes, whatever clock the samples are stamped on.
         pulse = try PulseConnection(applicationName: "screenshare", server: config.server, threadName: "ss-pulse")
         mixer.state.withLock { m in
             m.setGain(decibels: config.micGainDecibels, input: MixerSlot.mic)
@@ -104,8 +80,7 @@ public final class PulseCapture: @unchecked Sendable {
         pulse.lock()
         do {
             try connectAndWait(timeoutSeconds: 5)
-            let inventory = try fetchInventory(timeoutSeconds: 5)
-            initialInventory = inventory
+            let inventory = try pulse.fetchInventory(timeoutSeconds: 5)
             try check(against: inventory)
             setUpStreams()
             pulse.unlock()
@@ -316,10 +291,13 @@ public final class PulseCapture: @unchecked Sendable {
         for r in streams { close(r) }
     }
 
-    fileprivate func push(_ samples: UnsafeBufferPointer<Float>, slot: Int, capturedAtNanos: UInt64?) {
+    func push(_ samples: UnsafeBufferPointer<Float>, slot: Int, capturedAtNanos: UInt64?) {
         guard slot != RecordStream.discard else { return }
         mixer.state.withLock { $0.push(samples, input: slot, capturedAtNanos: capturedAtNanos) }
     }
+
+    /// Now on the capture's clock (called on the mainloop thread, lock held).
+    func clockNow() -> UInt64 { clock.nowNanos() }
 
     // MARK: - Following the application
 
@@ -364,141 +342,5 @@ public final class PulseCapture: @unchecked Sendable {
             onEvent(.appAttached(index: app.index, name: app.name, binary: app.binary, pid: app.pid))
         }
         if reconcileAgain { reconcile() }
-    }
-
-    // MARK: - Inventory
-
-    /// Lists applications, sources and sinks (lock held, connected).
-    private func fetchInventory(timeoutSeconds: Double) throws -> AudioInventory {
-        guard let ctx = pulse.context else { throw AudioError("not connected") }
-        let box = InventoryBox(server: pulse.serverDescription)
-        let ud = Unmanaged.passUnretained(box).toOpaque()
-        var ops: [OpaquePointer?] = []
-        ops.append(pa_context_get_server_info(ctx, { _, info, ud in
-            let b = Unmanaged<InventoryBox>.fromOpaque(ud!).takeUnretainedValue()
-            if let info {
-                b.defaultSource = info.pointee.default_source_name.map { String(cString: $0) } ?? ""
-                b.defaultSink = info.pointee.default_sink_name.map { String(cString: $0) } ?? ""
-            }
-            b.done += 1
-        }, ud))
-        ops.append(pa_context_get_sink_input_info_list(ctx, { _, info, eol, ud in
-            let b = Unmanaged<InventoryBox>.fromOpaque(ud!).takeUnretainedValue()
-            if let info { b.value.applications.append(AudioApplication(info.pointee)) }
-            if eol != 0 { b.done += 1 }
-        }, ud))
-        ops.append(pa_context_get_source_info_list(ctx, { _, info, eol, ud in
-            let b = Unmanaged<InventoryBox>.fromOpaque(ud!).takeUnretainedValue()
-            if let i = info?.pointee {
-                b.value.sources.append(AudioDevice(index: i.index, name: str(i.name), description: str(i.description),
-                                                   monitor: i.monitor_of_sink == cpulse_invalid_index() ? nil : str(i.monitor_of_sink_name),
-                                                   isDefault: false))
-            }
-            if eol != 0 { b.done += 1 }
-        }, ud))
-        ops.append(pa_context_get_sink_info_list(ctx, { _, info, eol, ud in
-            let b = Unmanaged<InventoryBox>.fromOpaque(ud!).takeUnretainedValue()
-            if let i = info?.pointee {
-                b.value.sinks.append(AudioDevice(index: i.index, name: str(i.name), description: str(i.description),
-                                                 monitor: str(i.monitor_source_name), isDefault: false))
-            }
-            if eol != 0 { b.done += 1 }
-        }, ud))
-        defer { for op in ops { if let op { pa_operation_unref(op) } } }
-        guard !ops.contains(where: { $0 == nil }) else { throw AudioError("PulseAudio query failed: \(pulse.lastError)") }
-        guard pulse.wait(seconds: timeoutSeconds, until: { box.done == 4 || contextState != PA_CONTEXT_READY }), box.done == 4 else {
-            throw AudioError("PulseAudio did not answer a query within \(timeoutSeconds) s")
-        }
-        var inv = box.value
-        for i in inv.sources.indices { inv.sources[i].isDefault = inv.sources[i].name == box.defaultSource }
-        for i in inv.sinks.indices { inv.sinks[i].isDefault = inv.sinks[i].name == box.defaultSink }
-        return inv
-    }
-
-    /// Connects, lists applications (sink inputs), sources and sinks, and disconnects: the
-    /// same query `start` checks `--mic` and `--audio-output` names against.
-    /// - Throws: `AudioError` when the server cannot be reached or does not answer.
-    public static func inventory(server: String? = nil, logger: Logger) throws -> AudioInventory {
-        var config = AudioCaptureConfig(program: .none, mic: nil)
-        config.server = server
-        let capture = try PulseCapture(config: config, mixer: SharedMixer(AudioMixer(inputs: MixerSlot.count)), logger: logger) { _ in }
-        defer { capture.stop() }
-        capture.pulse.lock()
-        defer { capture.pulse.unlock() }
-        guard let inventory = capture.initialInventory else { throw AudioError("PulseAudio query failed") }
-        return inventory
-    }
-}
-
-/// One record stream feeding one mixer slot. Touched only on the mainloop thread.
-private final class RecordStream {
-    /// The slot of a stream whose samples are read and dropped (a latency anchor).
-    static let discard = -1
-    let stream: OpaquePointer
-    let slot: Int
-    let sinkInput: UInt32?
-    let device: String?
-    let what: String
-    weak var owner: PulseCapture?
-
-    init(stream: OpaquePointer, slot: Int, sinkInput: UInt32?, device: String?, what: String, owner: PulseCapture) {
-        self.stream = stream
-        self.slot = slot
-        self.sinkInput = sinkInput
-        self.device = device
-        self.what = what
-        self.owner = owner
-    }
-
-    /// Moves every fragment PulseAudio has into the mixer (no copy beyond the mixer's ring),
-    /// with the time its first sample was captured: now minus the stream's latency (the age of
-    /// the oldest unread sample), when PulseAudio's timing information is there yet.
-    func readAvailable() {
-        var captured: UInt64?
-        if slot != Self.discard {
-            var usec: pa_usec_t = 0
-            var negative: Int32 = 0
-            if pa_stream_get_latency(stream, &usec, &negative) == 0 {
-                var ts = timespec()
-                clock_gettime(CLOCK_MONOTONIC, &ts)
-                let now = UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-                captured = negative != 0 ? now &+ usec * 1_000 : now &- min(usec * 1_000, now)
-            }
-        }
-        while pa_stream_readable_size(stream) > 0 {
-            var data: UnsafeRawPointer?
-            var bytes = 0
-            guard pa_stream_peek(stream, &data, &bytes) >= 0, bytes > 0 else { return }
-            let frames = bytes / (MemoryLayout<Float>.size * AudioMixer.channels)
-            if let data {
-                let samples = UnsafeBufferPointer(start: data.assumingMemoryBound(to: Float.self), count: bytes / MemoryLayout<Float>.size)
-                owner?.push(samples, slot: slot, capturedAtNanos: captured)
-            }
-            captured = captured.map { $0 &+ AudioMixer.nanos(frames: frames) }
-            // data == nil with bytes > 0 is a hole in the stream: skipped (the mixer pads silence).
-            pa_stream_drop(stream)
-        }
-    }
-}
-
-private final class InventoryBox {
-    var value: AudioInventory
-    var done = 0
-    var defaultSource = ""
-    var defaultSink = ""
-    init(server: String) { value = AudioInventory(server: server) }
-}
-
-private func str(_ p: UnsafePointer<CChar>?) -> String { p.map { String(cString: $0) } ?? "" }
-
-extension AudioApplication {
-    fileprivate init(_ i: pa_sink_input_info) {
-        func prop(_ key: UnsafePointer<CChar>) -> String { str(pa_proplist_gets(i.proplist, key)) }
-        index = i.index
-        name = prop(cpulse_prop_application_name())
-        binary = prop(cpulse_prop_application_process_binary())
-        pid = prop(cpulse_prop_application_process_id())
-        mediaName = prop(cpulse_prop_media_name())
-        sink = i.sink
     }
 }

@@ -1,6 +1,7 @@
 internal import CPulse
 import FoundationEssentials
 import Glibc
+import MediaCore
 import Synchronization
 
 /// One client connection to PulseAudio: a threaded mainloop (started at init) and its context.
@@ -16,6 +17,8 @@ final class PulseConnection: @unchecked Sendable {
     let server: String?
     /// The client's `application.name`, also the context's name.
     let applicationName: String
+    /// The time the waits below keep.
+    let clock: any MediaClock
     private let mainloop: OpaquePointer
     /// The context (lock held): nil before `startConnect` and after `disconnect`.
     private(set) var context: OpaquePointer?
@@ -24,7 +27,7 @@ final class PulseConnection: @unchecked Sendable {
     /// Creates and starts the mainloop thread; nothing is connected until `connect` or `startConnect`.
     /// - Parameter threadName: the mainloop thread's name (in top -H and /proc), or nil for libpulse's.
     /// - Throws: `AudioError` when the mainloop cannot be created or started.
-    init(applicationName: String, server: String?, threadName: String? = nil) throws {
+    init(applicationName: String, server: String?, threadName: String? = nil, clock: any MediaClock = SystemClock()) throws {
         guard let ml = pa_threaded_mainloop_new() else { throw AudioError("cannot create a PulseAudio mainloop") }
         if let threadName { pa_threaded_mainloop_set_name(ml, threadName) }
         guard pa_threaded_mainloop_start(ml) >= 0 else {
@@ -34,6 +37,7 @@ final class PulseConnection: @unchecked Sendable {
         mainloop = ml
         self.server = server
         self.applicationName = applicationName
+        self.clock = clock
     }
 
     deinit { close() }
@@ -46,11 +50,12 @@ final class PulseConnection: @unchecked Sendable {
 
     /// Waits with the lock held (released while sleeping) until `done` or the deadline.
     func wait(seconds: Double, until done: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
+        let deadline = clock.nowNanos() + UInt64(seconds * 1e9)
         while !done() {
-            if Date() >= deadline { return false }
+            let now = clock.nowNanos()
+            if now >= deadline { return false }
             unlock()
-            usleep(2_000)
+            clock.sleep(untilNanos: min(deadline, now + 2_000_000))
             lock()
         }
         return true

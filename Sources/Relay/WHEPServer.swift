@@ -74,6 +74,11 @@ struct WHEPSessionFactory: Sendable {
         let videoSSRC = UInt32.random(in: 1...UInt32.max), audioSSRC = UInt32.random(in: 1...UInt32.max)
         let answer: WHEPAnswer
         do { answer = try WHEPAnswer(offer: offer, videoSSRC: videoSSRC, audioSSRC: audioSSRC, fec: limits.fec != .off) } catch { throw .cannotServe("\(error)") }
+        // The answer accepts video only in a payload type the offer gave VP8 (it throws
+        // otherwise); said again here, from the answer itself, so nothing rests on that.
+        let video = answer.media.first { $0.kind == "video" && $0.payloadType != nil }
+        let audio = answer.media.first { $0.kind == "audio" && $0.payloadType != nil }
+        guard let video, let videoPT = video.payloadType else { throw .cannotServe("the offer has no VP8 video this relay can send") }
         guard directory.room(room) != nil else {
             throw .noRoom("no room '\(room)' on this relay: nobody has joined it (yet)")
         }
@@ -89,16 +94,14 @@ struct WHEPSessionFactory: Sendable {
         }
         let id = Self.random(hexBytes: 16)
         let ufrag = Self.random(alphanumeric: 8), password = Self.random(alphanumeric: 24)
-        let video = answer.media.first { $0.kind == "video" && $0.payloadType != nil }
-        let audio = answer.media.first { $0.kind == "audio" && $0.payloadType != nil }
         let session = BrowserSession(
             id: id, room: room, presenter: presenter,
             ice: ICELiteAgent(localUfrag: ufrag, localPassword: password, remoteUfrag: offer.iceUfrag), dtls: dtls,
-            videoPT: video!.payloadType!, audioPT: audio?.payloadType, videoSSRC: videoSSRC, audioSSRC: audioSSRC,
+            videoPT: videoPT, audioPT: audio?.payloadType, videoSSRC: videoSSRC, audioSSRC: audioSSRC,
             now: clock.nowNanos())
         session.name = name
-        session.transportSequenceID = video?.transportSequenceID
-        if let red = video?.redPT, let ulpfec = video?.ulpfecPT {
+        session.transportSequenceID = video.transportSequenceID
+        if let red = video.redPT, let ulpfec = video.ulpfecPT {
             session.red = REDProtection(redPT: red, fecPT: ulpfec)
             session.fec = FECPolicy(mode: limits.fec)
         }

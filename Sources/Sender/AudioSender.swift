@@ -125,7 +125,7 @@ final class AudioSender: @unchecked Sendable {
             rtcpSocket = try UDPSocket(connectTo: Endpoint(host: destination.host, port: port + 1), localPort: rtpSocket.localPort &+ 1)
         }
         let events = events
-        capture = try PulseCapture(config: config.capture, mixer: mixer, logger: logger) { event in
+        capture = try PulseCapture(config: config.capture, mixer: mixer, logger: logger, clock: clock) { event in
             events.emit(AudioSender.broadcastEvent(event))
         }
     }
