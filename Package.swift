@@ -94,6 +94,10 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
+        // The room `start --room` hosts in its own process: the relay, tokens, invitation links.
+        .target(name: "RoomHost", dependencies: [
+            "Relay", "Access", "Room", "Control", "Congestion", "Transport", "WebRTC", "MediaCore", .product(name: "Logging", package: "swift-log"),
+        ]),
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [
             "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents",
@@ -117,7 +121,7 @@ let package = Package(
         .executableTarget(name: "screenshare-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(name: "screenshare", dependencies: [
             "CBuildInfo", "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode", "Access", "WebRTC",
-            "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room", "RoomEvents", "Congestion",
+            "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room", "RoomEvents", "RoomHost", "Congestion",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -7,8 +7,10 @@ it with what the presenter sent).
 
     whep-client.py URL SECONDS [--loopback-only] [--drop-video FRACTION]
 
-A room token may follow the URL after '#token=' (as in the link `start --room` prints): it is
-sent as `Authorization: Bearer TOKEN` (RFC 6750), and the fragment is not part of the request.
+A room token may follow the URL after '#token=' (as in the link `start --room` prints for
+scripts): it is sent as `Authorization: Bearer TOKEN` (RFC 6750), and the fragment is not part
+of the request. An invitation code after '#k=' (the short link) is first exchanged for the
+token at /invite/ROOM, as the relay's page does (an `invited` line; a `refused` one if not).
 With `&fp=sha256:HEX` (the relay's certificate, as the link names it) an answer naming another
 certificate is not used: a `refused` line says so.
 
@@ -73,6 +75,19 @@ async def main(url, seconds):
     url, _, fragment = url.partition("#")
     headers = {"Content-Type": "application/sdp"}
     token = urllib.parse.parse_qs(fragment).get("token", [None])[0]
+    code = urllib.parse.parse_qs(fragment).get("k", [None])[0]
+    if code and not token:
+        invite = urllib.request.Request(url.replace("/whep/", "/invite/", 1), data=code.encode(), method="POST",
+                                        headers={"Content-Type": "text/plain"})
+        try:
+            with urllib.request.urlopen(invite, timeout=5) as r:
+                granted = json.loads(r.read().decode())
+        except urllib.error.HTTPError as e:
+            log(event="refused", status=e.code, body=e.read().decode())
+            await pc.close()
+            return
+        token = granted.get("token")
+        log(event="invited", fingerprint=granted.get("fingerprint"))
     if token:
         headers["Authorization"] = "Bearer " + token
     request = urllib.request.Request(url, data=pc.localDescription.sdp.encode(), method="POST", headers=headers)

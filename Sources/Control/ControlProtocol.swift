@@ -11,6 +11,8 @@ import Events
 ///     {"v":1,"cmd":"status"}                → {"v":1,"ok":true,"settings":{…},"stats":{…}}
 ///     {"v":1,"cmd":"set","set":[["bitrate","1M"],["fps","30"]]}
 ///                                           → {"v":1,"ok":true,"settings":{…}}
+///     {"v":1,"cmd":"invite"}                → {"v":1,"ok":true,"link":"http://…/class#k=…"}
+///     {"v":1,"cmd":"invite","revoke":true}  → {"v":1,"ok":true}
 ///     anything wrong                        → {"v":1,"ok":false,"error":"…"}
 public enum ControlProtocol {
     /// The version this build speaks.
@@ -21,7 +23,16 @@ public enum ControlProtocol {
 
 /// What `ctl` asks for.
 public enum ControlCommand: String, Codable, Sendable, CaseIterable {
-    case pause, resume, stop, status, set
+    case pause, resume, stop, status, set, invite
+}
+
+/// The invitation links of the room a broadcaster hosts (`ctl invite`): a new one replaces the
+/// old, or the current one is revoked. Viewers already in the room stay.
+public protocol RoomInvitations: Sendable {
+    /// A new link; the old one stops working.
+    func renew() -> String
+    /// The current link stops working; none replaces it.
+    func revoke()
 }
 
 /// One setting to change: a `ctl set` KEY=VALUE (on the wire, a `[KEY, VALUE]` pair).
@@ -57,11 +68,14 @@ public struct ControlRequest: Codable, Sendable, Equatable {
     public var cmd: String
     /// The changes of a `set`.
     public var set: [SettingChange]?
+    /// For `invite`: revoke the link instead of making a new one.
+    public var revoke: Bool?
 
-    public init(_ command: ControlCommand, set: [SettingChange]? = nil) {
+    public init(_ command: ControlCommand, set: [SettingChange]? = nil, revoke: Bool? = nil) {
         v = ControlProtocol.version
         cmd = command.rawValue
         self.set = set
+        self.revoke = revoke
     }
 
     /// The command, or an error text naming what is wrong with the request.
@@ -91,14 +105,17 @@ public struct ControlResponse: Codable, Sendable, Equatable {
     public var settings: [String: JSONValue]?
     /// Counters of the running broadcast (status).
     public var stats: [String: JSONValue]?
+    /// The new invitation link (invite).
+    public var link: String?
 
     public init(ok: Bool = true, error: String? = nil, paused: Bool? = nil,
-                settings: [String: JSONValue]? = nil, stats: [String: JSONValue]? = nil) {
+                settings: [String: JSONValue]? = nil, stats: [String: JSONValue]? = nil, link: String? = nil) {
         self.ok = ok
         self.error = error
         self.paused = paused
         self.settings = settings
         self.stats = stats
+        self.link = link
     }
 
     /// The response as one line of JSON (sorted keys), as it crosses the socket.

@@ -3,6 +3,7 @@ import Foundation
 import Room
 import RTCP
 import RTP
+import Relay
 import Transport
 import WebRTC
 
@@ -26,6 +27,7 @@ extension FuzzTarget {
                 "GET /class HTTP/1.1\r\nHost: relay\r\n\r\nGET /rooms/class HTTP/1.1\r\nHost: relay\r\n\r\n",
                 "DELETE /whep/class/0123456789abcdef HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n",
                 "OPTIONS /whep/class HTTP/1.1\r\nHost: relay\r\nOrigin: http://elsewhere\r\n\r\n",
+                "POST /invite/class HTTP/1.1\r\nHost: relay\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n\r\n\(WHEPServer.fuzzInviteCode)",
             ].map { Array($0.utf8) }
         case .dtls:
             guard let certificate = try? DTLSCertificate(),

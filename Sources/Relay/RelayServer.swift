@@ -87,6 +87,9 @@ public final class RelayServer: @unchecked Sendable {
     private let summary = Mutex<[String: JSONValue]>([:])
     /// The rooms, for the HTTP side (published when they change).
     let directory = RoomDirectory()
+    /// The short codes of invitation links: issued by whoever hosts a room (`start --room`),
+    /// exchanged by browsers and `watch` at `POST /invite/ROOM`.
+    public let invites = InviteBook()
     /// The DTLS certificate's fingerprint (`sha256:…`): peers pin it (`--fingerprint`).
     public let fingerprint: String
     /// Peers' encrypted hops.
@@ -130,6 +133,7 @@ public final class RelayServer: @unchecked Sendable {
             var factory = try WHEPSessionFactory(certificate: certificate, context: context, inbox: gateway.inbox, directory: directory, limits: browserLimits,
                                              udpPort: socket.port, clock: clock)
             factory.authorizer = authorizer
+            factory.invites = invites
             http = try WHEPServer(host: host, port: socket.port, factory: factory, logger: logger)
             browsers = gateway
             transport.browsers = gateway

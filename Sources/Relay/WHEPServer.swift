@@ -27,6 +27,8 @@ struct WHEPSessionFactory: Sendable {
     let clock: MediaClock
     /// Who may watch which room (nil: anyone); tokens come as `Authorization: Bearer`.
     var authorizer: (any RoomAuthorizer)? = nil
+    /// The short codes of invitation links, exchanged at `POST /invite/ROOM` for the token.
+    var invites = InviteBook()
 
     /// - Parameter context: a server context for `certificate` (nil: one is made).
     init(certificate: DTLSCertificate, context: DTLSContext? = nil, inbox: BrowserInbox, directory: RoomDirectory, limits: BrowserLimits,
@@ -123,8 +125,10 @@ struct WHEPSessionFactory: Sendable {
 }
 
 /// The relay's HTTP side, on TCP at the room port: WHEP (RFC 9725) — `POST /whep/ROOM`
-/// (`?from=NAME`), `DELETE` on the session's URL — the page a browser opens, `GET /ROOM`, and
-/// who is in a room, `GET /rooms/ROOM` (JSON: presenters sharing a screen, peers, browsers).
+/// (`?from=NAME`), `DELETE` on the session's URL — the page a browser opens, `GET /ROOM`, who
+/// is in a room, `GET /rooms/ROOM` (JSON: presenters sharing a screen, peers, browsers), and an
+/// invitation link's code exchanged for its token, `POST /invite/ROOM` (the code as the body;
+/// JSON: the token and the relay's certificate fingerprint).
 /// CORS allows pages served elsewhere. Bad requests get a status and a line saying why.
 public final class WHEPServer: Sendable {
     /// Request bodies larger than this are refused (413): an offer is a few kB.
@@ -166,8 +170,10 @@ public final class WHEPServer: Sendable {
         let directory = RoomDirectory()
         directory.publish([RoomSummary(name: "class", presenters: ["teacher"], peers: 1, browsers: 0)])
         guard let certificate = fuzzCertificate else { return [] }
-        guard let factory = try? WHEPSessionFactory(certificate: certificate, inbox: BrowserInbox(), directory: directory, limits: BrowserLimits(),
+        guard var factory = try? WHEPSessionFactory(certificate: certificate, inbox: BrowserInbox(), directory: directory, limits: BrowserLimits(),
                                                     udpPort: 7600, clock: SystemClock()) else { return [] }
+        factory.invites = InviteBook { fuzzInviteBits }
+        _ = factory.invites.issue(InviteBook.Invite(room: "class", token: "eyJ.fuzz.token", expiresWallNanos: SystemClock().wallNanos() + 86_400_000_000_000))
         let channel = EmbeddedChannel()
         var out: [UInt8] = []
         do {
@@ -181,6 +187,10 @@ public final class WHEPServer: Sendable {
         _ = try? channel.finish(acceptAlreadyClosed: true)  // closed already when the parser refused the bytes
         return out
     }
+
+    /// The invitation code `respond(to:)` knows: room `class`, a day long.
+    public static let fuzzInviteCode = InviteBook.encode(fuzzInviteBits)
+    private static let fuzzInviteBits: UInt64 = 0x5EED_1234_ABCD_0042
 
     /// One certificate for every `respond(to:)` (making an ECDSA key per input would be most of
     /// the work).
@@ -274,6 +284,25 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
                 return Response(.notFound, "WHEP lives at /whep/ROOM")
             }
         }
+        if parts.first == "invite" {
+            guard head.method == .POST, parts.count == 2 else {
+                return Response(.methodNotAllowed, "POST the invitation code to /invite/ROOM")
+            }
+            let code = String(buffer: body).trimmed()
+            guard InviteBook.isWellFormed(code) else {
+                return Response(.badRequest, "an invitation code is \(InviteBook.codeLength) letters and digits (the part after #k= in the link)")
+            }
+            do throws(InviteBook.Refusal) {
+                let invite = try factory.invites.redeem(code, room: parts[1], wallNanos: factory.clock.wallNanos())
+                var fields: [String: JSONValue] = ["room": .string(invite.room), "fingerprint": .string(factory.certificate.fingerprintText)]
+                if let token = invite.token { fields["token"] = .string(token) }
+                var r = Response(.ok, JSONValue.object(fields).jsonText)
+                r.contentType = "application/json"
+                return r
+            } catch {
+                return Response(error == .expired ? .gone : .notFound, error.description)
+            }
+        }
         if head.method == .GET, parts.count == 2, parts[0] == "rooms" {
             do { _ = try factory.authorize(head.headers, room: parts[1]) } catch { return Self.unauthorized(error) }
             let summary = factory.directory.room(parts[1])
@@ -288,7 +317,7 @@ private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
             r.contentType = "text/html; charset=utf-8"
             return r
         }
-        return Response(.notFound, "open /ROOM in a browser to watch a room, POST a WHEP offer to /whep/ROOM, or GET /rooms/ROOM")
+        return Response(.notFound, "open /ROOM in a browser to watch a room, POST a WHEP offer to /whep/ROOM, GET /rooms/ROOM, or POST an invitation code to /invite/ROOM")
     }
 
     /// 401 with the reason, and the challenge RFC 6750 §3 describes.

@@ -25,12 +25,15 @@ enum WatchPage {
         const room = \(javaScriptString(room));
         const from = new URLSearchParams(location.search).get('from');
         // The room token rides after '#' (never sent to a server, not in its logs) and goes
-        // with every request as a bearer token (RFC 6750).
-        const token = new URLSearchParams(location.hash.slice(1)).get('token');
-        const auth = token ? {'Authorization': 'Bearer ' + token} : {};
+        // with every request as a bearer token (RFC 6750). A short link carries an invitation
+        // code instead (k=…), exchanged once for the token (redeem).
+        const fragment = new URLSearchParams(location.hash.slice(1));
+        let token = fragment.get('token');
+        let auth = token ? {'Authorization': 'Bearer ' + token} : {};
+        const invitation = token ? null : fragment.get('k');
         // The relay's certificate, when the link names it (fp=sha256:HEX): an answer that names
         // another one is not from the relay the link named, and is not used.
-        const pinned = (new URLSearchParams(location.hash.slice(1)).get('fp') || '').toLowerCase();
+        const pinned = (fragment.get('fp') || '').toLowerCase();
         // Set when the relay refuses the token: nothing is tried again.
         let refused = null;
         const $ = id => document.getElementById(id);
@@ -118,10 +121,29 @@ enum WatchPage {
             state.textContent = 'relay unreachable, retrying…';
           }
         }
+        // The invitation code for the token: a code that is not (or no longer) valid is said
+        // so, and nothing is tried; a relay that does not answer is asked again.
+        async function redeem() {
+          const r = await fetch('/invite/' + encodeURIComponent(room), {method: 'POST', headers: {'Content-Type': 'text/plain'}, body: invitation});
+          if (r.status !== 200) { refuse(await r.text()); return false; }
+          const granted = await r.json();
+          token = granted.token || null;
+          auth = token ? {'Authorization': 'Bearer ' + token} : {};
+          return true;
+        }
+        function begin() {
+          connect().catch(e => { state.textContent = String(e); retry(2000); });
+          room_info();
+          setInterval(room_info, 2000);
+        }
         window.addEventListener('pagehide', () => { if (resource) fetch(resource, {method: 'DELETE', keepalive: true}); });
-        connect().catch(e => { state.textContent = String(e); retry(2000); });
-        room_info();
-        setInterval(room_info, 2000);
+        if (invitation) {
+          const ask = () => redeem().then(ok => { if (ok) begin(); })
+            .catch(e => { state.textContent = 'relay unreachable, retrying…'; setTimeout(ask, 2000); });
+          ask();
+        } else {
+          begin();
+        }
         </script></body></html>
         """
     }

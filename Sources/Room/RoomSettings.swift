@@ -10,8 +10,12 @@ public struct RoomSettings: Sendable, Equatable {
     public var target: SubscriptionTarget
     /// For the presenter hosting the room: the line viewers run to join.
     public var watchCommand: String?
-    /// For the presenter hosting the room: the page a browser opens to watch.
+    /// For the presenter hosting the room: the page a browser opens to watch, with a short
+    /// invitation code (`#k=…`) when the room takes tokens.
     public var browserURL: String?
+    /// The same page with the viewer token itself and the relay's fingerprint (`#token=…&fp=…`),
+    /// for scripts: it needs no exchange with the relay.
+    public var browserTokenURL: String?
     /// The room token (nil: an open room).
     public var token: String?
     /// The relay's DTLS certificate SHA-256 the hop must find (nil: any relay is taken).

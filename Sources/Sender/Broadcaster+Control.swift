@@ -60,6 +60,18 @@ extension Broadcaster {
             } catch {
                 return .failure("\(error)")
             }
+        case .success(.invite):
+            guard let invitations = config.invitations else {
+                return .failure("this broadcaster hosts no room, so it makes no invitation links (`start --room` without --server does)")
+            }
+            if request.revoke == true {
+                invitations.revoke()
+                events.emit(InvitationChanged(link: nil))
+                return ControlResponse()
+            }
+            let link = invitations.renew()
+            events.emit(InvitationChanged(link: link))
+            return ControlResponse(link: link)
         }
     }
 

@@ -50,6 +50,8 @@ public struct BroadcastConfig: Sendable {
     /// Publish in a room through the relay at `destination` (one UDP flow for everything);
     /// nil: plain RTP to `destination` (video PORT/PORT+1, audio PORT+2/PORT+3).
     public var room: RoomSettings?
+    /// The invitation links of the room this process hosts (`ctl invite`); nil when it hosts none.
+    public var invitations: (any RoomInvitations)?
     /// Plain mode: protect every packet with SRTP (`--srtp`), fresh keys in the SDP's `a=crypto`.
     public var srtp = false
     /// Forward error correction (ULPFEC, `--fec`): by loss and round trip, always, or never.

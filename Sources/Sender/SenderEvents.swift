@@ -53,6 +53,7 @@ public struct SenderStarted: BroadcastEvent, Equatable {
             f["name"] = .string(room.displayName)
             if let w = room.watchCommand { f["watch_command"] = .string(w) }
             if let u = room.browserURL { f["browser_url"] = .string(u) }
+            if let u = room.browserTokenURL { f["browser_url_token"] = .string(u) }
         }
         if let audio {
             f["audio_ssrc"] = .int(Int(audio.ssrc))
@@ -68,6 +69,19 @@ public struct SenderStarted: BroadcastEvent, Equatable {
             return "sharing in room \(room.name) via \(room.server) as \(room.displayName)\(join)"
         }
         return "sending to \(destination.description) (ssrc \(ssrc), \(fps) fps max, \(bitrateKbps) kbps); control: \(controlSocket ?? "-")"
+    }
+}
+
+/// `invitation`: `ctl invite` made a new link for the room this process hosts (the old one no
+/// longer admits), or revoked it (`link` null). Viewers already in the room stay.
+public struct InvitationChanged: BroadcastEvent, Equatable {
+    public var link: String?
+    public init(link: String?) { self.link = link }
+    public var name: String { "invitation" }
+    public var fields: [String: JSONValue] { ["link": link.map { .string($0) } ?? .null] }
+    public var humanText: String {
+        link.map { "new invitation link (the old one no longer admits): \($0)" }
+            ?? "the invitation link was revoked: nobody new can join with it (viewers in the room stay)"
     }
 }
 

@@ -20,7 +20,7 @@ import Glibc
 
 struct Ctl: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Control a running `screenshare start`: pause, resume, stop, status, set.",
+        abstract: "Control a running `screenshare start`: pause, resume, stop, status, set, invite.",
         discussion: """
             With neither --room nor --socket, talks to the only broadcaster this user runs. \
             `set` takes the flags `start` takes (--fps 30 --bitrate 1M …, --region, \
@@ -30,6 +30,8 @@ struct Ctl: ParsableCommand {
               max-resolution=720p|1080p|1440p|WxH|none  content=detail|motion
               keyframe-interval=SECONDS|none
               source=screen|region:WxH+X+Y|monitor:NAME|window:ID|TITLE
+            `invite` makes a new invitation link for the room `start` hosts (the old link no \
+            longer admits; viewers in the room stay); `invite --revoke` only revokes it.
 
             Examples:
               screenshare ctl pause
@@ -38,6 +40,7 @@ struct Ctl: ParsableCommand {
               screenshare ctl set --window Slides
               screenshare ctl set source=screen max-resolution=none
               screenshare ctl status --json
+              screenshare ctl invite
             """)
 
     @Option(help: "The room of the broadcaster to control.")
@@ -49,8 +52,14 @@ struct Ctl: ParsableCommand {
     @Flag(help: "Print the answer as JSON.")
     var json = false
 
-    @Argument(help: "pause, resume, stop, status or set.")
+    @Argument(help: "pause, resume, stop, status, set or invite.")
     var command: String
+
+    @Flag(help: "With invite: revoke the invitation link, and make no new one.")
+    var revoke = false
+
+    @Flag(help: "With invite: do not draw the new link as a QR code.")
+    var noQr = false
 
     @Argument(help: "KEY=VALUE pairs for set.")
     var settings: [String] = []
@@ -71,9 +80,10 @@ struct Ctl: ParsableCommand {
     }
 
     func validate() throws {
-        guard ["pause", "resume", "stop", "status", "set"].contains(command) else {
-            throw ValidationError("'\(command)' is not a ctl command: use pause, resume, stop, status or set")
+        guard ControlCommand(rawValue: command) != nil else {
+            throw ValidationError("'\(command)' is not a ctl command: use pause, resume, stop, status, set or invite")
         }
+        if revoke && command != "invite" { throw ValidationError("--revoke is for invite") }
         for pair in settings where !pair.contains("=") { throw ValidationError("'\(pair)' is not KEY=VALUE") }
         if command == "set" && changes.isEmpty { throw ValidationError("set needs settings, e.g. set --bitrate 1M or set bitrate=1M") }
         if command != "set" && !changes.isEmpty { throw ValidationError("\(command) takes no settings") }
@@ -94,7 +104,8 @@ struct Ctl: ParsableCommand {
         } catch {
             throw Exit.failing(with: error, command: "screenshare ctl")
         }
-        let request = ControlRequest(ControlCommand(rawValue: command)!, set: command == "set" ? changes : nil)
+        let request = ControlRequest(ControlCommand(rawValue: command)!, set: command == "set" ? changes : nil,
+                                     revoke: command == "invite" && revoke ? true : nil)
         let response: ControlResponse
         do {
             response = try ControlSocket.request(request, socketPath: path)
@@ -115,6 +126,11 @@ struct Ctl: ParsableCommand {
                     for key in fields.keys.sorted() { print("  \(key): \(fields[key]!.text)") }
                 }
             }
+        } else if command == "invite", let link = response.link {
+            print(link)
+            if !noQr, isatty(1) != 0 { print(HumanSink.qrDrawing(link), terminator: "") }
+        } else if command == "invite" {
+            print("screenshare ctl: invitation link revoked (viewers in the room stay)")
         } else {
             print("screenshare ctl: \(command): ok")
         }

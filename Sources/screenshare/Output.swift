@@ -57,17 +57,20 @@ final class HumanSink: EventSink {
                 FileHandleStderr.write("screenshare: \(text)\n")
             }
             if live, qrCode, let started = event as? SenderStarted, let url = started.room?.browserURL {
-                drawQRCode(url)
+                FileHandleStderr.write(Self.qrDrawing(url))
+            }
+            if live, qrCode, let changed = event as? InvitationChanged, let url = changed.link {
+                FileHandleStderr.write(Self.qrDrawing(url))
             }
         }
     }
 
-    private func drawQRCode(_ url: String) {
+    /// `url` as a QR code drawn with half blocks, under a line saying what it is for.
+    static func qrDrawing(_ url: String) -> String {
         do {
-            let lines = try QRCode(url).terminalLines()
-            FileHandleStderr.write("scan to watch in a browser:\n" + lines.joined(separator: "\n") + "\n")
+            return "scan to watch in a browser:\n" + (try QRCode(url).terminalLines()).joined(separator: "\n") + "\n"
         } catch {
-            FileHandleStderr.write("screenshare: (no QR code: \(error))\n")
+            return "screenshare: (no QR code: \(error))\n"
         }
     }
 }

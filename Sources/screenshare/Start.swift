@@ -11,6 +11,7 @@ import RTP
 import Receiver
 import Relay
 import Room
+import RoomHost
 import ScreenCapture
 import Sender
 import Transport
@@ -239,7 +240,7 @@ struct Start: ParsableCommand {
         let logger = output.logger()
         let sink = output.sink(qrCode: !noQr)
         var destination: Endpoint
-        var relay: RelayServer?
+        var hosted: HostedRoom?
         var roomSettings: RoomSettings?
         if let room {
             if let server {
@@ -249,36 +250,40 @@ struct Start: ParsableCommand {
                 roomSettings?.fingerprint = fingerprint
             } else {
                 // Host the room here: the relay runs in this process; we publish to it over loopback.
-                let listenAt = listen
-                let access = try hostedAccess(room: room)
-                do {
-                    var browserLimits = BrowserLimits()
-                    browserLimits.fec = fec
-                    relay = try RelayServer(host: listenAt.host, port: listenAt.port, events: nil, logger: logger, browsers: true,
-                                            browserLimits: browserLimits, authorizer: access?.authority)
-                } catch let error as NetworkError {
-                    printError("screenshare: --listen \(listen.text): \(error). Is another `screenshare start --room` or `serve` running? Use --listen :PORT, or --server HOST:PORT to join it.")
-                    throw Exit.network
+                if openRoom {
+                    printError("screenshare: WARNING: --open-room: anyone who can reach this machine may watch room '\(room)', and present in it")
                 }
-                relay!.start()
-                let port = relay!.port  // the one the system picked for --listen ADDR:0
-                let local = listenAt.host == "0.0.0.0" ? "127.0.0.1" : listenAt.host
-                destination = Endpoint(host: local, port: port)
-                let reachable = listenAt.host == "0.0.0.0" ? (localIPv4Addresses().first ?? "127.0.0.1") : listenAt.host
-                var settings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: "\(reachable):\(port)")
-                settings.token = access?.presenter
-                settings.fingerprint = DTLSCertificate.parseFingerprint(relay!.fingerprint)
-                settings.watchCommand = "screenshare watch --room \(Self.shellQuoted(room)) --server \(reachable):\(port)"
-                    + " --fingerprint \(relay!.fingerprint)" + (access.map { " --token \($0.viewer)" } ?? "")
-                settings.browserURL = "http://\(reachable):\(port)/\(PercentEncoding.encodePath(room))"
-                    + (access.map { "#token=\($0.viewer)&fp=" } ?? "#fp=") + relay!.fingerprint
-                roomSettings = settings
+                var options = HostedRoom.Options(room: room, displayName: name ?? Self.userName(), host: listen.host, port: listen.port)
+                options.presenterName = name
+                options.secretFile = secretFile
+                options.open = openRoom
+                options.viewerTokenSeconds = tokenTtl
+                options.fec = fec
+                do throws(HostedRoom.Failure) {
+                    let room = try HostedRoom(options, logger: logger)
+                    hosted = room
+                    destination = room.destination
+                    roomSettings = room.settings
+                } catch {
+                    switch error {
+                    case .listen(let why):
+                        printError("screenshare: --listen \(listen.text): \(why). Is another `screenshare start --room` or `serve` running? Use --listen :PORT, or --server HOST:PORT to join it.")
+                        throw Exit.network
+                    case .secretFile(let why):
+                        printError("screenshare: \(why)")
+                        throw Exit.noInput
+                    case .setUp(let why):
+                        printError("screenshare: \(why)")
+                        throw Exit.failure
+                    }
+                }
             }
         } else {
             destination = to!
         }
         var config = BroadcastConfig(source: source, destination: destination, cname: Self.cname())
         config.room = roomSettings
+        config.invitations = hosted
         let live = try encoding.settings(source: source)
         config.maxResolution = live.maxResolution
         config.fps = live.fps
@@ -294,7 +299,7 @@ struct Start: ParsableCommand {
         config.durationSeconds = duration
         config.controlSocketPath = controlSocket ?? ControlSocket.path(label: room ?? "pid-\(getpid())")
         config.audio = audioConfig()
-        defer { relay?.stop() }
+        defer { hosted?.stop() }
 
         let broadcaster: Broadcaster
         do {
@@ -337,36 +342,8 @@ struct Start: ParsableCommand {
         }
     }
 
-    /// Tokens for the room this command hosts: a secret (--secret-file, or one for this run),
-    /// the relay's authority, our own presenter token and the viewers' token for the printed
-    /// line and link. Nil with --open-room (after saying so, loudly).
-    func hostedAccess(room: String) throws -> (authority: TokenAuthority, presenter: String, viewer: String)? {
-        if openRoom {
-            printError("screenshare: WARNING: --open-room: anyone who can reach this machine may watch room '\(room)', and present in it")
-            return nil
-        }
-        var secret = SecretFile.random()
-        if let secretFile {
-            do { secret = try SecretFile.readOrCreate(secretFile).secret } catch {
-                printError("screenshare: --secret-file: \(error)")
-                throw Exit.noInput
-            }
-        }
-        let (key, name, ttl) = (secret, name, tokenTtl)
-        return try Blocking.run {
-            let authority = try await TokenAuthority(secret: key)
-            // Ours never leaves this process; it must outlast any run (rejoins check it again).
-            let presenter = try await authority.mint(room: room, role: .presenter, name: name, ttl: 366 * 86_400)
-            let viewer = try await authority.mint(room: room, role: .viewer, ttl: ttl)
-            return (authority, presenter, viewer)
-        }
-    }
-
     /// `text` as one shell word (single quotes when it needs any).
-    static func shellQuoted(_ text: String) -> String {
-        let plain = text.allSatisfy { $0.isLetter || $0.isNumber || "-_.,:@%+=/".contains($0) }
-        return plain ? text : "'" + text.replacing("'", with: "'\\''") + "'"
-    }
+    static func shellQuoted(_ text: String) -> String { HostedRoom.shellQuoted(text) }
 
     /// Who presents, as a room shows it: USER@HOST.
     static func userName() -> String {

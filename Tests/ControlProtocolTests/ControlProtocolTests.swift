@@ -18,6 +18,10 @@ import TestSupport
         #expect(String(decoding: try ControlCoding.encode(set), as: UTF8.self)
                 == #"{"cmd":"set","set":[["bitrate","1M"],["fps","30"]],"v":1}"#)
         #expect(String(decoding: try ControlCoding.encode(ControlRequest(.pause)), as: UTF8.self) == #"{"cmd":"pause","v":1}"#)
+        #expect(String(decoding: try ControlCoding.encode(ControlRequest(.invite, revoke: true)), as: UTF8.self)
+                == #"{"cmd":"invite","revoke":true,"v":1}"#)
+        #expect(ControlResponse(link: "http://h:7600/class#k=egw9EVN2z3G").jsonText == #"{"link":"http:\/\/h:7600\/class#k=egw9EVN2z3G","ok":true,"v":1}"#
+                || ControlResponse(link: "http://h:7600/class#k=egw9EVN2z3G").jsonText == #"{"link":"http://h:7600/class#k=egw9EVN2z3G","ok":true,"v":1}"#)
     }
 
     @Test func responsesEncodeWithSortedKeysAndNoAbsentFields() {

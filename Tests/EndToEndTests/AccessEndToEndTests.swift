@@ -108,7 +108,8 @@ import X11TestSupport
         try waitUntilBound(port)
         let started = try EventLog.wait(for: "started", in: presenter)
         let token = try RoomEndToEndTests.viewerToken(started)
-        #expect((started["browser_url"] as? String)?.contains("/class#token=\(token)&fp=sha256:") == true, "\(started)")
+        #expect((started["browser_url_token"] as? String)?.contains("/class#token=\(token)&fp=sha256:") == true, "\(started)")
+        #expect((started["browser_url"] as? String)?.contains("/class#k=") == true, "\(started)")
 
         let bare = try Self.watch(dir, port: port, token: nil)
         #expect(bare.status == 77 && bare.stderr.contains("no token"), "\(bare.stderr)")

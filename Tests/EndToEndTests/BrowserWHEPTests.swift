@@ -193,15 +193,23 @@ import X11TestSupport
         let port = freeEvenPort()
         let presenter = try Self.presenter(dir, at: ["--listen", "127.0.0.1:\(port)"])
         defer { _ = presenter.finish(within: 0) }
-        let url = try #require(try EventLog.wait(for: "started", in: presenter)["browser_url"] as? String)
+        let started = try EventLog.wait(for: "started", in: presenter)
+        let url = try #require(started["browser_url_token"] as? String)
         let page = String(try #require(url.split(separator: "#").first))
         let (withToken, fingerprint) = try #require(url.firstMatch(of: /^(.*)&fp=(sha256:[0-9a-f]{64})$/).map { (String($0.1), String($0.2)) }, "\(url)")
         let altered = withToken.dropLast(3) + (withToken.hasSuffix("AAA") ? "BBB" : "AAA") + "&fp=" + fingerprint
         // And a link naming another certificate (as a man in the middle's answer would show):
         // the page uses no answer that does not name this relay's, and says why.
         let impostor = withToken + "&fp=sha256:" + String(repeating: "0", count: 64)
+        // And a made-up invitation code (well formed), and the printed one after `ctl invite` replaced it.
+        let printed = try #require(started["browser_url"] as? String)
+        let renewed = try Child(screenshareBinary(), ["ctl", "--socket", try #require(started["control_socket"] as? String), "invite", "--json"],
+                                dir: dir, name: "ctl-invite")
+        #expect(renewed.finish(within: 10) == 0, "\(renewed.stderr)")
+        #expect(renewed.stdout.contains("#k=") && !renewed.stdout.contains(printed), "\(renewed.stdout)")
         for (link, verdict, says) in [(page, "not admitted:", "no token"), (String(altered), "not admitted:", "signature does not match"),
-                                      (impostor, "not trusted:", fingerprint)] {
+                                      (impostor, "not trusted:", fingerprint), (page + "#k=1111111111a", "not admitted:", "not valid"),
+                                      (printed, "not admitted:", "not valid")] {
             let chromium = try Child(Self.python, [Self.script("browser-watch.py"), link, "4"], dir: dir, name: "chromium-\(UUID().uuidString.prefix(4))")
             _ = chromium.finish(within: 60)
             let log = EventLog(chromium.stdout)
@@ -277,7 +285,9 @@ import X11TestSupport
         defer { _ = presenter.finish(within: 0) }
         let started = try EventLog.wait(for: "started", in: presenter)
         let url = try #require(started["browser_url"] as? String, "\(started)")
-        #expect(url.hasPrefix("http://127.0.0.1:\(port)/lab%232%3Cb%3E#token=ey"), "\(url)")
+        // The short link: the page and an invitation code (11 base-58 characters).
+        #expect(url.wholeMatch(of: /http:\/\/127\.0\.0\.1:\d+\/lab%232%3Cb%3E#k=[1-9A-HJ-NP-Za-km-z]{11}/) != nil, "\(url)")
+        #expect((started["browser_url_token"] as? String)?.hasPrefix("http://127.0.0.1:\(port)/lab%232%3Cb%3E#token=ey") == true, "\(started)")
         let page = try Child(which("python3"), ["-c", "import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())", url],
                              dir: dir, name: "page")
         #expect(page.finish(within: 10) == 0 && page.stdout.contains(#"const room = "lab#2\u003cb\u003e""#), "\(page.stdout.prefix(300)) \(page.stderr)")
@@ -294,7 +304,7 @@ import X11TestSupport
         defer { _ = presenter.finish(within: 0) }
         let started = try EventLog.wait(for: "started", in: presenter)
         let url = try #require(started["browser_url"] as? String, "\(started)")
-        let port = try #require(url.firstMatch(of: /^http:\/\/127\.0\.0\.1:(\d+)\/class#token=/).flatMap { UInt16($0.1) }, "\(url)")
+        let port = try #require(url.firstMatch(of: /^http:\/\/127\.0\.0\.1:(\d+)\/class#k=/).flatMap { UInt16($0.1) }, "\(url)")
         #expect(port != 0)
         #expect((started["watch_command"] as? String)?.contains("--server 127.0.0.1:\(port) ") == true, "\(started)")
         let client = try Self.whepClient(url.replacingOccurrences(of: "/class#", with: "/whep/class#"), seconds: 2, dir: dir)
@@ -331,6 +341,9 @@ import X11TestSupport
         let z = try Child(which("zbarimg"), ["--raw", "-q", pbm], dir: dir, name: "zbarimg")
         #expect(z.finish(within: 20) == 0)
         #expect(z.stdout.trimmingCharacters(in: .newlines) == String(link), "zbarimg read '\(z.stdout)' for \(link)")
+        // Short enough to scan from the back of a class and to fit a terminal: at most 40
+        // columns by 20 rows (the link is 47 characters from a LAN address and a 4-digit port).
+        #expect(drawing.count <= 20 && (drawing.first?.count ?? 99) <= 40, "\(drawing.count) rows of \(drawing.first?.count ?? 0)")
 
         #expect(!(try underTerminal(["--no-qr"])).contains("scan to watch"))
         #expect(!(try underTerminal(["--json"])).contains("█"))
@@ -377,6 +390,10 @@ import X11TestSupport
             ("GET", "/no/such/thing", "application/sdp", "", 404, "/ROOM"),
             ("POST", "/whep/nobody-here", "application/sdp", validOffer, 404, "no room 'nobody-here'"),
             ("POST", "/whep/class", "application/sdp", String(repeating: "a=x\r\n", count: 20_000), 413, "bytes"),
+            // Invitation codes: this relay issued none (serve makes no links), so none is valid.
+            ("POST", "/invite/class", "text/plain", "egw9EVN2z3G", 404, "not valid"),
+            ("POST", "/invite/class", "text/plain", "not a code!", 400, "11 letters and digits"),
+            ("GET", "/invite/class", "text/plain", "", 405, "POST the invitation code"),
         ]
         for (method, path, type, body, status, why) in cases {
             let (got, text) = try http(method, path, type: type, body: body)

@@ -63,6 +63,28 @@ import NetworkAddress
         return (status, headers, String(text[split.upperBound...]))
     }
 
+    /// An invitation code is exchanged at `POST /invite/ROOM` for the token it stands for and
+    /// the relay's certificate, until the token lapses (410) or the code is renewed (404);
+    /// only in its room.
+    @Test func anInvitationCodeIsExchangedForItsTokenUntilItLapses() throws {
+        let clock = ManualClock()
+        let relay = try RelayServer(host: "127.0.0.1", port: 0, events: nil, logger: Logger(label: "test"), clock: clock, browsers: true)
+        let code = relay.invites.issue(InviteBook.Invite(room: "class", token: "eyJ.viewer.token", expiresWallNanos: clock.wallNanos() + 10_000_000_000))
+        let (status, headers, body) = try Self.http("POST", "/invite/class", port: relay.port, body: code)
+        #expect(status == 200 && headers["content-type"] == "application/json", "\(status) \(body)")
+        let granted = try #require(try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: String], "\(body)")
+        #expect(granted == ["room": "class", "token": "eyJ.viewer.token", "fingerprint": relay.fingerprint])
+        let (elsewhere, _, elsewhereText) = try Self.http("POST", "/invite/lab", port: relay.port, body: code)
+        #expect(elsewhere == 404 && elsewhereText.contains("not valid"), "\(elsewhere) \(elsewhereText)")
+        clock.advance(nanos: 10_000_000_000)
+        let (lapsed, _, lapsedText) = try Self.http("POST", "/invite/class", port: relay.port, body: code)
+        #expect(lapsed == 410 && lapsedText.contains("expired"), "\(lapsed) \(lapsedText)")
+        let renewed = relay.invites.issue(InviteBook.Invite(room: "class", token: "eyJ.viewer.token", expiresWallNanos: clock.wallNanos() + 10_000_000_000))
+        #expect(try Self.http("POST", "/invite/class", port: relay.port, body: renewed).0 == 200)
+        _ = relay.invites.issue(InviteBook.Invite(room: "class", token: "eyJ.viewer.token", expiresWallNanos: clock.wallNanos() + 10_000_000_000))
+        #expect(try Self.http("POST", "/invite/class", port: relay.port, body: renewed).0 == 404)
+    }
+
     @Test func unknownRoomsDirectoryAndAFloodOfOffersThatNeverConnect() throws {
         let clock = ManualClock()
         var limits = BrowserLimits()
