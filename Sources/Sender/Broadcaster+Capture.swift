@@ -122,17 +122,23 @@ extension Broadcaster {
             let g = liveGeneration.load(ordering: .sequentiallyConsistent)
             if g != generation {
                 generation = g
-                let next = settings
+                // The settings and the latest source ticket together (see SourceSwitches).
+                let (next, ticket) = live.withLock { ($0, sourceSwitches.latest) }
                 if next.source != current.source {
                     do {
                         if let opened = try openCapturer(next.source) {
                             capturer = opened
                             force = true
                         }
+                        sourceSwitches.answer(ticket, failure: nil)
                     } catch {
                         events.emit(.error(.sourceSwitchFailed, "\(error); keeping the previous source"))
                         live.withLock { $0.source = current.source }
+                        sourceSwitches.answer(ticket, failure: "\(error)")
                     }
+                } else {
+                    // Asked for the source in use (or back to it before this thread saw the change).
+                    sourceSwitches.answer(ticket, failure: nil)
                 }
                 if next.maxResolution != current.maxResolution {
                     sourceSize = PixelSize(width: 0, height: 0)  // re-apply the scaling policy

@@ -155,6 +155,8 @@ public final class Broadcaster: Sendable {
     /// them with one atomic load per frame.
     let live: Mutex<LiveSettings>
     let liveGeneration = Atomic<Int>(0)
+    /// The capture thread's verdicts on the sources `ctl set` asks for.
+    let sourceSwitches = SourceSwitches()
     /// Sent RTP packets, for NACKs (written by the encode thread, read by the RTCP thread).
     /// Kept 3 s: on a still screen the next packet after a burst is the keep-alive frame, up to
     /// 1 s later (--min-fps 1), and only then does a viewer see that the burst's last frame was

@@ -110,10 +110,20 @@ import X11TestSupport
             "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--control-socket", socket, "--json",
         ], dir: dir, name: "sender")
         try EventLog.wait(for: "first_frame_sent", in: sender)
-        // A window that does not exist: refused by the capture thread, the screen goes on.
-        #expect(try ctl(["--socket", socket, "set", "source=window:no such window"], dir: dir).status == 0)
+        // A window that does not exist, with another setting: refused by the capture thread,
+        // and `ctl` says so (exit 64, the reason); the screen goes on, and nothing of the set is
+        // kept (all or nothing): `status` at once shows the screen at 15 fps.
+        let refused = try ctl(["--socket", socket, "set", "source=window:no such window", "fps=30"], dir: dir)
+        #expect(refused.status == 64 && refused.err.contains("no window title contains it") && refused.err.contains("nothing changed"),
+                "\(refused.status) \(refused.err)")
         let failed = try EventLog.wait(for: "error", in: sender)
         #expect(failed["kind"] as? String == "source_switch_failed", "\(failed)")
+        let after = try parseJSONObject(ctl(["--socket", socket, "--json", "status"], dir: dir).out)
+        #expect((after["settings"] as? [String: Any])?["source"] as? String == "screen", "\(after)")
+        #expect((after["settings"] as? [String: Any])?["fps"] as? Int == 15, "\(after)")
+        // A region outside the screen, the same.
+        let outside = try ctl(["--socket", socket, "set", "--region", "5000x5000+0+0"], dir: dir)
+        #expect(outside.status == 64 && outside.err.contains("outside"), "\(outside.err)")
         #expect(try ctl(["--socket", socket, "set", "source=region:640x480+100+100"], dir: dir).status == 0)
         // The capture thread switches: `ctl status` reports the stream at the region's size.
         var now: JSONObject = [:]
