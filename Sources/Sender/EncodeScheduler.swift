@@ -2,7 +2,8 @@ import MediaCore
 
 /// The encode thread's decisions, without the encoder or the clock: whether the picture at hand
 /// is encoded now, kept for later (`detail` over its bit budget), or repeated (refining a still
-/// picture, keep-alive); when a keyframe is forced (PLI/FIR through the 300 ms throttle); how
+/// picture, keep-alive); when a keyframe is forced (PLI/FIR through the 300 ms throttle, and
+/// `--keyframe-interval` on the wall clock when the frames come too slowly for libvpx's); how
 /// freely the encoder may skip unchanged blocks; when to wake if nothing arrives; and what a
 /// settings change does to the encoder. Pure: time is passed in, so tests drive it step by step.
 struct EncodeScheduler {
@@ -105,7 +106,22 @@ struct EncodeScheduler {
         if throttle.pending, let last = throttle.lastKeyframeNanos {
             wake = min(wake, max(now, last + throttle.minIntervalNanos))
         }
+        if let due = intervalKeyframeDue { wake = min(wake, max(now, due)) }
         return wake
+    }
+
+    /// When `--keyframe-interval` forces a keyframe on the wall clock: the interval after the
+    /// last keyframe, plus a grace of a frame period or an eighth of the interval, whichever is
+    /// longer. libvpx is still given the interval in frames (`kf_max_dist`, its rate control
+    /// plans for those keyframes), so while pictures come at the frame rate its own keyframe
+    /// comes first and this never fires; on a still slide encoded at the keep-alive rate, or a
+    /// frame rate held down by the bit budget, the frames would take far longer (2 s at 15 fps
+    /// is 30 frames: 30 s at 1 fps), and this keyframe comes instead.
+    var intervalKeyframeDue: UInt64? {
+        guard let k = settings.keyframeIntervalSeconds, k > 0, let last = throttle.lastKeyframeNanos else { return nil }
+        let interval = UInt64(k * 1e9)
+        let grace = max(UInt64(1e9 / Double(max(settings.fps, 1))), interval / 8)
+        return last &+ interval &+ grace
     }
 
     /// Decides about the picture at hand at `now`.
@@ -125,7 +141,8 @@ struct EncodeScheduler {
                 isNew = true
             } else {
                 let repeatDue = policy.nextRepeatNanos.map { now >= $0 } ?? false
-                guard keyframeAsked || throttle.pendingDue(at: now) || repeatDue else { return .wait }
+                let intervalDue = intervalKeyframeDue.map { now >= $0 } ?? false
+                guard keyframeAsked || throttle.pendingDue(at: now) || repeatDue || intervalDue else { return .wait }
                 isNew = false
             }
         } else {
@@ -143,6 +160,7 @@ struct EncodeScheduler {
             force = throttle.request(at: now)
         }
         if throttle.pendingDue(at: now) { force = true }
+        if let due = intervalKeyframeDue, now >= due { force = true }
         let threshold: UInt32 = isNew || policy.isRefining(at: now) ? 1 : Self.skipUnchangedThreshold
         return .encode(isNew: isNew, forceKeyframe: force, staticThreshold: threshold)
     }

@@ -13,6 +13,38 @@ import X11TestSupport
         ] + (srtp ? ["--srtp"] : []), dir: dir, name: "sender-\(port)")
     }
 
+    /// Issue 40: `--keyframe-interval` is wall-clock seconds, whatever the frame rate. On a
+    /// still screen (encoded at the 1 fps keep-alive) an ffmpeg that starts 3 s late and sends
+    /// no PLI decodes a picture within 2 s, plain and with SRTP; counted in frames, as libvpx
+    /// counts, `--keyframe-interval 1` meant 15 frames, 15 s at 1 fps. (`-analyzeduration 0
+    /// -probesize 32`: ffmpeg 5.1 otherwise waits for many frames to learn the stream, see the
+    /// README.)
+    @Test(arguments: [false, true]) func aLateFFmpegSeesAStillScreenWithinTwoSeconds(srtp: Bool) throws {
+        let xvfb = try PrivateXvfb(width: 640, height: 480)
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let sdp = "\(dir)/still.sdp"
+        let sender = try Child(screenshareBinary(), [
+            "start", "--display", xvfb.name, "--to", "127.0.0.1:\(port)", "--sdp", sdp, "--no-audio", "--keyframe-interval", "1",
+            "--duration", "20", "--json",
+        ] + (srtp ? ["--srtp"] : []), dir: dir, name: "sender")
+        defer { _ = sender.finish(within: 0) }
+        try EventLog.wait(for: "first_frame_sent", in: sender)
+        hold(3, "the receiver joins 3 s after the stream began, past its first keyframe")
+        let began = Date()
+        let ffmpeg = try Child(which("ffmpeg"), [
+            "-nostdin", "-loglevel", "error", "-analyzeduration", "0", "-probesize", "32",
+            "-protocol_whitelist", srtp ? "file,udp,rtp,srtp,crypto" : "file,udp,rtp", "-i", sdp,
+            "-frames:v", "1", "-f", "framemd5", "-y", "\(dir)/first.md5",
+        ], dir: dir, name: "ffmpeg")
+        #expect(ffmpeg.finish(within: 10) == 0, "\(ffmpeg.stderr)")
+        let took = Date().timeIntervalSince(began)
+        let md5 = (try? String(contentsOfFile: "\(dir)/first.md5", encoding: .utf8)) ?? ""
+        #expect(md5.split(separator: "\n").contains { !$0.hasPrefix("#") } && md5.contains("#dimensions 0: 640x480"), "\(md5)")
+        #expect(took < 2, "ffmpeg's first picture \(took) s after it started")
+        print("still screen, \(srtp ? "SRTP" : "plain"): ffmpeg's first picture \(String(format: "%.2f", took)) s after it started")
+    }
+
     @Test func ffmpegAndGStreamerDecryptIt() throws {
         let dir = try makeTempDir()
         let input = try RoomEndToEndTests.motion(dir, 320, 240)

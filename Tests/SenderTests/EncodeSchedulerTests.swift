@@ -104,6 +104,47 @@ import Testing
                 == .encode(isNew: false, forceKeyframe: true, staticThreshold: EncodeScheduler.skipUnchangedThreshold))
     }
 
+    /// Issue 40: `--keyframe-interval` is wall-clock seconds. A still slide (no new pictures,
+    /// repeats at the 1 fps keep-alive) gets a keyframe every 2 s and a grace (¼ s: an eighth
+    /// of the interval) with `--keyframe-interval 2`, and the encode thread wakes for it;
+    /// without the option, none. At the full frame rate libvpx's own keyframe (counted in
+    /// frames) comes first, and the scheduler forces none.
+    @Test func theKeyframeIntervalIsWallClockWhateverTheFrameRate() {
+        for interval in [2.0, nil] {
+            var s = EncodeScheduler(settings: settings(fps: 15, minFps: 1, keyframeInterval: interval))
+            guard case .encode = s.decide(newPicture: true, havePicture: true, keyframeRequested: false, encoderExists: false, now: 0) else {
+                Issue.record("the first picture is encoded")
+                continue
+            }
+            s.encoded(isNew: true, bytes: 20_000, keyframe: true, at: 0)
+            var keyframes: [UInt64] = []
+            var now: UInt64 = 0
+            while now < 9_500 * ms {
+                now = max(now + ms, s.wakeAt(now: now))
+                guard case .encode(let isNew, let force, _) = s.decide(newPicture: false, havePicture: true, keyframeRequested: false,
+                                                                      encoderExists: true, now: now) else { continue }
+                if force { keyframes.append(now / ms) }
+                s.encoded(isNew: isNew, bytes: force ? 20_000 : 100, keyframe: force, at: now)
+            }
+            if interval == nil {
+                #expect(keyframes.isEmpty, "\(keyframes)")
+            } else {
+                #expect(keyframes == [2250, 4500, 6750, 9000], "keyframes at \(keyframes) ms")
+            }
+        }
+        // New pictures at 15 fps, libvpx making a keyframe every 30 frames: none forced.
+        var s = EncodeScheduler(settings: settings(fps: 15, minFps: 1, keyframeInterval: 2))
+        var forced = 0
+        for frame in 0..<150 {
+            let now = UInt64(frame) * 1_000_000_000 / 15
+            guard case .encode(let isNew, let force, _) = s.decide(newPicture: true, havePicture: true, keyframeRequested: false,
+                                                                  encoderExists: frame > 0, now: now) else { continue }
+            if force { forced += 1 }
+            s.encoded(isNew: isNew, bytes: 5_000, keyframe: force || frame % 30 == 0, at: now)
+        }
+        #expect(forced == 0)
+    }
+
     @Test func settingsChangesAskTheEncoderForWhatTheyNeed() {
         var s = EncodeScheduler(settings: settings(fps: 10, kbps: 1000))
         #expect(s.apply(settings(fps: 10, kbps: 500)) == .reconfigure)
