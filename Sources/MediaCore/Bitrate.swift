@@ -17,11 +17,11 @@ public struct Bitrate: Sendable, Equatable, Comparable, CustomStringConvertible 
         var multiplier = 1.0
         if s.hasSuffix("k") { multiplier = 1_000; s = s.dropLast() } else if s.hasSuffix("m") { multiplier = 1_000_000; s = s.dropLast() }
         guard let value = Double(s), value.isFinite, value > 0 else {
-            throw SettingsError("'\(text)' is not a bit rate (examples: 2M, 1600k, 800000)")
+            throw SettingError("'\(text)' is not a bit rate (examples: 2M, 1600k, 800000)")
         }
         let bits = Int((value * multiplier).rounded())
         guard range.contains(bits) else {
-            throw SettingsError("bit rate '\(text)' is out of range (10k to 100M)")
+            throw SettingError("bit rate '\(text)' is out of range (10k to 100M)")
         }
         return Bitrate(bitsPerSecond: bits)
     }

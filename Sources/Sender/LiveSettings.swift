@@ -166,22 +166,4 @@ public struct LiveSettings: Sendable, Equatable {
     }
 }
 
-/// A live setting that is refused, by `start` (as a flag) or `ctl set` (as KEY=VALUE). It keeps
-/// the key and value apart so each door words it its own way (`--fps 0: …`, `set fps=0: …`);
-/// `SettingsError` (MediaCore) is the plain message of a value parser (a bit rate, a size) that
-/// does not know which flag or key it was given for.
-public struct SettingError: Error, CustomStringConvertible, Equatable {
-    /// The setting's key, which is also `start`'s flag without the dashes ("" for none).
-    public var key: String
-    public var value: String
-    public var reason: String
-    public init(key: String, value: String, reason: String) {
-        self.key = key
-        self.value = value
-        self.reason = reason
-    }
-    /// As `ctl set` words it: "set fps=0: must be …".
-    public var description: String { key.isEmpty ? "set: \(reason)" : "set \(key)=\(value): \(reason)" }
-    /// As `start` words it: "--fps 0: must be …".
-    public var flagDescription: String { "--\(key) \(value): \(reason)" }
-}
+// A refused live setting is a `SettingError` (MediaCore), by `start` (as a flag) or `ctl set`.

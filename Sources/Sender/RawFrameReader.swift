@@ -36,7 +36,7 @@ public final class RawFrameReader {
     ///   whole number of frames long.
     public init(path: String, format: RawPixelFormat, size: PixelSize) throws {
         guard size.width > 0, size.height > 0, size.width <= 16384, size.height <= 16384 else {
-            throw SettingsError("--input-size \(size) is not a usable frame size")
+            throw SettingError("--input-size \(size) is not a usable frame size")
         }
         self.format = format
         self.size = size

@@ -14,22 +14,22 @@ public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
         let host: Substring, portText: Substring
         if text.hasPrefix("[") {
             guard let close = text.firstIndex(of: "]") else {
-                throw SettingsError("'\(text)': missing ']' after the IPv6 address")
+                throw SettingError("'\(text)': missing ']' after the IPv6 address")
             }
             host = text[text.index(after: text.startIndex)..<close]
             let rest = text[text.index(after: close)...]
-            guard rest.hasPrefix(":") else { throw SettingsError("'\(text)': expected ':PORT' after ']'") }
+            guard rest.hasPrefix(":") else { throw SettingError("'\(text)': expected ':PORT' after ']'") }
             portText = rest.dropFirst()
         } else {
             guard let colon = text.lastIndex(of: ":"), text.firstIndex(of: ":") == colon else {
-                throw SettingsError("'\(text)' is not HOST:PORT (IPv6: [ADDR]:PORT)")
+                throw SettingError("'\(text)' is not HOST:PORT (IPv6: [ADDR]:PORT)")
             }
             host = text[..<colon]
             portText = text[text.index(after: colon)...]
         }
-        guard !host.isEmpty else { throw SettingsError("'\(text)': the host is empty") }
+        guard !host.isEmpty else { throw SettingError("'\(text)': the host is empty") }
         guard let port = Int(portText), ((anyPort ? 0 : 1)...65534).contains(port) else {
-            throw SettingsError("'\(text)': port must be a number from \(anyPort ? "0 (any free port)" : "1") to 65534 (RTCP uses PORT+1)")
+            throw SettingError("'\(text)': port must be a number from \(anyPort ? "0 (any free port)" : "1") to 65534 (RTCP uses PORT+1)")
         }
         return Endpoint(host: String(host), port: UInt16(port))
     }

@@ -34,7 +34,7 @@ enum Parse {
     static func size(_ text: String) throws -> PixelSize {
         let p = text.lowercased().split(separator: "x")
         guard p.count == 2, let w = Int(p[0]), let h = Int(p[1]), w > 0, h > 0 else {
-            throw SettingsError("'\(text)': expected WxH, e.g. 1280x720")
+            throw SettingError("'\(text)': expected WxH, e.g. 1280x720")
         }
         return PixelSize(width: w, height: h)
     }
@@ -43,7 +43,7 @@ enum Parse {
     static func room(_ name: String) throws -> String {
         guard !name.isEmpty, name.utf8.count <= 64,
               name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
-            throw SettingsError("'\(name)': a room name is 1 to 64 characters without spaces")
+            throw SettingError("'\(name)': a room name is 1 to 64 characters without spaces")
         }
         return name
     }
@@ -57,7 +57,7 @@ enum Parse {
             unit = u
         }
         guard let value = Double(number), value > 0, value.isFinite, value * unit <= 366 * 86_400 else {
-            throw SettingsError("'\(text)': expected a duration up to a year, e.g. 90s, 45m, 12h or 7d")
+            throw SettingError("'\(text)': expected a duration up to a year, e.g. 90s, 45m, 12h or 7d")
         }
         return value * unit
     }
@@ -66,7 +66,7 @@ enum Parse {
     static func token(_ text: String) throws -> String {
         let t = text.trimmed()
         guard !t.isEmpty, t.utf8.count <= 4096, t.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
-            throw SettingsError("a token is one line of printable ASCII up to 4096 bytes, as `screenshare token` prints it")
+            throw SettingError("a token is one line of printable ASCII up to 4096 bytes, as `screenshare token` prints it")
         }
         return t
     }
@@ -74,14 +74,14 @@ enum Parse {
     /// The relay's certificate fingerprint as `serve` prints it: `sha256:` and 64 hex digits.
     static func fingerprint(_ text: String) throws -> [UInt8] {
         guard let f = DTLSCertificate.parseFingerprint(text.trimmed()) else {
-            throw SettingsError("'\(text)': expected sha256: and 64 hex digits, as `serve` prints it in its started event")
+            throw SettingError("'\(text)': expected sha256: and 64 hex digits, as `serve` prints it in its started event")
         }
         return f
     }
 
     /// A window: an id or part of its title, not blank.
     static func window(_ text: String) throws -> String {
-        guard !text.allSatisfy({ $0 == " " }) else { throw SettingsError("give a window id or part of its title") }
+        guard !text.allSatisfy({ $0 == " " }) else { throw SettingError("give a window id or part of its title") }
         return text
     }
 }

@@ -28,7 +28,7 @@ extension Exit {
     /// The one mapping from an error a command cannot recover from to its exit code.
     static func code(for error: any Error) -> ExitCode {
         switch error {
-        case is SettingsError, is SettingError: return usage
+        case is SettingError: return usage
         case is FileError: return noInput
         case is NetworkError: return network
         case is CaptureError, is AudioError, is ControlError: return sourceUnavailable

@@ -12,14 +12,14 @@ import Testing
 
     @Test(arguments: ["", "fast", "-1M", "0", "1k", "200M", "1.2.3M", "M", "nan"])
     func rejectsBadRates(text: String) {
-        #expect(throws: SettingsError.self) { try Bitrate.parse(text) }
+        #expect(throws: SettingError.self) { try Bitrate.parse(text) }
     }
 
     @Test func errorNamesTheText() {
         do {
             _ = try Bitrate.parse("fast")
             Issue.record("no error")
-        } catch let error as SettingsError {
+        } catch let error as SettingError {
             #expect(error.description.contains("'fast'"))
         } catch { Issue.record("wrong error \(error)") }
     }

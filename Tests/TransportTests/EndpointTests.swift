@@ -16,6 +16,6 @@ import Transport
 
     @Test(arguments: ["127.0.0.1", ":5004", "host:", "host:0", "host:65535", "host:70000", "::1:5004", "[::1]5004", "[::1", "h:p"])
     func rejectsBadEndpoints(text: String) {
-        #expect(throws: SettingsError.self) { try Endpoint.parse(text) }
+        #expect(throws: SettingError.self) { try Endpoint.parse(text) }
     }
 }
