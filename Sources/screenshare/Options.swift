@@ -45,6 +45,67 @@ struct OutputOptions: ParsableArguments {
     func sink(qrCode: Bool = false) -> EventSink { json ? JSONLineSink() : HumanSink(quiet: quiet, qrCode: qrCode) }
 }
 
+/// How `start` and `watch` name a room and its relay: the same flags, parsed, checked and
+/// worded once.
+struct RoomJoinOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The room: `start` shares in it (hosted here unless --server names a relay), `watch` joins it.", valueName: "name"),
+            transform: Parse.room)
+    var room: String?
+
+    @Option(help: ArgumentHelp("The room relay: the host running `screenshare start --room` or `serve` (`watch`'s default: 127.0.0.1:7600).", valueName: "host:port"),
+            transform: Parse.endpoint)
+    var server: Endpoint?
+
+    @Option(help: ArgumentHelp("The room token the relay at --server asks for (in the `watch` line the presenter printed, or from `screenshare token`).", valueName: "token"),
+            transform: Parse.token)
+    var token: String?
+
+    @Option(help: ArgumentHelp("The relay at --server must show this certificate (in the `watch` line the presenter printed, or `serve`'s started event); any other is refused (exit 76).", valueName: "sha256:hex"),
+            transform: Parse.fingerprint)
+    var fingerprint: [UInt8]?
+
+    @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
+    var name: String?
+
+    /// The name the room shows: --name, or USER@HOST.
+    var displayName: String { name ?? Start.userName() }
+}
+
+/// How a long-running command (`start`, `watch`) ended: the one mapping to an exit code, and
+/// the line on stderr that says why when it did not end cleanly.
+enum Ending {
+    /// Its duration, the end of its input, `ctl stop`, a closed window, the share ended: 0.
+    case clean
+    /// SIGINT/SIGTERM: 130.
+    case interrupted
+    /// A failure the events already explained (nil) or this line explains: 1.
+    case failed(String?)
+    /// The screen or source is gone: 69.
+    case sourceGone(String)
+    /// The relay or the destination was lost: 68.
+    case network(String)
+    /// The relay refused to admit us: 77.
+    case refused(String)
+    /// The relay is not the one pinned: 76.
+    case untrusted(String)
+
+    /// Returns for a clean end; otherwise prints the line (after "screenshare: ") and throws
+    /// the exit code.
+    func exit() throws {
+        let (code, line): (ExitCode, String?) = switch self {
+        case .clean: (.success, nil)
+        case .interrupted: (Exit.interrupted, nil)
+        case .failed(let why): (Exit.failure, why)
+        case .sourceGone(let why): (Exit.sourceUnavailable, why)
+        case .network(let why): (Exit.network, why)
+        case .refused(let why): (Exit.noPermission, why)
+        case .untrusted(let why): (Exit.untrustedRelay, why)
+        }
+        if let line { printError("screenshare: \(line)") }
+        if code != .success { throw code }
+    }
+}
+
 /// The encoding settings a running broadcast can change: flags of `start` and of `ctl set`
 /// (same names, same parsers, same checks: `LiveSettings.validate()`). Unset flags keep the
 /// current value (`ctl set`) or the default (`start`).

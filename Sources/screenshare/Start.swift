@@ -53,13 +53,7 @@ struct Start: ParsableCommand {
     @Option(help: ArgumentHelp("Send plain RTP to HOST:PORT (RTCP on PORT+1).", valueName: "host:port"), transform: Parse.endpoint)
     var to: Endpoint?
 
-    @Option(help: ArgumentHelp("Share in this room. Hosts the room here (see --listen) unless --server is given.", valueName: "name"),
-            transform: Parse.room)
-    var room: String?
-
-    @Option(help: ArgumentHelp("Publish to the room relay at HOST:PORT (`screenshare serve`) instead of hosting the room.", valueName: "host:port"),
-            transform: Parse.endpoint)
-    var server: Endpoint?
+    @OptionGroup(title: "Room") var join: RoomJoinOptions
 
     @Option(help: ArgumentHelp("Where the room this command hosts listens: ADDR:PORT or :PORT.", valueName: "addr:port"),
             transform: ListenAddress.init)
@@ -67,14 +61,6 @@ struct Start: ParsableCommand {
 
     @Flag(help: "Do not draw the browser link as a QR code (drawn on a terminal when this command hosts the room).")
     var noQr = false
-
-    @Option(help: ArgumentHelp("The room token the relay at --server asks for (`screenshare token --role presenter`).", valueName: "token"),
-            transform: Parse.token)
-    var token: String?
-
-    @Option(help: ArgumentHelp("The relay at --server must show this certificate (its `started` event's fingerprint); any other is refused (exit 76).", valueName: "sha256:hex"),
-            transform: Parse.fingerprint)
-    var fingerprint: [UInt8]?
 
     @Option(help: ArgumentHelp("The room this command hosts takes tokens signed with the secret in FILE (made when missing) instead of a secret for this run only.", valueName: "file"))
     var secretFile: String?
@@ -85,9 +71,6 @@ struct Start: ParsableCommand {
     @Option(help: ArgumentHelp("How long the viewer token in the printed `watch` line and link admits (default: 12h).", valueName: "duration"),
             transform: Parse.duration)
     var tokenTtl: Double = 12 * 3600
-
-    @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
-    var name: String?
 
     @Option(help: ArgumentHelp("Write an SDP file for ffmpeg/ffplay/GStreamer/VLC (with --to).", valueName: "file"))
     var sdp: String?
@@ -181,22 +164,22 @@ struct Start: ParsableCommand {
     }
 
     func validate() throws {
-        if room != nil, to != nil { throw ValidationError("--room and --to cannot be used together: share in a room, or send plain RTP to one receiver") }
-        if room != nil {
+        if join.room != nil, to != nil { throw ValidationError("--room and --to cannot be used together: share in a room, or send plain RTP to one receiver") }
+        if join.room != nil {
             if sdp != nil { throw ValidationError("--sdp describes a plain RTP stream: use it with --to, not --room") }
             if srtp { throw ValidationError("--srtp is for plain RTP (--to); in a room every hop is encrypted (DTLS-SRTP) already") }
-            if server != nil {
+            if join.server != nil {
                 if secretFile != nil || openRoom { throw ValidationError("--secret-file and --open-room are for the room this command hosts, not with --server") }
-            } else if token != nil {
+            } else if join.token != nil {
                 throw ValidationError("--token is for joining a relay (--server HOST:PORT); the room this command hosts makes its own tokens")
-            } else if fingerprint != nil {
+            } else if join.fingerprint != nil {
                 throw ValidationError("--fingerprint pins the relay at --server HOST:PORT; the room this command hosts is its own relay")
             }
             if secretFile != nil && openRoom { throw ValidationError("--secret-file and --open-room contradict each other") }
         } else {
-            if server != nil { throw ValidationError("--server needs --room NAME") }
-            if fingerprint != nil { throw ValidationError("--fingerprint needs --room NAME and --server HOST:PORT") }
-            if token != nil || secretFile != nil || openRoom { throw ValidationError("--token, --secret-file and --open-room need --room NAME") }
+            if join.server != nil { throw ValidationError("--server needs --room NAME") }
+            if join.fingerprint != nil { throw ValidationError("--fingerprint needs --room NAME and --server HOST:PORT") }
+            if join.token != nil || secretFile != nil || openRoom { throw ValidationError("--token, --secret-file and --open-room need --room NAME") }
             if srtp && sdp == nil { throw ValidationError("--srtp needs --sdp FILE: the receiver reads the keys from it") }
             guard to != nil else { throw ValidationError("missing --room NAME (or --to HOST:PORT for plain RTP)") }
         }
@@ -222,7 +205,7 @@ struct Start: ParsableCommand {
         guard audioBitrate.bitsPerSecond >= 6_000 && audioBitrate.bitsPerSecond <= 510_000 else {
             throw ValidationError("--audio-bitrate '\(audioBitrate)': Opus takes 6k to 510k")
         }
-        if !noAudio, room == nil, let to, to.port > 65532 {
+        if !noAudio, join.room == nil, let to, to.port > 65532 {
             throw ValidationError("--to '\(to)': audio uses PORT+2 and PORT+3, so the port must be at most 65532 (or use --no-audio)")
         }
     }
@@ -242,19 +225,19 @@ struct Start: ParsableCommand {
         var destination: Endpoint
         var hosted: HostedRoom?
         var roomSettings: RoomSettings?
-        if let room {
-            if let server {
+        if let room = join.room {
+            if let server = join.server {
                 destination = server
-                roomSettings = RoomSettings(name: room, displayName: name ?? Self.userName(), server: server.description)
-                roomSettings?.token = token
-                roomSettings?.fingerprint = fingerprint
+                roomSettings = RoomSettings(name: room, displayName: join.displayName, server: server.description)
+                roomSettings?.token = join.token
+                roomSettings?.fingerprint = join.fingerprint
             } else {
                 // Host the room here: the relay runs in this process; we publish to it over loopback.
                 if openRoom {
                     printError("screenshare: WARNING: --open-room: anyone who can reach this machine may watch room '\(room)', and present in it")
                 }
-                var options = HostedRoom.Options(room: room, displayName: name ?? Self.userName(), host: listen.host, port: listen.port)
-                options.presenterName = name
+                var options = HostedRoom.Options(room: room, displayName: join.displayName, host: listen.host, port: listen.port)
+                options.presenterName = join.name
                 options.secretFile = secretFile
                 options.open = openRoom
                 options.viewerTokenSeconds = tokenTtl
@@ -297,7 +280,7 @@ struct Start: ParsableCommand {
         config.srtp = srtp
         config.fec = fec
         config.durationSeconds = duration
-        config.controlSocketPath = controlSocket ?? ControlSocket.path(label: room ?? "pid-\(getpid())")
+        config.controlSocketPath = controlSocket ?? ControlSocket.path(label: join.room ?? "pid-\(getpid())")
         config.audio = audioConfig()
         defer { hosted?.stop() }
 
@@ -321,25 +304,16 @@ struct Start: ParsableCommand {
             throw Exit.failing(with: error)
         }
         _ = signals
-        switch result.reason {
-        case .duration, .endOfInput, .control: return
-        case .requested: throw Exit.interrupted
-        case .sourceGone:
-            printError("screenshare: source gone: \(result.detail)")
-            throw Exit.sourceUnavailable
-        case .failed:
-            printError("screenshare: \(result.detail)")
-            throw Exit.failure
-        case .disconnected:
-            printError("screenshare: \(result.detail)")
-            throw Exit.network
-        case .unauthorized:
-            printError("screenshare: \(result.detail)")
-            throw Exit.noPermission
-        case .untrusted:
-            printError("screenshare: \(result.detail)")
-            throw Exit.untrustedRelay
+        let ending: Ending = switch result.reason {
+        case .duration, .endOfInput, .control: .clean
+        case .requested: .interrupted
+        case .sourceGone: .sourceGone("source gone: \(result.detail)")
+        case .failed: .failed(result.detail)
+        case .disconnected: .network(result.detail)
+        case .unauthorized: .refused(result.detail)
+        case .untrusted: .untrusted(result.detail)
         }
+        try ending.exit()
     }
 
     /// `text` as one shell word (single quotes when it needs any).

@@ -40,23 +40,7 @@ struct Watch: ParsableCommand {
     @Option(help: ArgumentHelp("The SDP `screenshare start --sdp` wrote.", valueName: "file"))
     var sdp: String?
 
-    @Option(help: ArgumentHelp("Join this room.", valueName: "name"), transform: Parse.room)
-    var room: String?
-
-    @Option(help: ArgumentHelp("The room relay: the host running `screenshare start --room` or `serve`.", valueName: "host:port"),
-            transform: Parse.endpoint)
-    var server = Endpoint(host: "127.0.0.1", port: 7600)
-
-    @Option(help: ArgumentHelp("The room token (in the `watch` line the presenter printed, or from `screenshare token`).", valueName: "token"),
-            transform: Parse.token)
-    var token: String?
-
-    @Option(help: ArgumentHelp("The relay must show this certificate (in the `watch` line the presenter printed, or `serve`'s started event); any other is refused (exit 76).", valueName: "sha256:hex"),
-            transform: Parse.fingerprint)
-    var fingerprint: [UInt8]?
-
-    @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
-    var name: String?
+    @OptionGroup(title: "Room") var join: RoomJoinOptions
 
     @Option(help: ArgumentHelp("Watch this presenter (name or peer id; default: the first one sharing a screen).", valueName: "peer"))
     var from: String?
@@ -88,12 +72,13 @@ struct Watch: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
-        if room != nil && sdp != nil { throw ValidationError("--room and --sdp cannot be used together: join a room, or receive a plain stream") }
-        if room == nil {
+        if join.room != nil && sdp != nil { throw ValidationError("--room and --sdp cannot be used together: join a room, or receive a plain stream") }
+        if join.room == nil {
             guard sdp != nil else { throw ValidationError("missing --room NAME (or --sdp FILE written by `screenshare start --sdp FILE`)") }
             if from != nil { throw ValidationError("--from needs --room NAME") }
-            if token != nil { throw ValidationError("--token needs --room NAME") }
-            if fingerprint != nil { throw ValidationError("--fingerprint needs --room NAME") }
+            if join.server != nil { throw ValidationError("--server needs --room NAME") }
+            if join.token != nil { throw ValidationError("--token needs --room NAME") }
+            if join.fingerprint != nil { throw ValidationError("--fingerprint needs --room NAME") }
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
         if let record, !(record.hasSuffix(".webm") || record.hasSuffix(".mkv")) {
@@ -101,12 +86,15 @@ struct Watch: ParsableCommand {
         }
     }
 
+    /// The relay: --server, or this machine's port 7600.
+    var server: Endpoint { join.server ?? Endpoint(host: "127.0.0.1", port: 7600) }
+
     func viewerConfig() throws -> ViewerConfig {
-        if let room {
+        if let room = join.room {
             let target: SubscriptionTarget = from.map { .peer($0) } ?? .auto
-            var settings = RoomSettings(name: room, displayName: name ?? Start.userName(), server: server.description, target: target)
-            settings.token = token
-            settings.fingerprint = fingerprint
+            var settings = RoomSettings(name: room, displayName: join.displayName, server: server.description, target: target)
+            settings.token = join.token
+            settings.fingerprint = join.fingerprint
             return ViewerConfig(room: settings, server: server, cname: Start.cname())
         }
         let text: String
@@ -153,19 +141,15 @@ struct Watch: ParsableCommand {
         // The recording could not be finished (the `error` event said why): a failure, unless
         // losing the relay already is one.
         if result.recordingFailed, result.reason != .disconnected, result.reason != .unauthorized, result.reason != .untrusted { throw Exit.failure }
-        switch result.reason {
-        case .duration, .windowClosed, .ended: return
-        case .requested: throw Exit.interrupted
-        case .failed: throw Exit.failure
-        case .disconnected:
-            printError("screenshare: lost the room relay at \(server) (3 retries failed)")
-            throw Exit.network
+        let ending: Ending = switch result.reason {
+        case .duration, .windowClosed, .ended: .clean
+        case .requested: .interrupted
+        case .failed: .failed(nil)
+        case .disconnected: .network("lost the room relay at \(server) (3 retries failed)")
         case .unauthorized:
-            printError("screenshare: the relay at \(server) refused to admit you to room '\(room ?? "")': \(result.refusal ?? "unauthorized")")
-            throw Exit.noPermission
-        case .untrusted:
-            printError("screenshare: will not watch through the relay at \(server): \(result.refusal ?? "untrusted")")
-            throw Exit.untrustedRelay
+            .refused("the relay at \(server) refused to admit you to room '\(join.room ?? "")': \(result.refusal ?? "unauthorized")")
+        case .untrusted: .untrusted("will not watch through the relay at \(server): \(result.refusal ?? "untrusted")")
         }
+        try ending.exit()
     }
 }
