@@ -44,6 +44,9 @@ public final class PulseCapture: @unchecked Sendable {
     private let onEvent: @Sendable (AudioCaptureEvent) -> Void
     private let logger: Logger
     private let pulse: PulseConnection
+    /// The microphone captured, as the server named it when this capture connected (the default
+    /// source resolved): what `start` tells the presenter it shares. Nil without a microphone.
+    public private(set) var microphone: AudioDevice?
     private let clock: any MediaClock
 
     // Guarded by the mainloop lock.
@@ -81,6 +84,11 @@ public final class PulseCapture: @unchecked Sendable {
         do {
             try connectAndWait(timeoutSeconds: 5)
             let inventory = try pulse.fetchInventory(timeoutSeconds: 5)
+            if case .some(let name) = config.mic {
+                microphone = inventory.sources.first { source in
+                    name.map { source.name == $0 || String(source.index) == $0 } ?? source.isDefault
+                }
+            }
             try check(against: inventory)
             setUpStreams()
             pulse.unlock()

@@ -228,6 +228,19 @@ final class BrowserGateway {
         }
     }
 
+    /// The relay is stopping: each connected browser is sent DTLS close_notify, so its page
+    /// knows the end is on purpose (its DTLS transport turns `closed`, not `failed`) and says
+    /// the share ended instead of reconnecting.
+    func closeAll(core: RelayCore, send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
+        for s in Array(byID.values) {
+            if s.srtpOut != nil, let at = s.ice.mediaAddress {
+                s.dtls.close()
+                if let out = s.dtls.takeOutgoing() { out.withUnsafeBytes { send($0, at) } }
+            }
+            close(s, core: core, reason: "left")
+        }
+    }
+
     /// Timers: sessions that never connected, and browsers whose consent ran out (RFC 7675).
     func poll(now: UInt64, core: RelayCore, send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
         adopt(core: core)

@@ -84,6 +84,9 @@ public final class RelayServer: @unchecked Sendable {
     private let logger: Logger
     private let clock: MediaClock
     private let running = Atomic<Bool>(true)
+    /// Signalled when the thread `start()` made has finished its run (`ranOut`, guarded by it).
+    private let finished = ConditionLock()
+    private var ranOut = false
     private let summary = Mutex<[String: JSONValue]>([:])
     /// The rooms, for the HTTP side (published when they change).
     let directory = RoomDirectory()
@@ -147,6 +150,16 @@ public final class RelayServer: @unchecked Sendable {
 
     public func stop() { running.store(false, ordering: .relaxed) }
 
+    /// Stops the relay `start()` runs and waits (up to `seconds`) for its last turn: the
+    /// browsers told the end is on purpose (DTLS close_notify) before the process exits.
+    public func stopAndWait(seconds: Double = 1) {
+        stop()
+        let deadline = SystemClock().nowNanos() + UInt64(seconds * 1e9)
+        finished.withLock {
+            while !ranOut { if !finished.wait(untilMonotonicNanos: deadline) { break } }
+        }
+    }
+
     /// Browsers answered that have not connected yet (any thread).
     var connectingBrowsers: Int { browsers?.inbox.connectingCount ?? 0 }
 
@@ -155,7 +168,13 @@ public final class RelayServer: @unchecked Sendable {
 
     /// Runs on a thread of its own until `stop()`.
     public func start() {
-        startThread(named: "screenshare-relay") { [self] in _ = run(durationSeconds: nil) }
+        startThread(named: "screenshare-relay") { [self] in
+            _ = run(durationSeconds: nil)
+            finished.withLock {
+                ranOut = true
+                finished.broadcast()
+            }
+        }
     }
 
     /// Runs until stopped (or for `durationSeconds`); returns the summary (also the `stopped` event).
@@ -220,6 +239,7 @@ public final class RelayServer: @unchecked Sendable {
             }
         }
         http?.close()
+        browsers?.closeAll(core: core) { transport.sendPlain($0, to: $1) }
         let c = core.counters
         let stopped = RelayStopped(
             rtpIn: c.rtpIn, rtpForwarded: c.rtpForwarded, bytesForwarded: c.bytesForwarded,

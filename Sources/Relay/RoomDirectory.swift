@@ -27,5 +27,7 @@ public struct BrowserLimits: Sendable {
     /// FEC (RED + ULPFEC) to browsers that offer it: by each one's loss and round trip
     /// (`auto`, as libwebrtc's hybrid NACK/FEC), always, or never.
     public var fec: FECPolicy.Mode = .auto
+    /// The HTTP side's timeouts and connection caps.
+    public var http = HTTPLimits()
     public init() {}
 }

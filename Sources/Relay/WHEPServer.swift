@@ -137,15 +137,27 @@ public final class WHEPServer: Sendable {
     private let group: MultiThreadedEventLoopGroup
     private let channel: Channel
     public let port: Int
+    /// The connection caps (their counts, for tests).
+    let gate: ConnectionGate
 
     init(host: String?, port: UInt16, factory: WHEPSessionFactory, logger: Logger) throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // As many connections as half the open-file limit allows (raised as far as it goes).
+        var httpLimits = factory.limits.http
+        httpLimits.maxConnections = min(httpLimits.maxConnections, max(64, raiseOpenFileLimit() / 2))
+        let limits = httpLimits
+        let gate = ConnectionGate(limits: limits, logger: logger)
+        self.gate = gate
         let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.pipeline.configureHTTPServerPipeline().flatMap {
-                    channel.pipeline.addHandler(WHEPHandler(factory: factory, logger: logger))
+                let address = channel.remoteAddress?.ipAddress ?? "unknown"
+                guard gate.admit(address) else { return channel.close() }
+                channel.closeFuture.whenComplete { _ in gate.release(address) }
+                return channel.pipeline.configureHTTPServerPipeline().flatMap {
+                    channel.pipeline.addHandlers([RequestDeadline(timeoutNanos: limits.requestTimeoutNanos),
+                                                  WHEPHandler(factory: factory, logger: logger)])
                 }
             }
             .childChannelOption(.maxMessagesPerRead, value: 4)

@@ -42,8 +42,13 @@ enum WatchPage {
         $('full').onclick = () => (v.requestFullscreen ? v.requestFullscreen() : v.webkitEnterFullscreen && v.webkitEnterFullscreen());
         // sessions: WHEP sessions answered so far (1 + reconnects).
         let pc = null, resource = null, retrying = false, downSince = 0, sessions = 0;
+        // ended: the share ended on purpose (nothing is retried until a presenter shares again);
+        // lastPresenter: who presented last, for saying who ended it.
+        let ended = false, lastPresenter = '';
+        v.addEventListener('playing', () => { if (!ended && pc && pc.connectionState === 'connected') state.textContent = 'live'; });
         // For whoever inspects the page (tests, a curious viewer's console).
-        window.screenshare = {get pc() { return pc; }, get sessions() { return sessions; }, get refused() { return refused; }};
+        window.screenshare = {get pc() { return pc; }, get sessions() { return sessions; }, get refused() { return refused; },
+                              get ended() { return ended; }};
         async function connect() {
           pc = new RTCPeerConnection();
           const mine = pc;
@@ -57,9 +62,10 @@ enum WatchPage {
             if (e.track.kind === 'video') { v.srcObject = stream; v.play().catch(() => {}); }
           };
           pc.onconnectionstatechange = () => {
-            if (mine !== pc) return;
+            if (mine !== pc || ended) return;
             const s = pc.connectionState;
-            state.textContent = s === 'connected' ? 'live' : s;
+            // 'live' once a picture shows (the video element's 'playing'), not before.
+            state.textContent = s === 'connected' ? (v.readyState >= 2 ? 'live' : 'connected, waiting for the picture…') : s;
             if (s === 'failed' || s === 'closed') retry(0);
             // No answer from the relay for a few seconds (it restarted, the network changed):
             // a new session rather than waiting half a minute for 'failed'.
@@ -83,6 +89,16 @@ enum WatchPage {
           }
           sessions += 1;
           await pc.setRemoteDescription({type: 'answer', sdp: answer});
+          // The relay closing DTLS on purpose (close_notify: the presenter stopped and took the
+          // room with it) is an end, not a failure: said so, and not retried.
+          const dtls = pc.getReceivers().map(r => r.transport).find(t => t);
+          if (dtls) dtls.onstatechange = () => { if (mine === pc && dtls.state === 'closed') end(); };
+        }
+        function end() {
+          ended = true;
+          state.textContent = (lastPresenter ? lastPresenter + ' ended the share' : 'the share ended') + ' — this page plays again when a presenter shares';
+          if (pc) { const old = pc; pc = null; old.close(); }
+          resource = null;
         }
         function distrust(seen) {
           refused = 'this is not the relay the link named: its certificate is ' + seen + ', the link says ' + pinned;
@@ -92,11 +108,13 @@ enum WatchPage {
         }
         function refuse(why) {
           refused = why.trim();
-          state.textContent = 'not admitted: ' + refused.replace(/^unauthorized: /, '');
+          // The relay's words, without the command-line flags it names for CLI users.
+          const said = refused.replace(/^unauthorized: /, '').replace(/ *[(][^)]*--[^)]*[)]/g, '');
+          state.textContent = 'not admitted: ' + said + (/ask the presenter/.test(said) ? '' : ' — ask the presenter for the current link');
           if (pc) { const old = pc; pc = null; old.close(); }
         }
         function retry(ms) {
-          if (retrying || refused) return;
+          if (retrying || refused || ended) return;
           retrying = true;
           if (pc) { const old = pc; pc = null; old.close(); }
           if (resource) { fetch(resource, {method: 'DELETE'}).catch(() => {}); resource = null; }
@@ -112,13 +130,20 @@ enum WatchPage {
             const info = await r.json();
             const shown = from || info.presenters[0];
             $('presenter').textContent = shown ? shown + ' presents' : '';
-            $('audience').textContent = info.peers ? info.peers + ' in the room' : '';
-            if (!shown) state.textContent = 'waiting for a presenter…';
+            // Who watches: everyone in the room but its presenters (browsers included).
+            const watching = Math.max(0, info.peers - info.presenters.length);
+            $('audience').textContent = watching ? watching + ' watching' : '';
+            if (shown) {
+              lastPresenter = shown;
+              if (ended) { ended = false; retry(0); }
+            } else if (!ended) {
+              state.textContent = lastPresenter ? lastPresenter + ' ended the share; waiting for a presenter…' : 'waiting for a presenter…';
+            }
             if (downSince && (!pc || pc.connectionState !== 'connected')) retry(0);
             downSince = 0;
           } catch (e) {
             if (!downSince) downSince = Date.now();
-            state.textContent = 'relay unreachable, retrying…';
+            if (!ended) state.textContent = 'relay unreachable, retrying…';
           }
         }
         // The invitation code for the token: a code that is not (or no longer) valid is said

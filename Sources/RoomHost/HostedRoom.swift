@@ -133,7 +133,8 @@ public final class HostedRoom: RoomInvitations {
         relay.invites.revoke(room: options.room)
     }
 
-    public func stop() { relay.stop() }
+    /// Stops the relay, its browsers told the end is on purpose.
+    public func stop() { relay.stopAndWait() }
 
     /// The secret (read or made, or one for this run), the relay's authority, our presenter
     /// token and the viewers' token.

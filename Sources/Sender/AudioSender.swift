@@ -83,6 +83,8 @@ final class AudioSender: @unchecked Sendable {
     private let logger: Logger
     private let mixer = SharedMixer(AudioMixer(inputs: MixerSlot.count))
     private let capture: PulseCapture
+    /// The microphone captured (its PulseAudio description and name), if any.
+    var microphone: AudioDevice? { capture.microphone }
     private let encoder: OpusFrameEncoder
     private var packetizer: OpusPacketizer
     private let rtpSocket: UDPSocket

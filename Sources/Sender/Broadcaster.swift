@@ -27,6 +27,30 @@ public enum VideoSource: Sendable, Equatable {
     case raw(path: String, format: RawPixelFormat, size: PixelSize, fps: Double)
 }
 
+extension VideoSource {
+    /// What is shared, in words (the `started` event's `shared`).
+    var words: String {
+        switch self {
+        case .x11(_, .screen, _): "the screen"
+        case .x11(_, .region(let r), _): "region \(r.width)x\(r.height)+\(r.x)+\(r.y)"
+        case .x11(_, .monitor(let name), _): "monitor \(name)"
+        case .x11(_, .window(let w), _): "window '\(w.count > 32 ? String(w.prefix(31)) + "…" : w)'"
+        case .raw(let path, _, _, _): path == "-" ? "frames from standard input" : "frames from \(path.split(separator: "/").last ?? "")"
+        }
+    }
+}
+
+extension AudioCaptureConfig.Program {
+    /// The sound besides the microphone, in words (nil: none).
+    var words: String? {
+        switch self {
+        case .none: nil
+        case .application(let matcher): "the sound of \(matcher)"
+        case .output(let sink): "everything \(sink.map { "sink \($0)" } ?? "the default sink") plays"
+        }
+    }
+}
+
 /// Everything `screenshare start --to` needs.
 public struct BroadcastConfig: Sendable {
     public var source: VideoSource
@@ -275,7 +299,11 @@ public final class Broadcaster: Sendable {
         events.emit(SenderStarted(
             destination: config.destination, ssrc: ssrc, fps: config.fps, bitrateKbps: config.bitrate.kbps, content: config.content,
             controlSocket: control?.path, room: config.room,
-            audio: audioSender.map { .init(ssrc: $0.ssrc, port: $0.port, bitrateKbps: $0.config.bitrate.kbps) }))
+            audio: audioSender.map {
+                .init(ssrc: $0.ssrc, port: $0.port, bitrateKbps: $0.config.bitrate.kbps,
+                      microphone: $0.microphone.map { ($0.description, $0.name) }, program: $0.config.capture.program.words)
+            },
+            shared: config.source.words))
         spawn("screenshare-capture") { producer() }
         spawn("screenshare-encode") { [self] in encodeLoop() }
         spawn("screenshare-rtcp") { [self] in rtcpLoop() }

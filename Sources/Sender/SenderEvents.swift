@@ -28,7 +28,24 @@ public struct SenderStarted: BroadcastEvent, Equatable {
         public var ssrc: UInt32
         public var port: UInt16
         public var bitrateKbps: Int
+        /// The microphone shared: PulseAudio's description and name (nil: none).
+        public var microphone: (description: String, name: String)?
+        /// The application (`--audio-app`) or sink (`--audio-output`) shared, as given.
+        public var program: String?
+        public init(ssrc: UInt32, port: UInt16, bitrateKbps: Int, microphone: (description: String, name: String)? = nil,
+                    program: String? = nil) {
+            self.ssrc = ssrc
+            self.port = port
+            self.bitrateKbps = bitrateKbps
+            self.microphone = microphone
+            self.program = program
+        }
+        public static func == (a: Audio, b: Audio) -> Bool {
+            a.ssrc == b.ssrc && a.port == b.port && a.bitrateKbps == b.bitrateKbps && a.microphone?.description == b.microphone?.description
+                && a.microphone?.name == b.microphone?.name && a.program == b.program
+        }
     }
+
 
     public var destination: Endpoint
     public var ssrc: UInt32
@@ -39,6 +56,8 @@ public struct SenderStarted: BroadcastEvent, Equatable {
     public var controlSocket: String?
     public var room: RoomSettings?
     public var audio: Audio?
+    /// What is shared, in words: "the screen", "window 'Slides'", "region 1280x720+0+0", …
+    public var shared: String = "the screen"
 
     public var name: String { "started" }
     public var fields: [String: JSONValue] {
@@ -55,20 +74,54 @@ public struct SenderStarted: BroadcastEvent, Equatable {
             if let u = room.browserURL { f["browser_url"] = .string(u) }
             if let u = room.browserTokenURL { f["browser_url_token"] = .string(u) }
         }
+        f["shared"] = .string(shared)
         if let audio {
             f["audio_ssrc"] = .int(Int(audio.ssrc))
             f["audio_port"] = .int(Int(audio.port))
             f["audio_bitrate_kbps"] = .int(audio.bitrateKbps)
+            if let mic = audio.microphone { f["microphone"] = .string(mic.name) }
+            if let program = audio.program { f["audio_program"] = .string(program) }
         }
         return f
     }
+    /// In a room: what is shared and where, the sound (the microphone named, with the flag that
+    /// leaves it out), the link for browsers and the line for a terminal when this process hosts
+    /// the room, and how to stop — in lines that fit an 80-column terminal with the QR code
+    /// under them in 24 rows.
     public var humanText: String {
         if let room {
-            let join = (room.watchCommand.map { "; viewers join with: \($0)" } ?? "")
-                + (room.browserURL.map { "; or open \($0) in a browser" } ?? "")
-            return "sharing in room \(room.name) via \(room.server) as \(room.displayName)\(join)"
+            let hosted = room.browserURL != nil
+            // "screenshare: " and this line fit 80 columns; a hosted room is ours (the name
+            // students see is in the JSON line), a relay's is said with the name it knows us by.
+            var lines = ["sharing \(Self.clip(shared, 28)) in room \(Self.clip(room.name, 20))"]
+            if !hosted { lines.append("  via \(Self.clip(room.server, 32)) as \(Self.clip(room.displayName, 24))") }
+            lines.append("  sound: " + soundText)
+            if let link = room.browserURL {
+                lines.append("  browsers: \(link)")
+                lines.append("  terminal: screenshare watch \(link)")
+                lines.append("  stop: Ctrl-C  ·  a new link: screenshare ctl invite")
+            } else {
+                lines.append("  stop: Ctrl-C")
+            }
+            return lines.joined(separator: "\n")
         }
         return "sending to \(destination.description) (ssrc \(ssrc), \(fps) fps max, \(bitrateKbps) kbps); control: \(controlSocket ?? "-")"
+    }
+}
+
+extension SenderStarted {
+    /// What is heard, in words: the microphone by its description, the application or sink.
+    var soundText: String {
+        guard let audio else { return "none" }
+        var parts: [String] = []
+        if let mic = audio.microphone { parts.append("microphone \"\(Self.clip(mic.description, 32))\" (--no-mic leaves it out)") }
+        if let program = audio.program { parts.append(program) }
+        return parts.isEmpty ? "none" : parts.joined(separator: " and ")
+    }
+
+    /// `text`, cut to `limit` characters with an ellipsis (a 300-character room name is not echoed whole).
+    static func clip(_ text: String, _ limit: Int) -> String {
+        text.count <= limit ? text : String(text.prefix(limit - 1)) + "…"
     }
 }
 
@@ -172,8 +225,10 @@ public struct SenderStats: BroadcastEvent, Equatable {
         return f
     }
     public var humanText: String {
-        let viewers = viewers.map { "  viewers \($0)" } ?? ""
-        return "\(size.width)x\(size.height)  \(fps) fps  \(kbps)/\(targetKbps) kbps  encode \(HumanText.decimal(encodeMillis.p50))/\(HumanText.decimal(encodeMillis.p95)) ms"
+        // The live status line: what a presenter watches, within 80 columns (the encode times
+        // are in the JSON line).
+        let viewers = viewers.map { "  \($0) viewer\($0 == 1 ? "" : "s")" } ?? ""
+        return "\(size.width)x\(size.height)  \(fps) fps  \(kbps)/\(targetKbps) kbps"
             + "  rtt \(HumanText.decimal(rttMillis)) ms  loss \(HumanText.percent(loss))\(viewers)"
     }
 }

@@ -35,14 +35,15 @@ struct OutputOptions: ParsableArguments {
         }
     }
 
-    func logger() -> Logger {
-        var logger = Logger(label: "screenshare")
-        logger.logLevel = quiet ? .error : (Logger.Level(rawValue: logLevel) ?? .info)
-        return logger
-    }
-
+    /// Where a command's events and log lines go, one format: JSON lines on stdout (`--json`)
+    /// or lines for people on stderr, the log lines among the events, above the live status.
     /// - Parameter qrCode: on a terminal, draw a browser link (`start`'s) as a QR code.
-    func sink(qrCode: Bool = false) -> EventSink { json ? JSONLineSink() : HumanSink(quiet: quiet, qrCode: qrCode) }
+    func outputs(qrCode: Bool = false) -> (events: EventSink, logger: Logger) {
+        let level = quiet ? Logger.Level.error : (Logger.Level(rawValue: logLevel) ?? .info)
+        let human = json ? nil : HumanSink(quiet: quiet, qrCode: qrCode)
+        let logger = Logger(label: "screenshare") { _ in HumanLogHandler(sink: human, level: level) }
+        return (human ?? JSONLineSink(), logger)
+    }
 }
 
 /// How `start` and `watch` name a room and its relay: the same flags, parsed, checked and

@@ -1,4 +1,6 @@
 import Events
+import RoomEvents
+import Logging
 import QRCode
 import Sender
 import Dispatch
@@ -27,7 +29,7 @@ final class HumanSink: EventSink {
     private let quiet: Bool
     private let live: Bool
     private let qrCode: Bool
-    private let state = Mutex<(status: String, statsSeen: Int)>(("", 0))
+    private let state = Mutex<(status: String, statsSeen: Int, blockShown: Bool)>(("", 0, false))
 
     init(quiet: Bool, qrCode: Bool = false, terminal: Bool = isatty(2) != 0) {
         self.quiet = quiet
@@ -39,6 +41,10 @@ final class HumanSink: EventSink {
         if quiet && event.name != "error" { return }
         let text = event.humanText
         state.withLock { st in
+            // Under the start-up block (what is shared, the link, its QR code, how to stop: 23
+            // rows) the routine start lines would push the block's top off an 80×24 terminal;
+            // the status line says as much.
+            if st.blockShown, event.name == "first_frame_sent" || (event as? RoomConnected)?.rejoined == false { return }
             if event.name == "stats" {
                 st.statsSeen += 1
                 if live {
@@ -49,19 +55,31 @@ final class HumanSink: EventSink {
                 }
                 return
             }
-            if live && !st.status.isEmpty {
-                // Print above the status line, then redraw it.
-                FileHandleStderr.write("\r\u{1B}[Kscreenshare: \(text)\n" + (event.name == "stopped" ? "" : st.status))
-                if event.name == "stopped" { st.status = "" }
-            } else {
-                FileHandleStderr.write("screenshare: \(text)\n")
-            }
+            // The last line (`stopped`) replaces the status line rather than going above it.
+            Self.write(text, above: live ? st.status : "", redraw: event.name != "stopped")
+            if event.name == "stopped" { st.status = "" }
             if live, qrCode, let started = event as? SenderStarted, let url = started.room?.browserURL {
                 FileHandleStderr.write(Self.qrDrawing(url))
+                st.blockShown = true
             }
             if live, qrCode, let changed = event as? InvitationChanged, let url = changed.link {
                 FileHandleStderr.write(Self.qrDrawing(url))
             }
+        }
+    }
+
+    /// A log line (from `HumanLogHandler`): printed as events are, above the status line.
+    func log(_ text: String) {
+        state.withLock { st in Self.write(text, above: live ? st.status : "") }
+    }
+
+    /// "screenshare: TEXT" on a line of its own: above the live status line (cleared, then
+    /// redrawn under it), so a line never lands in the middle of it.
+    private static func write(_ text: String, above status: String, redraw: Bool = true) {
+        if status.isEmpty {
+            FileHandleStderr.write("screenshare: \(text)\n")
+        } else {
+            FileHandleStderr.write("\r\u{1B}[Kscreenshare: \(text)\n" + (redraw ? status : ""))
         }
     }
 
@@ -72,6 +90,32 @@ final class HumanSink: EventSink {
         } catch {
             return "screenshare: (no QR code: \(error))\n"
         }
+    }
+}
+
+/// swift-log's lines in the same words and place as the events: "screenshare: warning: …" on
+/// stderr, above `HumanSink`'s status line (never in the middle of it), instead of swift-log's
+/// own format with a timestamp. In `--json` mode (no status line) the same words, on stderr.
+struct HumanLogHandler: LogHandler {
+    let sink: HumanSink?
+    var logLevel: Logger.Level
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+
+    init(sink: HumanSink?, level: Logger.Level) {
+        self.sink = sink
+        logLevel = level
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        // Info is the ordinary level: said without a prefix, as events are.
+        let text = (event.level == .info || event.level == .notice ? "" : "\(event.level): ") + event.message.description
+        if let sink { sink.log(text) } else { FileHandleStderr.write("screenshare: \(text)\n") }
     }
 }
 

@@ -72,8 +72,7 @@ struct Serve: ParsableCommand {
     }
 
     func run() throws {
-        let logger = output.logger()
-        let sink = output.sink()
+        let (sink, logger) = output.outputs()
         let at = listen
         var authority: TokenAuthority?
         if let secretFile {

@@ -220,8 +220,7 @@ struct Start: ParsableCommand {
 
     func run() throws {
         let source = videoSource()
-        let logger = output.logger()
-        let sink = output.sink(qrCode: !noQr)
+        let (sink, logger) = output.outputs(qrCode: !noQr)
         var destination: Endpoint
         var hosted: HostedRoom?
         var roomSettings: RoomSettings?

@@ -12,6 +12,7 @@ import Room
 import ScreenCapture
 import Sender
 import Transport
+import WebRTC
 import VP8Codec
 import VideoProcessing
 #if canImport(Glibc)
@@ -26,7 +27,9 @@ struct Watch: ParsableCommand {
             repaired): to the room relay, or to the sender of a plain stream.
 
             Examples:
-              Watch the room a presenter hosts on 192.168.1.20 (the line it printed):
+              Watch the room a presenter hosts, from the link it printed:
+                screenshare watch http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4
+              The same with the room flags (the long line it printed):
                 screenshare watch --room class --server 192.168.1.20:7600 --token eyJhbGciOi…
               Record one presenter of a room, without a window:
                 screenshare watch --room class --server relay.example:7600 \\
@@ -36,6 +39,9 @@ struct Watch: ParsableCommand {
                 screenshare watch --sdp stream.sdp --headless \\
                     --record talk.webm --duration 60 --json
             """)
+
+    @Argument(help: ArgumentHelp("The link the presenter gave (http://HOST:PORT/ROOM#k=CODE): joins that room through that relay.", valueName: "link"))
+    var link: String?
 
     @Option(help: ArgumentHelp("The SDP `screenshare start --sdp` wrote.", valueName: "file"))
     var sdp: String?
@@ -72,9 +78,17 @@ struct Watch: ParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
+        if let link {
+            do { _ = try InvitationLink(parsing: link) } catch { throw ValidationError("\(error)") }
+            let others = [("--room", join.room != nil), ("--server", join.server != nil), ("--token", join.token != nil),
+                          ("--fingerprint", join.fingerprint != nil), ("--sdp", sdp != nil)].filter(\.1).map(\.0)
+            if let first = others.first { throw ValidationError("the link names the room, the relay and the access: leave out \(first)") }
+        }
         if join.room != nil && sdp != nil { throw ValidationError("--room and --sdp cannot be used together: join a room, or receive a plain stream") }
-        if join.room == nil {
-            guard sdp != nil else { throw ValidationError("missing --room NAME (or --sdp FILE written by `screenshare start --sdp FILE`)") }
+        if join.room == nil && link == nil {
+            guard sdp != nil else {
+                throw ValidationError("missing the link the presenter gave (or --room NAME, or --sdp FILE written by `screenshare start --sdp FILE`)")
+            }
             if from != nil { throw ValidationError("--from needs --room NAME") }
             if join.server != nil { throw ValidationError("--server needs --room NAME") }
             if join.token != nil { throw ValidationError("--token needs --room NAME") }
@@ -86,10 +100,40 @@ struct Watch: ParsableCommand {
         }
     }
 
-    /// The relay: --server, or this machine's port 7600.
-    var server: Endpoint { join.server ?? Endpoint(host: "127.0.0.1", port: 7600) }
+    /// The relay: the link's, --server, or this machine's port 7600.
+    var server: Endpoint {
+        if let link, let parsed = try? InvitationLink(parsing: link) { return Endpoint(host: parsed.host, port: parsed.port) }
+        return join.server ?? Endpoint(host: "127.0.0.1", port: 7600)
+    }
+
+    /// The room joined: the link's or --room.
+    var roomName: String { link.flatMap { try? InvitationLink(parsing: $0).room } ?? join.room ?? "" }
 
     func viewerConfig() throws -> ViewerConfig {
+        if let link, let parsed = try? InvitationLink(parsing: link) {
+            var token = parsed.token, fingerprint = parsed.fingerprint
+            if parsed.code != nil, token == nil {
+                do {
+                    let grant = try parsed.redeem()
+                    (token, fingerprint) = (grant.token, grant.fingerprint)
+                } catch {
+                    switch error {
+                    case .refused(let why):
+                        printError("screenshare: the relay at \(parsed.host):\(parsed.port) did not take the link: \(why)")
+                        throw Exit.noPermission
+                    case .unreachable(let why):
+                        printError("screenshare: \(why)")
+                        throw Exit.network
+                    }
+                }
+            }
+            let server = Endpoint(host: parsed.host, port: parsed.port)
+            let target: SubscriptionTarget = from.map { .peer($0) } ?? .auto
+            var settings = RoomSettings(name: parsed.room, displayName: join.displayName, server: server.description, target: target)
+            settings.token = token
+            settings.fingerprint = fingerprint.flatMap { DTLSCertificate.parseFingerprint($0) }
+            return ViewerConfig(room: settings, server: server, cname: Start.cname())
+        }
         if let room = join.room {
             let target: SubscriptionTarget = from.map { .peer($0) } ?? .auto
             var settings = RoomSettings(name: room, displayName: join.displayName, server: server.description, target: target)
@@ -120,8 +164,7 @@ struct Watch: ParsableCommand {
         config.audioSink = audioSink
         config.avSync = !noAvSync
         config.durationSeconds = duration
-        let logger = output.logger()
-        let sink = output.sink()
+        let (sink, logger) = output.outputs()
         let viewer: Viewer
         do {
             viewer = try Viewer(config: config, events: sink, logger: logger)
@@ -147,7 +190,7 @@ struct Watch: ParsableCommand {
         case .failed: .failed(nil)
         case .disconnected: .network("lost the room relay at \(server) (3 retries failed)")
         case .unauthorized:
-            .refused("the relay at \(server) refused to admit you to room '\(join.room ?? "")': \(result.refusal ?? "unauthorized")")
+            .refused("the relay at \(server) refused to admit you to room '\(roomName)': \(result.refusal ?? "unauthorized")")
         case .untrusted: .untrusted("will not watch through the relay at \(server): \(result.refusal ?? "untrusted")")
         }
         try ending.exit()

@@ -244,6 +244,28 @@ import X11TestSupport
         #expect((last["video_frames"] as? Int ?? 0) >= 40, "\(last)")
     }
 
+    /// Issue 40: the end of a class is an end for the page too. The presenter hosting the room
+    /// stops (its duration ends): the relay closes each browser's DTLS on purpose
+    /// (close_notify), and the page says who ended the share and makes no new session.
+    @Test func thePageSaysTheShareEndedAndDoesNotReconnect() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let presenter = try Self.presenter(dir, at: ["--listen", "127.0.0.1:\(port)"], duration: 8)
+        defer { _ = presenter.finish(within: 0) }
+        let url = try #require(try EventLog.wait(for: "started", in: presenter)["browser_url"] as? String)
+        let chromium = try Child(Self.python, [Self.script("browser-watch.py"), url, "16"], dir: dir, name: "chromium")
+        defer { _ = chromium.finish(within: 0) }
+        let playing = try EventLog.wait(for: "page", in: chromium, seconds: 30) { ($0["frames"] as? Int ?? 0) >= 5 }
+        #expect(playing["text"] as? String == "live", "\(playing)")
+        #expect(presenter.finish(within: 20) == 0, "\(presenter.stderr)")
+        let ended = try EventLog.wait(for: "page", in: chromium, seconds: 10) { ($0["text"] as? String ?? "").contains("ended the share") }
+        #expect((ended["text"] as? String ?? "").hasPrefix("teacher ended the share"), "\(ended)")
+        // It stays so: no new session, no "retrying" (4 s more of the page's lines).
+        let t = ended["t"] as? Double ?? 0
+        let later = try EventLog.wait(for: "page", in: chromium, seconds: 10) { ($0["t"] as? Double ?? 0) >= t + 4 }
+        #expect(later["sessions"] as? Int == 1 && (later["text"] as? String ?? "").contains("ended the share"), "\(later)")
+    }
+
     /// The relay restarts under a page that plays: the page notices (no answer to its consent
     /// checks), makes a new WHEP session once the presenter is back in the restarted relay's
     /// room, and plays again, by itself.
@@ -331,10 +353,16 @@ import X11TestSupport
             return c.stdout.replacingOccurrences(of: "\r", with: "")
         }
         let shown = try underTerminal([])
-        let link = try #require(shown.firstMatch(of: /open (\S+) in a browser/)?.1, "\(shown)")
+        let link = try #require(shown.firstMatch(of: /browsers: (\S+)/)?.1, "\(shown)")
+        #expect(shown.contains("terminal: screenshare watch \(link)") && shown.contains("stop: Ctrl-C"), "\(shown)")
         let lines = shown.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         let start = try #require(lines.firstIndex(of: "scan to watch in a browser:"), "\(shown)")
         let drawing = lines[(start + 1)...].prefix { !$0.isEmpty && $0.allSatisfy { "█▀▄ ".contains($0) } }
+        // The start-up block — what is shared, the sound, the link, the terminal line, how to
+        // stop, and the QR code under them — fits an 80×24 terminal with the status line.
+        let first = try #require(lines.firstIndex { $0.hasPrefix("screenshare: sharing ") }, "\(shown)")
+        let block = lines[first..<(start + 1 + drawing.count)]
+        #expect(block.count <= 23 && block.allSatisfy { $0.count <= 80 }, "\(block.count) rows, the widest \(block.map(\.count).max() ?? 0): \(block.joined(separator: "\n"))")
         let code = try #require(QRCode.parse(terminalLines: Array(drawing)), "\(drawing.joined(separator: "\n"))")
         let pbm = "\(dir)/shown.pbm"
         try code.pbm().write(toFile: pbm, atomically: true, encoding: .ascii)
@@ -351,7 +379,119 @@ import X11TestSupport
                                                     try Self.greys(dir), "--input-size", "64x64", "--no-audio", "--duration", "1"],
                               dir: dir, name: "piped")
         _ = piped.finish(within: 30)
-        #expect(piped.stderr.contains("in a browser") && !piped.stderr.contains("scan to watch"), "\(piped.stderr)")
+        #expect(piped.stderr.contains("browsers: http://") && !piped.stderr.contains("scan to watch"), "\(piped.stderr)")
+    }
+
+    /// `watch LINK`: the short link the presenter printed is all a command-line viewer needs
+    /// (its code is exchanged for the token and the relay's certificate, then pinned). A
+    /// made-up or replaced code is refused (77) with the relay's words, a malformed link is a
+    /// usage error (64), a relay that does not answer is a network error (68).
+    @Test func aViewerJoinsWithTheShortLink() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let presenter = try Self.presenter(dir, at: ["--listen", "127.0.0.1:\(port)"], duration: 30)
+        defer { _ = presenter.finish(within: 0) }
+        let started = try EventLog.wait(for: "started", in: presenter)
+        let link = try #require(started["browser_url"] as? String, "\(started)")
+        func watch(_ target: String, seconds: Int = 2) throws -> (status: Int32, stopped: [String: Any], stderr: String) {
+            let c = try Child(screenshareBinary(), ["watch", target, "--headless", "--duration", String(seconds), "--json"], dir: dir,
+                              name: "watch-\(UUID().uuidString.prefix(6))")
+            let status = c.finish(within: 30)
+            return (status, EventLog(c.stdout).last(named: "stopped") ?? [:], c.stderr)
+        }
+        let viewer = try watch(link)
+        #expect(viewer.status == 0 && (viewer.stopped["frames_decoded"] as? Int ?? 0) >= 10, "\(viewer.status) \(viewer.stderr)")
+        let page = String(link.prefix { $0 != "#" })
+        let madeUp = try watch(page + "#k=1111111111a")
+        #expect(madeUp.status == 77 && madeUp.stderr.contains("not valid"), "\(madeUp.status) \(madeUp.stderr)")
+        let typo = try watch(page + "#k=123")
+        #expect(typo.status == 64 && typo.stderr.contains("copy the whole link"), "\(typo.status) \(typo.stderr)")
+        let renewed = try Child(screenshareBinary(), ["ctl", "--socket", try #require(started["control_socket"] as? String), "invite"],
+                                dir: dir, name: "ctl-invite")
+        #expect(renewed.finish(within: 10) == 0, "\(renewed.stderr)")
+        let old = try watch(link)
+        #expect(old.status == 77 && old.stderr.contains("not valid"), "\(old.status) \(old.stderr)")
+        let fresh = try watch(renewed.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(fresh.status == 0, "\(fresh.stderr)")
+        let nobody = try watch("http://127.0.0.1:\(freeEvenPort())/class#k=1111111111a")
+        #expect(nobody.status == 68 && nobody.stderr.contains("no answer from 127.0.0.1"), "\(nobody.status) \(nobody.stderr)")
+    }
+
+    /// Issue 40: the HTTP side holds its ground. One address opens 2,000 connections that
+    /// never finish a request (and some send junk): the relay keeps at most 128 of them, closes
+    /// the rest at once and says so (a warning), the page still loads for a browser at another
+    /// address within a second, and the held connections are closed once their request has
+    /// not arrived whole in 10 s.
+    @Test func anAddressHoldingHalfSentRequestsDoesNotKeepOthersOut() throws {
+        let dir = try makeTempDir()
+        let port = freeEvenPort()
+        let serve = try Child(screenshareBinary(), ["serve", "--listen", "127.0.0.1:\(port)", "--open", "--duration", "40"], dir: dir, name: "serve")
+        defer { _ = serve.finish(within: 0) }
+        try waitUntilBound(port)
+        let flood = """
+        import json, resource, socket, sys, time
+        port = int(sys.argv[1])
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        held, opened = [], []
+        for i in range(2000):
+            opened.append(time.time())
+            s = socket.socket()
+            s.settimeout(5)
+            try:
+                # The relay may close one over its cap at once: as a refusal, counted below.
+                s.connect(("127.0.0.1", port))
+                s.send(b"\\x16\\x03\\x01junk\\r\\n\\r\\n" if i % 100 == 99 else b"GET /class HTTP/1.1\\r\\nHost: relay\\r\\nX-Slow: ")
+            except OSError:
+                pass
+            held.append(s)
+        # Another address (all of 127/8 is this machine's loopback) loads the page.
+        began = time.time()
+        other = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.2", 0))
+        other.sendall(b"GET /class HTTP/1.1\\r\\nHost: relay\\r\\nConnection: close\\r\\n\\r\\n")
+        page = b""
+        while True:
+            chunk = other.recv(65536)
+            if not chunk:
+                break
+            page += chunk
+        page_s = time.time() - began
+        # Which of the held connections the relay closed, and how long after each opened (15 s at most).
+        closed_at = {}
+        deadline = time.time() + 15
+        while len(closed_at) < len(held) and time.time() < deadline:
+            for i, s in enumerate(held):
+                if i in closed_at:
+                    continue
+                s.setblocking(False)
+                try:
+                    if s.recv(65536) == b"":
+                        closed_at[i] = time.time() - opened[i]
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed_at[i] = time.time() - opened[i]
+            time.sleep(0.2)
+        # Refused ones are seen closed at the first sweep (opening all 2,000 takes a few seconds);
+        # the ones kept, at the timeout.
+        late = [t for t in closed_at.values() if t > 6]
+        print(json.dumps({"page_status": page.split(b"\\r\\n", 1)[0].decode(errors="replace"), "page_s": round(page_s, 3),
+                          "page_html": b"<!doctype html>" in page, "closed": len(closed_at), "held": len(held),
+                          "closed_at_once": len(closed_at) - len(late), "closed_late_min_s": round(min(late), 1) if late else None,
+                          "closed_late_max_s": round(max(late), 1) if late else None}))
+        """
+        let c = try Child(which("python3"), ["-c", flood, String(port)], dir: dir, name: "flood")
+        #expect(c.finish(within: 60) == 0, "\(c.stderr)")
+        let r = try #require(try JSONSerialization.jsonObject(with: Data(c.stdout.utf8)) as? [String: Any], "\(c.stdout) \(c.stderr)")
+        print("HTTP flood: \(r)")
+        #expect(r["page_status"] as? String == "HTTP/1.1 200 OK" && r["page_html"] as? Bool == true, "\(r)")
+        #expect((r["page_s"] as? Double ?? 9) < 1, "\(r)")
+        #expect(r["closed"] as? Int == 2000, "every held connection closed: \(r)")
+        // The ones beyond the cap at once; the ones kept (at most 128) after the 10 s timeout.
+        #expect((r["closed_at_once"] as? Int ?? 0) >= 2000 - 128, "\(r)")
+        #expect((r["closed_late_min_s"] as? Double ?? 0) >= 9.5 && (r["closed_late_max_s"] as? Double ?? 99) <= 12, "\(r)")
+        #expect(serve.stderr.contains("http: refused") && serve.stderr.contains("128 are open from 127.0.0.1"), "\(serve.stderr.suffix(1500))")
+        #expect(serve.isRunning)
     }
 
     /// Requests the relay cannot serve get a 4xx that says why; STUN and DTLS from strangers

@@ -44,7 +44,11 @@ enum EventCases {
                 content: .detail, controlSocket: "/run/user/1000/screenshare/class.sock", room: hosting)),
             ("sender.started.room.joining", SenderStarted(
                 destination: Endpoint(host: "192.168.1.20", port: 7600), ssrc: 99, fps: 15, bitrateKbps: 2000,
-                content: .detail, controlSocket: nil, room: joining, audio: .init(ssrc: 5, port: 7600, bitrateKbps: 48))),
+                content: .detail, controlSocket: nil, room: joining,
+                audio: .init(ssrc: 5, port: 7600, bitrateKbps: 48, microphone: ("Built-in Audio Analog Stereo", "alsa_input.pci-0000_00_1f.3.analog-stereo")),
+                shared: "window 'Slides'")),
+            ("sender.invitation", InvitationChanged(link: "http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4")),
+            ("sender.invitation.revoked", InvitationChanged(link: nil)),
             ("sender.first_frame_sent", FirstFrameSent(size: PixelSize(width: 1920, height: 1080), keyframe: true, latencyMillis: 20.123_456)),
             ("sender.stats", SenderStats(
                 fps: 15, kbps: 412, framesSent: 61, keyframesSent: 1,

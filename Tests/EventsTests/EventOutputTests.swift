@@ -14,7 +14,7 @@ import Testing
         "subscribed", "unsubscribed", "paused", "resumed", "settings_changed", "stats", "warning", "error", "reconnecting",
         "disconnected", "stopped", "source_restored", "audio_app_attached", "audio_app_detached", "audio_reconnecting",
         "audio_resumed", "first_frame", "resolution_changed", "sender_left", "sender_changed",
-        "bitrate_changed", "link",
+        "bitrate_changed", "link", "invitation",
     ]
 
     @Test func everyEventPrintsAsPinned() throws {

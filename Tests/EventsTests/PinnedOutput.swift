@@ -5,26 +5,32 @@
 enum PinnedOutput {
     static let expected: [String: (json: String, text: String)] = [
         "sender.started": (
-            json: #"{"bitrate_kbps":2000,"content":"detail","control_socket":"/run/user/1000/screenshare/pid-42.sock","destination":"127.0.0.1:5004","event":"started","fps":15,"ssrc":2718522738,"time":"2026-11-18T11:06:40.125Z"}"#,
+            json: #"{"bitrate_kbps":2000,"content":"detail","control_socket":"/run/user/1000/screenshare/pid-42.sock","destination":"127.0.0.1:5004","event":"started","fps":15,"shared":"the screen","ssrc":2718522738,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"sending to 127.0.0.1:5004 (ssrc 2718522738, 15 fps max, 2000 kbps); control: /run/user/1000/screenshare/pid-42.sock"#),
         "sender.started.noControl.audio": (
-            json: #"{"audio_bitrate_kbps":64,"audio_port":6002,"audio_ssrc":3000000001,"bitrate_kbps":4000,"content":"motion","control_socket":null,"destination":"10.0.0.2:6000","event":"started","fps":30,"ssrc":7,"time":"2026-11-18T11:06:40.125Z"}"#,
+            json: #"{"audio_bitrate_kbps":64,"audio_port":6002,"audio_ssrc":3000000001,"bitrate_kbps":4000,"content":"motion","control_socket":null,"destination":"10.0.0.2:6000","event":"started","fps":30,"shared":"the screen","ssrc":7,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"sending to 10.0.0.2:6000 (ssrc 7, 30 fps max, 4000 kbps); control: -"#),
         "sender.started.room.hosting": (
-            json: #"{"bitrate_kbps":2000,"browser_url":"http://192.168.1.20:7600/class","content":"detail","control_socket":"/run/user/1000/screenshare/class.sock","destination":"127.0.0.1:7600","event":"started","fps":15,"name":"ann@laptop","room":"class","server":"192.168.1.20:7600","ssrc":2895255438,"time":"2026-11-18T11:06:40.125Z","watch_command":"screenshare watch --room class --server 192.168.1.20:7600"}"#,
-            text: #"sharing in room class via 192.168.1.20:7600 as ann@laptop; viewers join with: screenshare watch --room class --server 192.168.1.20:7600; or open http://192.168.1.20:7600/class in a browser"#),
+            json: #"{"bitrate_kbps":2000,"browser_url":"http://192.168.1.20:7600/class","content":"detail","control_socket":"/run/user/1000/screenshare/class.sock","destination":"127.0.0.1:7600","event":"started","fps":15,"name":"ann@laptop","room":"class","server":"192.168.1.20:7600","shared":"the screen","ssrc":2895255438,"time":"2026-11-18T11:06:40.125Z","watch_command":"screenshare watch --room class --server 192.168.1.20:7600"}"#,
+            text: #"sharing the screen in room class\#n  sound: none\#n  browsers: http://192.168.1.20:7600/class\#n  terminal: screenshare watch http://192.168.1.20:7600/class\#n  stop: Ctrl-C  ·  a new link: screenshare ctl invite"#),
         "sender.started.room.joining": (
-            json: #"{"audio_bitrate_kbps":48,"audio_port":7600,"audio_ssrc":5,"bitrate_kbps":2000,"content":"detail","control_socket":null,"destination":"192.168.1.20:7600","event":"started","fps":15,"name":"bob@desk","room":"class","server":"192.168.1.20:7600","ssrc":99,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"sharing in room class via 192.168.1.20:7600 as bob@desk"#),
+            json: #"{"audio_bitrate_kbps":48,"audio_port":7600,"audio_ssrc":5,"bitrate_kbps":2000,"content":"detail","control_socket":null,"destination":"192.168.1.20:7600","event":"started","fps":15,"microphone":"alsa_input.pci-0000_00_1f.3.analog-stereo","name":"bob@desk","room":"class","server":"192.168.1.20:7600","shared":"window 'Slides'","ssrc":99,"time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"sharing window 'Slides' in room class\#n  via 192.168.1.20:7600 as bob@desk\#n  sound: microphone "Built-in Audio Analog Stereo" (--no-mic leaves it out)\#n  stop: Ctrl-C"#),
+        "sender.invitation": (
+            json: #"{"event":"invitation","link":"http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4","time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"new invitation link (the old one no longer admits): http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4"#),
+        "sender.invitation.revoked": (
+            json: #"{"event":"invitation","link":null,"time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"the invitation link was revoked: nobody new can join with it (viewers in the room stay)"#),
         "sender.first_frame_sent": (
             json: #"{"event":"first_frame_sent","height":1080,"keyframe":true,"latency_ms":20.123,"time":"2026-11-18T11:06:40.125Z","width":1920}"#,
             text: #"first frame sent: 1920x1080 after 20.1 ms"#),
         "sender.stats": (
             json: #"{"capture_ms_p50":0.9,"capture_ms_p95":1.1,"convert_ms_p50":0.7,"convert_ms_p95":0.8,"encode_ms_p50":3.245,"encode_ms_p95":5,"estimate_kbps":null,"event":"stats","fec_kbps":0,"fec_protection":0,"fps":15,"frames_captured":75,"frames_encoded":61,"frames_sent":61,"height":1080,"kbps":412,"keyframes_sent":1,"loss":null,"quantizer":null,"retransmitted":0,"rtt_ms":null,"send_errors":0,"send_ms_p50":0.05,"send_ms_p95":0.07,"target_kbps":500,"time":"2026-11-18T11:06:40.125Z","width":1920}"#,
-            text: #"1920x1080  15 fps  412/500 kbps  encode 3.2/5.0 ms  rtt - ms  loss -"#),
+            text: #"1920x1080  15 fps  412/500 kbps  rtt - ms  loss -"#),
         "sender.stats.room.audio": (
             json: #"{"audio_bytes_sent":40000,"audio_kbps":64,"audio_latency_ms_p50":42.5,"audio_latency_ms_p95":null,"audio_packets_sent":250,"capture_ms_p50":1,"capture_ms_p95":2,"convert_ms_p50":0.5,"convert_ms_p95":0.75,"encode_ms_p50":8.25,"encode_ms_p95":12.96,"estimate_kbps":2210,"event":"stats","fec_kbps":0,"fec_protection":0,"fps":30,"frames_captured":598,"frames_encoded":600,"frames_sent":600,"height":720,"kbps":2100,"keyframes_sent":3,"loss":0.012,"quantizer":31.5,"retransmitted":4,"rtt_ms":0.432,"send_errors":2,"send_ms_p50":0.1,"send_ms_p95":0.2,"target_kbps":1960,"time":"2026-11-18T11:06:40.125Z","viewers":3,"width":1280}"#,
-            text: #"1280x720  30 fps  2100/1960 kbps  encode 8.2/13.0 ms  rtt 0.4 ms  loss 1.2%  viewers 3"#),
+            text: #"1280x720  30 fps  2100/1960 kbps  rtt 0.4 ms  loss 1.2%  3 viewers"#),
         "sender.bitrate_changed": (
             json: #"{"estimate_kbps":1024,"event":"bitrate_changed","loss":0.36,"previous_kbps":3000,"rtt_ms":26.016,"target_kbps":870,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"bit rate 3000 → 870 kbps (the receiver gets 1024 kbps, loss 36.0%, rtt 26.0 ms)"#),

@@ -1,0 +1,168 @@
+import FoundationEssentials
+import MediaCore
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Room
+
+/// The link a presenter hands out (`http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4`, or the long
+/// form `…#token=…&fp=sha256:…`), read by `watch LINK`: the relay's address, the room, and what
+/// admits — an invitation code to exchange, or the token and the certificate itself.
+public struct InvitationLink: Sendable, Equatable {
+    public var host: String
+    public var port: UInt16
+    public var room: String
+    /// The short link's code (exchanged at `POST /invite/ROOM` for the token).
+    public var code: String?
+    /// The long link's token and pinned certificate.
+    public var token: String?
+    public var fingerprint: String?
+
+    /// Reads a link; the error names what is wrong with it.
+    public init(parsing text: String) throws(SettingError) {
+        let trimmed = text.trimmed()
+        guard trimmed.hasPrefix("http://") else {
+            throw SettingError("'\(trimmed.prefix(80))' is not a screenshare link (http://HOST:PORT/ROOM#k=CODE, as `start --room` prints it)")
+        }
+        let rest = trimmed.dropFirst("http://".count)
+        let (beforeFragment, fragment) = rest.firstIndex(of: "#").map { (rest[..<$0], String(rest[rest.index(after: $0)...])) } ?? (rest, "")
+        guard let slash = beforeFragment.firstIndex(of: "/") else { throw SettingError("the link names no room (http://HOST:PORT/ROOM)") }
+        let authority = String(beforeFragment[..<slash])
+        let path = beforeFragment[beforeFragment.index(after: slash)...].split(separator: "?", maxSplits: 1).first.map(String.init) ?? ""
+        guard let colon = authority.lastIndex(of: ":"), let port = UInt16(authority[authority.index(after: colon)...]), port > 0 else {
+            throw SettingError("the link's address '\(authority.prefix(80))' has no port (HOST:PORT)")
+        }
+        host = String(authority[..<colon])
+        guard !host.isEmpty else { throw SettingError("the link's address has no host") }
+        self.port = port
+        guard !path.isEmpty, !path.contains("/"), let room = PercentEncoding.decode(path), !room.isEmpty else {
+            throw SettingError("the link names no room (http://HOST:PORT/ROOM)")
+        }
+        self.room = room
+        var fields: [String: String] = [:]
+        for pair in fragment.split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            if kv.count == 2 { fields[String(kv[0])] = PercentEncoding.decode(kv[1]) ?? String(kv[1]) }
+        }
+        code = fields["k"]
+        token = fields["token"]
+        fingerprint = fields["fp"]
+        if let code, token == nil, !InviteBook.isWellFormed(code) {
+            throw SettingError("the link's code '\(code.prefix(20))' is not \(InviteBook.codeLength) letters and digits: copy the whole link")
+        }
+    }
+
+    /// What the relay gave for the code: the token (nil: an open room) and its certificate.
+    public struct Grant: Sendable, Equatable {
+        public var token: String?
+        public var fingerprint: String
+    }
+
+    /// Exchanges the link's code with the relay (`POST /invite/ROOM`), waiting up to `timeoutSeconds`.
+    /// - Throws: `AccessRefusal`-worded `InvitationError.refused` for a code the relay does not
+    ///   take (its words: not valid, expired), `.unreachable` when no answer comes.
+    public func redeem(timeoutSeconds: Int64 = 5) throws(InvitationError) -> Grant {
+        guard let code else { throw .refused("the link carries no invitation code") }
+        let (status, body): (Int, String)
+        do {
+            (status, body) = try Self.post(host: host, port: Int(port), path: "/invite/" + PercentEncoding.encodePath(room), body: code,
+                                           timeoutSeconds: timeoutSeconds)
+        } catch {
+            throw .unreachable("no answer from \(host):\(port) (\(Self.words(for: error))): is the presenter still sharing, and is TCP port \(port) open?")
+        }
+        // The relay's answers for a code it does not take: 400 (malformed), 404 (not valid), 410 (expired).
+        if [400, 404, 410].contains(status), !body.trimmed().isEmpty { throw .refused(body.trimmed()) }
+        guard status == 200 else {
+            throw .unreachable("\(host):\(port) answered the invitation with HTTP \(status), not as a screenshare relay does: is it the presenter's address?")
+        }
+        guard let fingerprint = Self.field("fingerprint", in: body) else {
+            throw .unreachable("\(host):\(port) answered the invitation with something that is not a screenshare relay's answer")
+        }
+        return Grant(token: Self.field("token", in: body), fingerprint: fingerprint)
+    }
+
+    /// A connection error in the system's words ("Connection refused"), not NIO's structure.
+    static func words(for error: any Error) -> String {
+        if let e = error as? NIOConnectionError, let io = e.connectionErrors.first?.error as? IOError { return SystemError.message(io.errnoCode) }
+        if let io = error as? IOError { return SystemError.message(io.errnoCode) }
+        if case ChannelError.connectTimeout = error { return "timed out" }
+        return "\(error)"
+    }
+
+    /// A string field of a flat JSON object (the relay's answer: `{"fingerprint":"sha256:…","room":…,"token":"…"}`).
+    static func field(_ name: String, in json: String) -> String? {
+        guard let object = try? JSONDecoder().decode([String: String].self, from: Data(json.utf8)) else { return nil }
+        return object[name]
+    }
+
+    /// One HTTP/1.1 POST on a fresh connection (swift-nio's client codec): the status and body.
+    static func post(host: String, port: Int, path: String, body: String, timeoutSeconds: Int64) throws -> (Int, String) {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? group.syncShutdownGracefully() }
+        let loop = group.next()
+        let answer = loop.makePromise(of: (Int, String).self)
+        // Completed on every way out (a connection refused never reaches the handler; a second
+        // completion is ignored).
+        defer { answer.fail(ChannelError.ioOnClosedChannel) }
+        let timeout = loop.scheduleTask(in: .seconds(timeoutSeconds)) { answer.fail(ChannelError.connectTimeout(.seconds(timeoutSeconds))) }
+        defer { timeout.cancel() }
+        let bootstrap = ClientBootstrap(group: group)
+            .connectTimeout(.seconds(timeoutSeconds))
+            .channelInitializer { channel in
+                channel.pipeline.addHTTPClientHandlers().flatMap { channel.pipeline.addHandler(ResponseCollector(answer)) }
+            }
+        let channel = try bootstrap.connect(host: host, port: port).wait()
+        defer { channel.close(promise: nil) }
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: path)
+        head.headers.add(name: "Host", value: "\(host):\(port)")
+        head.headers.add(name: "Content-Type", value: "text/plain")
+        head.headers.add(name: "Content-Length", value: String(body.utf8.count))
+        head.headers.add(name: "Connection", value: "close")
+        channel.write(HTTPClientRequestPart.head(head), promise: nil)
+        channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(string: body))), promise: nil)
+        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        return try answer.futureResult.wait()
+    }
+}
+
+/// Why an invitation was not exchanged.
+public enum InvitationError: Error, CustomStringConvertible, Equatable {
+    /// The relay answered: the code is not valid, or no longer.
+    case refused(String)
+    /// No (usable) answer.
+    case unreachable(String)
+    public var description: String {
+        switch self {
+        case .refused(let why), .unreachable(let why): why
+        }
+    }
+}
+
+/// Collects one HTTP response (status and body, up to 64 kB) into a promise.
+private final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
+    // Used on its channel's event loop only (the `@unchecked`: NIO's confinement).
+    typealias InboundIn = HTTPClientResponsePart
+    private let answer: EventLoopPromise<(Int, String)>
+    private var status = 0
+    private var body = ""
+
+    init(_ answer: EventLoopPromise<(Int, String)>) { self.answer = answer }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head): status = Int(head.status.code)
+        case .body(let buffer): if body.utf8.count < 65_536 { body += String(buffer: buffer) }
+        case .end where status == 0: answer.fail(ChannelError.eof)  // no response head: not an HTTP answer
+        case .end: answer.succeed((status, body))
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        answer.fail(error)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        answer.fail(ChannelError.eof)  // no effect once answered
+    }
+}
