@@ -42,7 +42,7 @@ public final class TokenAuthority: RoomAuthorizer {
     /// and role are not checked here: `authorize` does).
     public func check(_ token: String?, now: Date) throws(AccessRefusal) -> RoomToken {
         guard let token, !token.isEmpty else {
-            throw AccessRefusal(.missing, "no token: this room admits only invited people (--token, or the link with #token=…)")
+            throw AccessRefusal(.missing, "no token: this room admits only invited people (the link the presenter gave, or --token)")
         }
         let bytes = Array(token.utf8)
         guard bytes.count <= Self.maximumTokenBytes else {

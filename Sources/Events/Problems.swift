@@ -68,7 +68,8 @@ public struct WarningEvent: BroadcastEvent, Equatable {
 
     public var name: String { "warning" }
     public var fields: [String: JSONValue] { problemFields(kind: kind.name, extra: kind.extraFields, message: message) }
-    public var humanText: String { "warning: \(kind.name) \(message)" }
+    // People read the message; the kind is for machines (the JSON line).
+    public var humanText: String { "warning: \(message)" }
 }
 
 /// `error`: something failed; the command may go on without it (`source_switch_failed`,
@@ -124,7 +125,7 @@ public struct ErrorEvent: BroadcastEvent, Equatable {
 
     public var name: String { "error" }
     public var fields: [String: JSONValue] { problemFields(kind: kind.name, extra: kind.extraFields, message: message) }
-    public var humanText: String { "error: \(kind.name) \(message)" }
+    public var humanText: String { "error: \(message)" }
 }
 
 /// A `warning`'s or an `error`'s fields: what its kind adds, then `kind` and `message`.

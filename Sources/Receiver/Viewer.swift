@@ -50,6 +50,22 @@ public struct ViewerConfig: Sendable {
 }
 
 /// Why the viewer ended.
+extension ViewerStopReason {
+    /// The reason in words, for people.
+    public var words: String {
+        switch self {
+        case .duration: "duration reached"
+        case .requested: "interrupted"
+        case .windowClosed: "window closed"
+        case .failed: "error"
+        case .disconnected: "relay lost"
+        case .unauthorized: "not admitted"
+        case .untrusted: "relay not trusted"
+        case .ended: "share ended"
+        }
+    }
+}
+
 public enum ViewerStopReason: String, Sendable {
     case duration, requested, windowClosed = "window_closed", failed
     /// Lost the room relay and the retries failed.

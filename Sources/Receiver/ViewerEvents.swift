@@ -180,8 +180,13 @@ public struct ViewerStats: BroadcastEvent, Equatable {
         if let audio { f.merge(audio.fields) { a, _ in a } }
         return f
     }
+    /// What the viewer waits for while no picture has come ("a presenter", "the relay"); the
+    /// status line says so instead of an empty picture's numbers.
+    public var waitingFor: String?
+
     public var humanText: String {
-        "\(size.width)x\(size.height)  \(fps) fps  \(kbps) kbps  lost \(packetsLost)  jitter \(HumanText.decimal(jitterMillis)) ms  freezes \(freezeCount)"
+        if let waitingFor, framesDecoded == 0 { return "waiting for \(waitingFor)…" }
+        return "\(size.width)x\(size.height)  \(fps) fps  \(kbps) kbps  lost \(packetsLost)  jitter \(HumanText.decimal(jitterMillis)) ms  freezes \(freezeCount)"
     }
 }
 
@@ -245,6 +250,6 @@ public struct ViewerStopped: BroadcastEvent, Equatable {
         return f
     }
     public var humanText: String {
-        "stopped (\(reason.rawValue)): \(framesDecoded) frames decoded, \(packetsLost) packets lost, \(freezeCount) freezes"
+        "stopped (\(reason.words)): \(framesDecoded) frames decoded, \(packetsLost) packets lost, \(freezeCount) freeze\(freezeCount == 1 ? "" : "s")"
     }
 }

@@ -213,7 +213,9 @@ final class ViewerLoop {
                     path.extraDelay = sync.videoExtraDelay
                     audio?.extraDelay = sync.audioExtraDelay
                 }
-                events.emit(stats.second(path: &path, now: clock.nowNanos(), size: output.pictureSize, rttMillis: rttMillis, audio: audio, sync: sync))
+                var second = stats.second(path: &path, now: clock.nowNanos(), size: output.pictureSize, rttMillis: rttMillis, audio: audio, sync: sync)
+                second.waitingFor = room?.waitingFor
+                events.emit(second)
             }
         }
         sendReport(bye: true)

@@ -57,6 +57,13 @@ struct ViewerRoom {
     /// When ``poll(now:)`` next has something to do.
     func nextWakeup(now: UInt64) -> UInt64? { link.nextWakeup(now: now) }
 
+    /// What the viewer waits for while nothing plays: the relay (not in the room yet), or a
+    /// presenter (in the room, nobody sharing); nil once it follows one.
+    var waitingFor: String? {
+        if !link.client.isJoined { return "the relay at \(mapper.server)" }
+        return link.client.following == nil ? "a presenter in room \(link.client.room)" : nil
+    }
+
     /// Sends what the room client has to send, tells `path` about subscriptions, and emits the
     /// room's events.
     mutating func flush(path: inout VideoReceivePath, now: UInt64, send: (UnsafeRawBufferPointer) -> Void,

@@ -89,6 +89,23 @@ public struct BroadcastConfig: Sendable {
 }
 
 /// Why a broadcast ended.
+extension StopReason {
+    /// The reason in words, for people.
+    public var words: String {
+        switch self {
+        case .duration: "duration reached"
+        case .requested: "interrupted"
+        case .control: "ctl stop"
+        case .endOfInput: "end of input"
+        case .sourceGone: "source gone"
+        case .failed: "error"
+        case .disconnected: "relay lost"
+        case .unauthorized: "not admitted"
+        case .untrusted: "relay not trusted"
+        }
+    }
+}
+
 public enum StopReason: String, Sendable {
     case duration, requested, control = "ctl_stop", endOfInput = "end_of_input", sourceGone = "source_gone", failed
     /// Lost the room relay and the retries failed.

@@ -323,7 +323,7 @@ public struct SenderStopped: BroadcastEvent, Equatable {
         return f
     }
     public var humanText: String {
-        "stopped (\(reason.rawValue)): \(framesSent) frames, \(bytesSent) bytes in \(HumanText.decimal(durationSeconds)) s"
+        "stopped (\(reason.words)): \(framesSent) frames, \(bytesSent) bytes in \(HumanText.decimal(durationSeconds)) s"
     }
 }
 

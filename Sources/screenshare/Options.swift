@@ -85,10 +85,10 @@ enum Ending {
     case sourceGone(String)
     /// The relay or the destination was lost: 68.
     case network(String)
-    /// The relay refused to admit us: 77.
-    case refused(String)
-    /// The relay is not the one pinned: 76.
-    case untrusted(String)
+    /// The relay refused to admit us: 77 (nil: the `error` event said why).
+    case refused(String?)
+    /// The relay is not the one pinned: 76 (nil: the `error` event said why).
+    case untrusted(String?)
 
     /// Returns for a clean end; otherwise prints the line (after "screenshare: ") and throws
     /// the exit code.

@@ -57,9 +57,53 @@ struct Screenshare: ParsableCommand {
     /// C and C++ exit destructors while library threads still run. `watch` crashed that way
     /// after its summary (status 139, about 1 run in 7: a dispatch worker locking a mutex that
     /// a destructor had freed, the main thread inside libpcre2's exit-time cleanup).
+    /// The first `--option` in `arguments` that its subcommand does not have (its help lists
+    /// them all), and the known one nearest to it (edit distance at most 2); nil when all are known.
+    static func unknownOption(in arguments: [String]) -> (given: String, nearest: String?)? {
+        guard let name = arguments.first,
+              let command = configuration.subcommands.first(where: { $0._commandName == name }) else { return nil }
+        let help = helpMessage(for: command, columns: 10_000)
+        var known = Set(help.matches(of: /--[a-z0-9][a-z0-9-]*/).map { String($0.output) })
+        known.formUnion(["--help", "--version"])
+        for argument in arguments.dropFirst() {
+            if argument == "--" { break }
+            guard argument.hasPrefix("--") else { continue }
+            let given = String(argument.split(separator: "=", maxSplits: 1).first ?? "")
+            if known.contains(given) { continue }
+            let nearest = known.map { ($0, editDistance(given, $0)) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
+            return (given, nearest)
+        }
+        return nil
+    }
+
+    /// Levenshtein distance.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var row = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var previous = row[0]
+            row[0] = i
+            for j in 1...max(b.count, 1) where !b.isEmpty {
+                let current = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                previous = current
+            }
+        }
+        return row[b.count]
+    }
+
     static func main() {
         let status: Int32
         do {
+            // An option no subcommand knows is said first, with the nearest one: swift-argument-
+            // parser runs the commands' checks before it looks for unknown options, so `--rom
+            // class` would otherwise read "missing --room".
+            if let (given, nearest) = unknownOption(in: Array(CommandLine.arguments.dropFirst())) {
+                printError("Error: unknown option '\(given)'" + (nearest.map { ". Did you mean '\($0)'?" } ?? ""))
+                printError("  See 'screenshare \(CommandLine.arguments.dropFirst().first ?? "") --help' for its options.")
+                fflush(nil)
+                _exit(Exit.usage.rawValue)
+            }
             var command = try parseAsRoot()
             try command.run()
             status = 0

@@ -309,8 +309,9 @@ struct Start: ParsableCommand {
         case .sourceGone: .sourceGone("source gone: \(result.detail)")
         case .failed: .failed(result.detail)
         case .disconnected: .network(result.detail)
-        case .unauthorized: .refused(result.detail)
-        case .untrusted: .untrusted(result.detail)
+        // On a terminal the `error` event said why, one line; with --json stderr gets the line.
+        case .unauthorized: .refused(output.json ? result.detail : nil)
+        case .untrusted: .untrusted(output.json ? result.detail : nil)
         }
         try ending.exit()
     }

@@ -189,9 +189,11 @@ struct Watch: ParsableCommand {
         case .requested: .interrupted
         case .failed: .failed(nil)
         case .disconnected: .network("lost the room relay at \(server) (3 retries failed)")
+        // On a terminal the `error` event said why, one line; with --json it is in the JSON
+        // line, and stderr gets the line.
         case .unauthorized:
-            .refused("the relay at \(server) refused to admit you to room '\(roomName)': \(result.refusal ?? "unauthorized")")
-        case .untrusted: .untrusted("will not watch through the relay at \(server): \(result.refusal ?? "untrusted")")
+            .refused(output.json ? "the relay at \(server) refused to admit you to room '\(roomName)': \(result.refusal ?? "unauthorized")" : nil)
+        case .untrusted: .untrusted(output.json ? "will not watch through the relay at \(server): \(result.refusal ?? "untrusted")" : nil)
         }
         try ending.exit()
     }

@@ -36,10 +36,10 @@ enum PinnedOutput {
             text: #"bit rate 3000 → 870 kbps (the receiver gets 1024 kbps, loss 36.0%, rtt 26.0 ms)"#),
         "sender.stopped": (
             json: #"{"bytes_sent":782484,"duration_s":4.081,"encode_errors":0,"event":"stopped","fec_bytes":0,"fec_packets":0,"frames_captured":1,"frames_encoded":24,"frames_sent":6,"height":1080,"keyframes_sent":1,"nacks_received":0,"packets_lost":null,"packets_rejected":0,"packets_sent":648,"reason":"duration","receiver_reports":0,"retransmitted":0,"rtt_ms":null,"send_errors":0,"time":"2026-11-18T11:06:40.125Z","width":1920}"#,
-            text: #"stopped (duration): 6 frames, 782484 bytes in 4.1 s"#),
+            text: #"stopped (duration reached): 6 frames, 782484 bytes in 4.1 s"#),
         "sender.stopped.audio": (
             json: #"{"audio_bytes_sent":60000,"audio_clipped_frames":0,"audio_cpu_s":0.123,"audio_dropped_frames":1,"audio_dtx_frames":20,"audio_frames":500,"audio_latency_ms_p50":40,"audio_latency_ms_p95":60,"audio_packets_sent":480,"audio_silent_frames":100,"audio_underruns":0,"bytes_sent":1500000,"duration_s":10.05,"encode_errors":0,"event":"stopped","fec_bytes":0,"fec_packets":0,"frames_captured":300,"frames_encoded":300,"frames_sent":290,"height":720,"keyframes_sent":2,"nacks_received":5,"packets_lost":3,"packets_rejected":2,"packets_sent":2000,"reason":"requested","receiver_reports":9,"retransmitted":5,"rtt_ms":1.25,"send_errors":1,"time":"2026-11-18T11:06:40.125Z","width":1280}"#,
-            text: #"stopped (requested): 290 frames, 1500000 bytes in 10.1 s"#),
+            text: #"stopped (interrupted): 290 frames, 1500000 bytes in 10.1 s"#),
         "sender.paused": (
             json: #"{"event":"paused","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"paused: the last picture is held (keep-alive only)"#),
@@ -63,7 +63,7 @@ enum PinnedOutput {
             text: #"audio_app_detached: - -"#),
         "audio.source_lost": (
             json: #"{"event":"warning","kind":"audio_source_lost","message":"PulseAudio went away; sending silence, reconnecting","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: audio_source_lost PulseAudio went away; sending silence, reconnecting"#),
+            text: #"warning: PulseAudio went away; sending silence, reconnecting"#),
         "audio.reconnecting": (
             json: #"{"attempt":2,"event":"audio_reconnecting","retry_in_ms":1000,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"audio_reconnecting: - -"#),
@@ -72,7 +72,7 @@ enum PinnedOutput {
             text: #"audio_resumed: - -"#),
         "audio.stream_failed": (
             json: #"{"event":"warning","kind":"audio_stream_failed","message":"sink input 12: no such entity","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: audio_stream_failed sink input 12: no such entity"#),
+            text: #"warning: sink input 12: no such entity"#),
         "viewer.started": (
             json: #"{"event":"started","payload_type":96,"record":null,"rtcp_port":5005,"rtp_port":5004,"time":"2026-11-18T11:06:40.125Z","window":false}"#,
             text: #"sending to - (ssrc -, - fps max, - kbps); control: -"#),
@@ -105,10 +105,10 @@ enum PinnedOutput {
             text: #"1280x720  30 fps  2000 kbps  lost 0  jitter 0.1 ms  freezes 1"#),
         "viewer.stopped": (
             json: #"{"decode_errors":0,"duration_s":2,"event":"stopped","fec_packets":0,"fec_recovered":0,"frames_decoded":0,"frames_dropped":0,"frames_received":0,"freeze_count":0,"height":0,"idle_probes":0,"jitter_ms":0,"keyframes_decoded":0,"nack_count":0,"packets_foreign":0,"packets_lost":0,"packets_received":0,"packets_rejected":0,"pli_count":0,"reason":"duration","recorded_audio_packets":0,"recorded_frames":0,"rtt_ms":null,"time":"2026-11-18T11:06:40.125Z","time_to_first_frame_ms":null,"total_freezes_duration_s":0,"transport_feedbacks":0,"width":0}"#,
-            text: #"stopped (duration): 0 frames decoded, 0 packets lost, 0 freezes"#),
+            text: #"stopped (duration reached): 0 frames decoded, 0 packets lost, 0 freezes"#),
         "viewer.stopped.audio": (
             json: #"{"audio_concealed":10,"audio_decoded":1490,"audio_fec_recovered":0,"audio_jitter_delay_ms":null,"audio_late":1,"audio_output_flushes":2,"audio_output_latency_ms":null,"audio_packets":1500,"audio_packets_lost":10,"audio_playing":false,"audio_silence_frames":0,"audio_sync_delay_ms":0,"audio_target_delay_ms":60,"av_offset_ms":null,"av_sync":false,"decode_errors":0,"duration_s":30.5,"event":"stopped","fec_packets":0,"fec_recovered":0,"frames_decoded":900,"frames_dropped":1,"frames_received":901,"freeze_count":1,"height":720,"idle_probes":7,"jitter_ms":0.75,"keyframes_decoded":2,"nack_count":3,"packets_foreign":2,"packets_lost":4,"packets_received":9000,"packets_rejected":1,"pli_count":1,"reason":"requested","recorded_audio_packets":1500,"recorded_frames":880,"rtt_ms":0.42,"time":"2026-11-18T11:06:40.125Z","time_to_first_frame_ms":118.046,"total_freezes_duration_s":0.346,"transport_feedbacks":0,"video_sync_delay_ms":0,"width":1280}"#,
-            text: #"stopped (requested): 900 frames decoded, 4 packets lost, 1 freezes"#),
+            text: #"stopped (interrupted): 900 frames decoded, 4 packets lost, 1 freeze"#),
         "room.connected": (
             json: #"{"event":"connected","peer":1,"peers":0,"rejoined":false,"room":"class","server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"connected to room class at 192.168.1.20:7600 as peer 1 (0 others here)"#),
@@ -135,7 +135,7 @@ enum PinnedOutput {
             text: #"your link carries keyframes only of peer 1's screen (about 120 kbit/s)"#),
         "room.link.network_busy": (
             json: #"{"event":"warning","kind":"network_busy","message":"this viewer's link carries less than the presenter's base layer (about 120 kbit/s, the relay estimates): only keyframes come until it carries more","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: network_busy this viewer's link carries less than the presenter's base layer (about 120 kbit/s, the relay estimates): only keyframes come until it carries more"#),
+            text: #"warning: this viewer's link carries less than the presenter's base layer (about 120 kbit/s, the relay estimates): only keyframes come until it carries more"#),
         "room.subscribed": (
             json: #"{"event":"subscribed","kinds":["screen","audio"],"name":"ann@laptop","publisher":1,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"watching ann@laptop (peer 1)"#),
@@ -156,7 +156,7 @@ enum PinnedOutput {
             text: #"lost the relay 192.168.1.20:7600 (no word from the relay for 3 s); retry 2/3 in 1000 ms"#),
         "room.error": (
             json: #"{"code":"unknown_peer","event":"warning","kind":"room_error","message":"no peer 'carol' in room class","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: room_error no peer 'carol' in room class"#),
+            text: #"warning: no peer 'carol' in room class"#),
         "room.disconnected": (
             json: #"{"event":"disconnected","reason":"no answer after 3 retries","server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"gave up on the relay 192.168.1.20:7600: no answer after 3 retries"#),
@@ -195,54 +195,54 @@ enum PinnedOutput {
             text: #"relay stopped: 20000 packets forwarded, 1 rejected"#),
         "warning.control_unavailable": (
             json: #"{"event":"warning","kind":"control_unavailable","message":"cannot listen on /run/x.sock: Address already in use; `screenshare ctl` cannot reach this broadcast","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: control_unavailable cannot listen on /run/x.sock: Address already in use; `screenshare ctl` cannot reach this broadcast"#),
+            text: #"warning: cannot listen on /run/x.sock: Address already in use; `screenshare ctl` cannot reach this broadcast"#),
         "warning.encoder_overshoot": (
             json: #"{"event":"warning","kbps":3100,"kind":"encoder_overshoot","message":"sending 3100 kbps for a 2000 kbps target: the content needs more; raise --bitrate, lower --fps or --max-resolution","target_kbps":2000,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: encoder_overshoot sending 3100 kbps for a 2000 kbps target: the content needs more; raise --bitrate, lower --fps or --max-resolution"#),
+            text: #"warning: sending 3100 kbps for a 2000 kbps target: the content needs more; raise --bitrate, lower --fps or --max-resolution"#),
         "warning.audio_unavailable": (
             json: #"{"event":"warning","kind":"audio_unavailable","message":"audio: PulseAudio is not running; sending video only (use --no-audio to silence this)","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: audio_unavailable audio: PulseAudio is not running; sending video only (use --no-audio to silence this)"#),
+            text: #"warning: audio: PulseAudio is not running; sending video only (use --no-audio to silence this)"#),
         "warning.source_resized": (
             json: #"{"event":"warning","kind":"source_resized","message":"source is now 1280x720 (was 1920x1080); restarting the encoder with a keyframe","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: source_resized source is now 1280x720 (was 1920x1080); restarting the encoder with a keyframe"#),
+            text: #"warning: source is now 1280x720 (was 1920x1080); restarting the encoder with a keyframe"#),
         "warning.source_unavailable": (
             json: #"{"event":"warning","kind":"source_unavailable","message":"window 0x200001 \"Slides\" is not mapped (minimised or hidden); sending a placeholder","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: source_unavailable window 0x200001 "Slides" is not mapped (minimised or hidden); sending a placeholder"#),
+            text: #"warning: window 0x200001 "Slides" is not mapped (minimised or hidden); sending a placeholder"#),
         "warning.encoder_reconfigure": (
             json: #"{"event":"warning","kind":"encoder_reconfigure","message":"vpx_codec_enc_config_set failed; re-creating it","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: encoder_reconfigure vpx_codec_enc_config_set failed; re-creating it"#),
+            text: #"warning: vpx_codec_enc_config_set failed; re-creating it"#),
         "warning.send_failed": (
             json: #"{"event":"warning","kind":"send_failed","message":"packets to 127.0.0.1:5004 are refused (is a receiver listening?)","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: send_failed packets to 127.0.0.1:5004 are refused (is a receiver listening?)"#),
+            text: #"warning: packets to 127.0.0.1:5004 are refused (is a receiver listening?)"#),
         "warning.send_failed.audio": (
             json: #"{"event":"warning","kind":"send_failed","message":"audio packets to 127.0.0.1:5006 are refused (is a receiver listening?)","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: send_failed audio packets to 127.0.0.1:5006 are refused (is a receiver listening?)"#),
+            text: #"warning: audio packets to 127.0.0.1:5006 are refused (is a receiver listening?)"#),
         "warning.network_busy": (
             json: #"{"event":"warning","kind":"network_busy","message":"30 of 400 packets sent in the last second were lost on the way and resent (8 %)","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: network_busy 30 of 400 packets sent in the last second were lost on the way and resent (8 %)"#),
+            text: #"warning: 30 of 400 packets sent in the last second were lost on the way and resent (8 %)"#),
         "warning.audio_playback_unavailable": (
             json: #"{"event":"warning","kind":"audio_playback_unavailable","message":"audio playback: no PulseAudio server; video only","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"warning: audio_playback_unavailable audio playback: no PulseAudio server; video only"#),
+            text: #"warning: audio playback: no PulseAudio server; video only"#),
         "error.source_switch_failed": (
             json: #"{"event":"error","kind":"source_switch_failed","message":"no window matches 'Slides'; keeping the previous source","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"error: source_switch_failed no window matches 'Slides'; keeping the previous source"#),
+            text: #"error: no window matches 'Slides'; keeping the previous source"#),
         "error.unsupported_resolution": (
             json: #"{"event":"error","height":1,"kind":"unsupported_resolution","message":"the source is 8x1, smaller than 16x16; holding the last picture until it grows","time":"2026-11-18T11:06:40.125Z","width":8}"#,
-            text: #"error: unsupported_resolution the source is 8x1, smaller than 16x16; holding the last picture until it grows"#),
+            text: #"error: the source is 8x1, smaller than 16x16; holding the last picture until it grows"#),
         "error.source_gone": (
             json: #"{"event":"error","kind":"source_gone","message":"the X server closed the connection","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"error: source_gone the X server closed the connection"#),
+            text: #"error: the X server closed the connection"#),
         "error.encode_failure": (
             json: #"{"event":"error","kind":"encode_failure","message":"vpx_codec_encode: Invalid parameter","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"error: encode_failure vpx_codec_encode: Invalid parameter"#),
+            text: #"error: vpx_codec_encode: Invalid parameter"#),
         "error.record_failure": (
             json: #"{"event":"error","kind":"record_failure","message":"cannot write /tmp/out.webm: No space left on device","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"error: record_failure cannot write /tmp/out.webm: No space left on device"#),
+            text: #"error: cannot write /tmp/out.webm: No space left on device"#),
         "error.unauthorized": (
             json: #"{"event":"error","kind":"unauthorized","message":"join: the token expired at 2026-11-18T10:00:00Z","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"error: unauthorized join: the token expired at 2026-11-18T10:00:00Z"#),
+            text: #"error: join: the token expired at 2026-11-18T10:00:00Z"#),
         "error.untrusted_relay": (
             json: #"{"event":"error","kind":"untrusted_relay","message":"the relay's certificate is sha256:0f0f…, not the sha256:abab… pinned with --fingerprint","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"error: untrusted_relay the relay's certificate is sha256:0f0f…, not the sha256:abab… pinned with --fingerprint"#),
+            text: #"error: the relay's certificate is sha256:0f0f…, not the sha256:abab… pinned with --fingerprint"#),
     ]
 }
