@@ -55,9 +55,6 @@ extension BroadcastEvent {
         return "\(t.tm_year + 1900)-\(two(t.tm_mon + 1))-\(two(t.tm_mday))T\(two(t.tm_hour)):\(two(t.tm_min)):\(two(t.tm_sec)).\(msText)Z"
     }
 
-    /// The line of an event that has no text of its own: "NAME: - -" (what the CLI printed for
-    /// it before events were typed; kept so that the output does not change unasked).
-    public var untitledText: String { "\(name): - -" }
 }
 
 /// Where events go. The CLI prints them as JSON lines or as human text; tests collect them.

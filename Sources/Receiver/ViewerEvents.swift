@@ -77,7 +77,7 @@ public struct ResolutionChanged: BroadcastEvent, Equatable {
 
     public var name: String { "resolution_changed" }
     public var fields: [String: JSONValue] { ["width": .int(size.width), "height": .int(size.height)] }
-    public var humanText: String { untitledText }
+    public var humanText: String { "the picture is now \(size.width)x\(size.height)" }
 }
 
 /// `sender_changed`: another sender (or the same one restarted) took over.
@@ -86,7 +86,7 @@ public struct SenderChanged: BroadcastEvent, Equatable {
 
     public var name: String { "sender_changed" }
     public var fields: [String: JSONValue] { ["ssrc": .int(Int(ssrc))] }
-    public var humanText: String { untitledText }
+    public var humanText: String { "another sender took over (ssrc \(ssrc))" }
 }
 
 /// `share_ended`: the presenter this viewer watched left the room on purpose (it stopped
@@ -105,7 +105,7 @@ public struct SenderLeft: BroadcastEvent, Equatable {
 
     public var name: String { "sender_left" }
     public var fields: [String: JSONValue] { ["ssrc": .int(Int(ssrc))] }
-    public var humanText: String { untitledText }
+    public var humanText: String { "the sender said goodbye (ssrc \(ssrc))" }
 }
 
 /// The audio's part of the viewer's `stats` and `stopped` (when the stream has audio).

@@ -23,11 +23,15 @@ public struct RoomEventMapper {
     /// What the relay last said our link carries, per publisher (it repeats itself).
     private var links: [UInt32: LinkLayers] = [:]
 
+    /// Whether the relay was reached once (a retry after that has lost it; before, it never answered).
+    private var wasConnected = false
+
     public init(server: String) { self.server = server }
 
     public mutating func map(_ e: RoomClientEvent, client: RoomClient) -> [any BroadcastEvent] {
         switch e {
         case let .connected(id, room, peers, rejoined):
+            wasConnected = true
             return [RoomConnected(room: room, server: server, peer: id, peers: peers.count, rejoined: rejoined)]
         case .peerJoined(let p):
             return [PeerJoined(peer: p.id, peerName: p.name, role: p.role, client: p.client)]
@@ -57,7 +61,7 @@ public struct RoomEventMapper {
         case let .reconnecting(attempt, delay, reason):
             viewers = []
             return [Reconnecting(attempt: attempt, of: RoomClient.retries, retryInMillis: Int(delay / 1_000_000), reason: reason,
-                                 server: server)]
+                                 server: server, wasConnected: wasConnected)]
         case .disconnected(let reason):
             disconnected = reason
             return [Disconnected(reason: reason, server: server)]
@@ -198,7 +202,7 @@ public struct ViewerJoined: BroadcastEvent, Equatable {
 
     public var name: String { "subscribed" }
     public var fields: [String: JSONValue] { ["viewer": .int(Int(viewer)), "name": .string(viewerName), "viewers": .int(viewers)] }
-    public var humanText: String { "\(viewerName) is watching (\(viewers) viewers)" }
+    public var humanText: String { "\(viewerName) is watching (\(viewers) viewer\(viewers == 1 ? "" : "s"))" }
 }
 
 /// `unsubscribed` (start): a viewer no longer receives our streams.
@@ -214,7 +218,7 @@ public struct ViewerLeft: BroadcastEvent, Equatable {
 
     public var name: String { "unsubscribed" }
     public var fields: [String: JSONValue] { ["viewer": .int(Int(viewer)), "name": .string(viewerName), "viewers": .int(viewers)] }
-    public var humanText: String { "\(viewerName) stopped watching (\(viewers) viewers)" }
+    public var humanText: String { "\(viewerName) stopped watching (\(viewers) viewer\(viewers == 1 ? "" : "s"))" }
 }
 
 /// `reconnecting`: lost the relay (or never reached it); trying again.
@@ -225,19 +229,25 @@ public struct Reconnecting: BroadcastEvent, Equatable {
     public var retryInMillis: Int
     public var reason: String
     public var server: String
-    public init(attempt: Int, of: Int, retryInMillis: Int, reason: String, server: String) {
+    /// Whether the relay was ever reached (else it is not "lost", it never answered).
+    public var wasConnected: Bool
+    public init(attempt: Int, of: Int, retryInMillis: Int, reason: String, server: String, wasConnected: Bool = true) {
         self.attempt = attempt
         self.of = of
         self.retryInMillis = retryInMillis
         self.reason = reason
         self.server = server
+        self.wasConnected = wasConnected
     }
 
     public var name: String { "reconnecting" }
     public var fields: [String: JSONValue] {
         ["attempt": .int(attempt), "of": .int(of), "retry_in_ms": .int(retryInMillis), "reason": .string(reason), "server": .string(server)]
     }
-    public var humanText: String { "lost the relay \(server) (\(reason)); retry \(attempt)/\(of) in \(retryInMillis) ms" }
+    public var humanText: String {
+        wasConnected ? "lost the relay \(server) (\(reason)); retry \(attempt)/\(of) in \(retryInMillis) ms"
+            : "no answer yet from the relay at \(server); trying again (\(attempt)/\(of)) in \(retryInMillis) ms"
+    }
 }
 
 /// `disconnected`: gave up on the relay after the retries; the command stops.
@@ -308,7 +318,14 @@ public struct PeerLeft: BroadcastEvent, Equatable {
         if let room { f["room"] = .string(room) }
         return f
     }
-    public var humanText: String { "\(peerName) left\(room.map { " room \($0)" } ?? "") (\(reason))" }
+    public var humanText: String {
+        let why = switch reason {
+        case "left": ""
+        case "timeout": " (no word from it for a while)"
+        default: " (\(reason))"
+        }
+        return "\(peerName) left\(room.map { " room \($0)" } ?? "")\(why)"
+    }
 }
 
 /// `substream_started`: a peer publishes a stream. The clients name the peer; `serve` gives the room.

@@ -365,7 +365,7 @@ public struct SourceRestored: BroadcastEvent, Equatable {
 
     public var name: String { "source_restored" }
     public var fields: [String: JSONValue] { ["size": .string(size.description)] }
-    public var humanText: String { untitledText }
+    public var humanText: String { "the source is back (\(size))" }
 }
 
 // MARK: - Audio capture
@@ -381,7 +381,7 @@ public struct AudioAppAttached: BroadcastEvent, Equatable {
     public var fields: [String: JSONValue] {
         ["sink_input": .int(Int(sinkInput)), "app": .string(app), "binary": .string(binary), "pid": .string(pid)]
     }
-    public var humanText: String { untitledText }
+    public var humanText: String { "hearing \(app.isEmpty ? binary : app)\(pid.isEmpty ? "" : " (pid \(pid))")" }
 }
 
 /// `audio_app_detached`: the sink input went away.
@@ -390,7 +390,7 @@ public struct AudioAppDetached: BroadcastEvent, Equatable {
 
     public var name: String { "audio_app_detached" }
     public var fields: [String: JSONValue] { ["sink_input": .int(Int(sinkInput))] }
-    public var humanText: String { untitledText }
+    public var humanText: String { "the application's sound stopped (sink input \(sinkInput)); waiting for it to play again" }
 }
 
 /// `audio_reconnecting`: PulseAudio went away; trying again.
@@ -400,12 +400,12 @@ public struct AudioReconnecting: BroadcastEvent, Equatable {
 
     public var name: String { "audio_reconnecting" }
     public var fields: [String: JSONValue] { ["attempt": .int(attempt), "retry_in_ms": .int(retryInMillis)] }
-    public var humanText: String { untitledText }
+    public var humanText: String { "reconnecting to PulseAudio (attempt \(attempt)) in \(retryInMillis) ms" }
 }
 
 /// `audio_resumed`: the audio capture is back.
 public struct AudioResumed: BroadcastEvent, Equatable {
     public var name: String { "audio_resumed" }
     public var fields: [String: JSONValue] { [:] }
-    public var humanText: String { untitledText }
+    public var humanText: String { "PulseAudio is back: the sound goes on" }
 }

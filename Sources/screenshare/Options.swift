@@ -65,7 +65,7 @@ struct RoomJoinOptions: ParsableArguments {
             transform: Parse.fingerprint)
     var fingerprint: [UInt8]?
 
-    @Option(help: ArgumentHelp("Your display name in the room (default: USER@HOST).", valueName: "name"))
+    @Option(help: ArgumentHelp("Your display name in the room (default: your full name, else USER@HOST).", valueName: "name"))
     var name: String?
 
     /// The name the room shows: --name, or USER@HOST.

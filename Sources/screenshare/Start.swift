@@ -320,8 +320,14 @@ struct Start: ParsableCommand {
     static func shellQuoted(_ text: String) -> String { HostedRoom.shellQuoted(text) }
 
     /// Who presents, as a room shows it: USER@HOST.
+    /// The name a room shows by default: the user's full name (the password database's GECOS
+    /// field, as `finger` shows it), else USER@HOST.
     static func userName() -> String {
-        "\(ProcessInfo.processInfo.environment["USER"] ?? "user")@\(hostName())"
+        if let entry = getpwuid(getuid()), let gecos = entry.pointee.pw_gecos,
+           let full = String(cString: gecos).split(separator: ",").first?.trimmed(), !full.isEmpty {
+            return full
+        }
+        return "\(ProcessInfo.processInfo.environment["USER"] ?? "user")@\(hostName())"
     }
 
     /// The RTCP CNAME (RFC 3550 §6.5.1): one per process, shared by the video and audio streams.

@@ -54,22 +54,22 @@ enum PinnedOutput {
             text: #"settings changed: keyframe_interval_s=2.5 max_resolution=- source=region:640x360+10+20"#),
         "sender.source_restored": (
             json: #"{"event":"source_restored","size":"640x360","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"source_restored: - -"#),
+            text: #"the source is back (640x360)"#),
         "audio.app_attached": (
             json: #"{"app":"Firefox","binary":"firefox","event":"audio_app_attached","pid":"4242","sink_input":12,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"audio_app_attached: - -"#),
+            text: #"hearing Firefox (pid 4242)"#),
         "audio.app_detached": (
             json: #"{"event":"audio_app_detached","sink_input":12,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"audio_app_detached: - -"#),
+            text: #"the application's sound stopped (sink input 12); waiting for it to play again"#),
         "audio.source_lost": (
             json: #"{"event":"warning","kind":"audio_source_lost","message":"PulseAudio went away; sending silence, reconnecting","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"warning: PulseAudio went away; sending silence, reconnecting"#),
         "audio.reconnecting": (
             json: #"{"attempt":2,"event":"audio_reconnecting","retry_in_ms":1000,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"audio_reconnecting: - -"#),
+            text: #"reconnecting to PulseAudio (attempt 2) in 1000 ms"#),
         "audio.resumed": (
             json: #"{"event":"audio_resumed","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"audio_resumed: - -"#),
+            text: #"PulseAudio is back: the sound goes on"#),
         "audio.stream_failed": (
             json: #"{"event":"warning","kind":"audio_stream_failed","message":"sink input 12: no such entity","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"warning: sink input 12: no such entity"#),
@@ -90,13 +90,13 @@ enum PinnedOutput {
             text: #"first frame: 640x360 after 1500.5 ms"#),
         "viewer.resolution_changed": (
             json: #"{"event":"resolution_changed","height":720,"time":"2026-11-18T11:06:40.125Z","width":1280}"#,
-            text: #"resolution_changed: - -"#),
+            text: #"the picture is now 1280x720"#),
         "viewer.sender_changed": (
             json: #"{"event":"sender_changed","ssrc":4000000000,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"sender_changed: - -"#),
+            text: #"another sender took over (ssrc 4000000000)"#),
         "viewer.sender_left": (
             json: #"{"event":"sender_left","ssrc":12345,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"sender_left: - -"#),
+            text: #"the sender said goodbye (ssrc 12345)"#),
         "viewer.stats": (
             json: #"{"buffer_ms":20,"event":"stats","fps":15,"frame_gap_ms":66.7,"frames_decoded":150,"freeze_count":0,"height":1080,"jitter_ms":1.235,"kbps":400,"nack_count":1,"packets_lost":2,"packets_received":3000,"pli_count":0,"rtt_ms":null,"time":"2026-11-18T11:06:40.125Z","total_freezes_duration_s":0,"width":1920}"#,
             text: #"1920x1080  15 fps  400 kbps  lost 2  jitter 1.2 ms  freezes 0"#),
@@ -120,7 +120,7 @@ enum PinnedOutput {
             text: #"bob@desk joined (peer 2)"#),
         "room.peer_left": (
             json: #"{"event":"peer_left","name":"bob@desk","peer":2,"reason":"timeout","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"bob@desk left (timeout)"#),
+            text: #"bob@desk left (no word from it for a while)"#),
         "room.substream_started": (
             json: #"{"codec":"VP8","event":"substream_started","kind":"screen","name":"ann@laptop","payload_type":96,"peer":1,"ssrc":4369,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"peer 1 started sharing screen"#),
@@ -150,7 +150,7 @@ enum PinnedOutput {
             text: #"cy is watching (2 viewers)"#),
         "room.viewer_unsubscribed": (
             json: #"{"event":"unsubscribed","name":"bob@desk","time":"2026-11-18T11:06:40.125Z","viewer":2,"viewers":1}"#,
-            text: #"bob@desk stopped watching (1 viewers)"#),
+            text: #"bob@desk stopped watching (1 viewer)"#),
         "room.reconnecting": (
             json: #"{"attempt":2,"event":"reconnecting","of":3,"reason":"no word from the relay for 3 s","retry_in_ms":1000,"server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"lost the relay 192.168.1.20:7600 (no word from the relay for 3 s); retry 2/3 in 1000 ms"#),
@@ -174,7 +174,7 @@ enum PinnedOutput {
             text: #"browser-1a2b3c joined room class (peer 3)"#),
         "relay.peer_left": (
             json: #"{"event":"peer_left","name":"bob@desk","peer":2,"reason":"left","room":"class","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"bob@desk left room class (left)"#),
+            text: #"bob@desk left room class"#),
         "relay.substream_started": (
             json: #"{"codec":"VP8","event":"substream_started","kind":"screen","payload_type":96,"peer":1,"room":"class","ssrc":4369,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"peer 1 started sharing screen"#),
