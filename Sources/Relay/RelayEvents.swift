@@ -26,9 +26,15 @@ public struct RelayStarted: BroadcastEvent, Equatable {
         if let fingerprint { f["fingerprint"] = .string(fingerprint) }
         return f
     }
+    /// What an admin needs: where it listens, who may enter, the certificate peers pin, and
+    /// how presenters and browsers reach a room.
     public var humanText: String {
         "relay listening on \(listen) (protocol v\(protocolVersion)); "
             + (access == "open" ? "OPEN: anyone who reaches it joins any room" : "rooms need a token (`screenshare token`)")
+            + "\n  certificate: \(fingerprint ?? "-") (presenters and viewers pin it with --fingerprint)"
+            + "\n  presenters: screenshare start --room NAME --server HOST:\(listen.split(separator: ":").last ?? "7600")"
+            + (access == "open" ? "" : " --token T")
+            + "\n  browsers: http://HOST:\(listen.split(separator: ":").last ?? "7600")/NAME" + (access == "open" ? "" : "#token=VIEWER_TOKEN")
     }
 }
 

@@ -101,6 +101,9 @@ public struct SenderStarted: BroadcastEvent, Equatable {
                 lines.append("  terminal: screenshare watch \(link)")
                 lines.append("  stop: Ctrl-C  ·  a new link: screenshare ctl invite")
             } else {
+                // Through a relay: its page for the room (viewers need a token from its admin,
+                // unless the relay is open).
+                lines.append("  browsers: http://\(room.server)/\(PercentEncoding.encodePath(room.name)) (with #token=… unless the relay is open)")
                 lines.append("  stop: Ctrl-C")
             }
             return lines.joined(separator: "\n")

@@ -47,7 +47,18 @@ extension Exit {
 struct Screenshare: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "screenshare",
-        abstract: "Share an X11 screen, window or region as VP8 over RTP.",
+        abstract: "Share your screen with a room: viewers watch in a browser or with `screenshare watch`.",
+        discussion: """
+            Getting started:
+              screenshare start --room class    share the screen; prints a link
+              screenshare watch LINK            watch it (or open LINK in a browser)
+              screenshare ctl stop              stop sharing (or Ctrl-C)
+              screenshare serve --open          a relay for many rooms
+              screenshare start --to HOST:PORT --sdp s.sdp   plain RTP (ffmpeg, VLC)
+
+            X11 screens, windows and regions are shared; on a Wayland desktop, only the \
+            windows of X11 programs (XWayland), for now.
+            """,
         version: String(cString: screenshare_version()),
         subcommands: [Start.self, Watch.self, Serve.self, Token.self, Sources.self, Ctl.self]
     )

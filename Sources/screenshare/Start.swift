@@ -221,6 +221,9 @@ struct Start: ParsableCommand {
     func run() throws {
         let source = videoSource()
         let (sink, logger) = output.outputs(qrCode: !noQr)
+        if case .x11 = source, Self.isWaylandSession {
+            logger.warning("this is a Wayland session: only the windows of X11 programs (XWayland) can be captured for now; the rest of the screen shows black")
+        }
         var destination: Endpoint
         var hosted: HostedRoom?
         var roomSettings: RoomSettings?
@@ -319,7 +322,12 @@ struct Start: ParsableCommand {
     /// `text` as one shell word (single quotes when it needs any).
     static func shellQuoted(_ text: String) -> String { HostedRoom.shellQuoted(text) }
 
-    /// Who presents, as a room shows it: USER@HOST.
+    /// Whether the desktop is a Wayland session (`WAYLAND_DISPLAY` set, or `XDG_SESSION_TYPE=wayland`).
+    static var isWaylandSession: Bool {
+        let env = ProcessInfo.processInfo.environment
+        return !(env["WAYLAND_DISPLAY"] ?? "").isEmpty || env["XDG_SESSION_TYPE"] == "wayland"
+    }
+
     /// The name a room shows by default: the user's full name (the password database's GECOS
     /// field, as `finger` shows it), else USER@HOST.
     static func userName() -> String {

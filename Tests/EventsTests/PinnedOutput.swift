@@ -15,7 +15,7 @@ enum PinnedOutput {
             text: #"sharing the screen in room class\#n  sound: none\#n  browsers: http://192.168.1.20:7600/class\#n  terminal: screenshare watch http://192.168.1.20:7600/class\#n  stop: Ctrl-C  ·  a new link: screenshare ctl invite"#),
         "sender.started.room.joining": (
             json: #"{"audio_bitrate_kbps":48,"audio_port":7600,"audio_ssrc":5,"bitrate_kbps":2000,"content":"detail","control_socket":null,"destination":"192.168.1.20:7600","event":"started","fps":15,"microphone":"alsa_input.pci-0000_00_1f.3.analog-stereo","name":"bob@desk","room":"class","server":"192.168.1.20:7600","shared":"window 'Slides'","ssrc":99,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"sharing window 'Slides' in room class\#n  via 192.168.1.20:7600 as bob@desk\#n  sound: microphone "Built-in Audio Analog Stereo" (--no-mic leaves it out)\#n  stop: Ctrl-C"#),
+            text: #"sharing window 'Slides' in room class\#n  via 192.168.1.20:7600 as bob@desk\#n  sound: microphone "Built-in Audio Analog Stereo" (--no-mic leaves it out)\#n  browsers: http://192.168.1.20:7600/class (with #token=… unless the relay is open)\#n  stop: Ctrl-C"#),
         "sender.invitation": (
             json: #"{"event":"invitation","link":"http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"new invitation link (the old one no longer admits): http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4"#),
@@ -162,10 +162,10 @@ enum PinnedOutput {
             text: #"gave up on the relay 192.168.1.20:7600: no answer after 3 retries"#),
         "relay.started": (
             json: #"{"access":"tokens","event":"started","fingerprint":"sha256:3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f","listen":"0.0.0.0:7600","protocol_version":2,"receive_buffer":8388608,"send_buffer":425984,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"relay listening on 0.0.0.0:7600 (protocol v2); rooms need a token (`screenshare token`)"#),
+            text: #"relay listening on 0.0.0.0:7600 (protocol v2); rooms need a token (`screenshare token`)\#n  certificate: sha256:3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f (presenters and viewers pin it with --fingerprint)\#n  presenters: screenshare start --room NAME --server HOST:7600 --token T\#n  browsers: http://HOST:7600/NAME#token=VIEWER_TOKEN"#),
         "relay.started.open": (
             json: #"{"access":"open","event":"started","listen":"127.0.0.1:7600","protocol_version":2,"receive_buffer":8388608,"send_buffer":425984,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"relay listening on 127.0.0.1:7600 (protocol v2); OPEN: anyone who reaches it joins any room"#),
+            text: #"relay listening on 127.0.0.1:7600 (protocol v2); OPEN: anyone who reaches it joins any room\#n  certificate: - (presenters and viewers pin it with --fingerprint)\#n  presenters: screenshare start --room NAME --server HOST:7600\#n  browsers: http://HOST:7600/NAME"#),
         "relay.peer_joined": (
             json: #"{"address":"192.168.1.21:51000","client":"screenshare","event":"peer_joined","name":"bob@desk","peer":2,"role":"viewer","room":"class","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"bob@desk joined room class (peer 2)"#),
