@@ -84,8 +84,8 @@ final class ConnectionGate: Sendable {
 
 /// Closes a connection whose request does not arrive whole in time: the clock starts when the
 /// connection opens and again when a request ends. Sits after swift-nio's HTTP decoder.
-final class RequestDeadline: ChannelInboundHandler, @unchecked Sendable {
-    // Used on its channel's event loop only (the `@unchecked`: NIO's confinement).
+final class RequestDeadline: ChannelInboundHandler {
+    // Made and used on its channel's event loop only.
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     private let timeoutNanos: UInt64

@@ -109,7 +109,14 @@ public struct InvitationLink: Sendable, Equatable {
         let bootstrap = ClientBootstrap(group: group)
             .connectTimeout(.seconds(timeoutSeconds))
             .channelInitializer { channel in
-                channel.pipeline.addHTTPClientHandlers().flatMap { channel.pipeline.addHandler(ResponseCollector(answer)) }
+                // On the channel's event loop, where the collector lives (not Sendable).
+                do {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(ResponseCollector(answer))
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
+                }
             }
         let channel = try bootstrap.connect(host: host, port: port).wait()
         defer { channel.close(promise: nil) }
@@ -139,8 +146,8 @@ public enum InvitationError: Error, CustomStringConvertible, Equatable {
 }
 
 /// Collects one HTTP response (status and body, up to 64 kB) into a promise.
-private final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
-    // Used on its channel's event loop only (the `@unchecked`: NIO's confinement).
+private final class ResponseCollector: ChannelInboundHandler {
+    // Made and used on its channel's event loop only.
     typealias InboundIn = HTTPClientResponsePart
     private let answer: EventLoopPromise<(Int, String)>
     private var status = 0

@@ -155,9 +155,15 @@ public final class WHEPServer: Sendable {
                 let address = channel.remoteAddress?.ipAddress ?? "unknown"
                 guard gate.admit(address) else { return channel.close() }
                 channel.closeFuture.whenComplete { _ in gate.release(address) }
-                return channel.pipeline.configureHTTPServerPipeline().flatMap {
-                    channel.pipeline.addHandlers([RequestDeadline(timeoutNanos: limits.requestTimeoutNanos),
-                                                  WHEPHandler(factory: factory, logger: logger)])
+                // On the channel's event loop: the handlers are made and added there, and live
+                // there only (not Sendable).
+                do {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandlers([RequestDeadline(timeoutNanos: limits.requestTimeoutNanos),
+                                                                    WHEPHandler(factory: factory, logger: logger)])
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                } catch {
+                    return channel.eventLoop.makeFailedFuture(error)
                 }
             }
             .childChannelOption(.maxMessagesPerRead, value: 4)
@@ -209,8 +215,8 @@ public final class WHEPServer: Sendable {
     private static let fuzzCertificate = try? DTLSCertificate()
 }
 
-private final class WHEPHandler: ChannelInboundHandler, @unchecked Sendable {
-    // One per connection, used on its event loop only.
+private final class WHEPHandler: ChannelInboundHandler {
+    // One per connection, made and used on its event loop only.
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
