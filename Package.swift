@@ -100,7 +100,7 @@ let package = Package(
         ]),
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [
-            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents",
+            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents", "Recording",
             "AudioIO", "OpusCodec", "Transport", "Events", "Control", "SRTP", "RoomLink", "Congestion",
             .product(name: "Logging", package: "swift-log"),
         ]),

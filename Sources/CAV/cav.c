@@ -34,6 +34,7 @@ static void load(void) {
     CAV_FIND(format, avformat_write_header)
     CAV_FIND(format, avformat_free_context)
     CAV_FIND(format, av_interleaved_write_frame)
+    CAV_FIND(format, av_write_frame)
     CAV_FIND(format, av_write_trailer)
     CAV_FIND(format, avio_open)
     CAV_FIND(format, avio_closep)
@@ -43,6 +44,8 @@ static void load(void) {
     CAV_FIND(util, av_channel_layout_default)
     CAV_FIND(util, av_strerror)
     CAV_FIND(util, av_mallocz)
+    CAV_FIND(util, av_dict_set)
+    CAV_FIND(util, av_dict_free)
 #undef CAV_FIND
     loaded = 1;
 }

@@ -24,6 +24,7 @@ public final class WebMRecorder {
     private var originNanos: UInt64?
     private var lastVideoMillis: Int64 = -1
     private var lastAudioMillis: Int64 = -1
+    private var lastFlushMillis: Int64 = 0
     private var finished = false
     public private(set) var videoFramesWritten = 0
     public private(set) var audioPacketsWritten = 0
@@ -69,7 +70,15 @@ public final class WebMRecorder {
             }
             rc = av.avio_open(&ctx.pointee.pb, path, cav_avio_write_flag())
             guard rc >= 0 else { throw RecordingError("--record \(path): cannot open for writing: \(message(rc))") }
-            rc = av.avformat_write_header(ctx, nil)
+            // A crash (kill -9, a power cut) leaves a file that plays to within a second of its
+            // end: clusters of at most a second (the WebM muxer's default is 5 s, and a cluster
+            // is written only when it closes), written out as they close (flush_packets), and
+            // flushed every half second (`write`).
+            ctx.pointee.flags |= cav_fmt_flag_flush_packets()
+            var options: OpaquePointer?
+            _ = av.av_dict_set(&options, "cluster_time_limit", "1000", 0)
+            defer { av.av_dict_free(&options) }
+            rc = av.avformat_write_header(ctx, &options)
             guard rc >= 0 else { throw RecordingError("--record \(path): cannot write the WebM header: \(message(rc))") }
             packet = av.av_packet_alloc()
         } catch {
@@ -132,9 +141,18 @@ public final class WebMRecorder {
         pkt.pointee.dts = ms
         pkt.pointee.duration = 0
         pkt.pointee.flags = key ? cav_pkt_flag_key() : 0
-        let rc = av.av_interleaved_write_frame(ctx, pkt)
+        // Written as it comes (each stream's times rise; the two are on one clock), not held
+        // for interleaving: held, the sound of a still slide waited a second for the next picture.
+        let rc = av.av_write_frame(ctx, pkt)
         av.av_packet_unref(pkt)
         guard rc >= 0 else { throw RecordingError("--record \(path): write failed: \(message(rc))") }
+        // Every half second the cluster being filled is closed and written out (av_write_frame
+        // with no packet flushes the muxer): a crash loses at most about half a second.
+        if ms - lastFlushMillis >= 500 {
+            lastFlushMillis = ms
+            let flushed = av.av_write_frame(ctx, nil)
+            guard flushed >= 0 else { throw RecordingError("--record \(path): write failed: \(message(flushed))") }
+        }
     }
 
     /// Writes one VP8 frame (as received: the RFC 7741 payloads joined).

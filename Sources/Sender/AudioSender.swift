@@ -151,7 +151,8 @@ final class AudioSender: @unchecked Sendable {
 
     /// The audio thread: a frame every 20 ms, on an absolute schedule, until `isRunning` fails.
     /// While `paused` answers true, silence is sent (timestamps stay continuous).
-    func run(while isRunning: () -> Bool, paused: () -> Bool = { false }) {
+    /// - Parameter recording: `start --record`'s file, which gets every Opus packet sent.
+    func run(while isRunning: () -> Bool, paused: () -> Bool = { false }, recording: SenderRecording? = nil) {
         let period: UInt64 = 20_000_000
         let pcm = UnsafeMutableBufferPointer<Float>.allocate(capacity: AudioMixer.frameSamples)
         let opus = UnsafeMutableRawBufferPointer.allocate(byteCount: OpusFrameEncoder.maxPacketSize, alignment: 16)
@@ -190,6 +191,9 @@ final class AudioSender: @unchecked Sendable {
                 if n <= 2 {
                     packetizer.skipped()  // DTX: nothing worth sending (RFC 7587 §3.1.3)
                 } else if let p = packetizer.packetize(opus: UnsafeRawBufferPointer(rebasing: opus[0..<n]), rtpTimestamp: ts, into: packet) {
+                    // On the capture clock, as the video's: 20 ms a frame from the first sample.
+                    recording?.audio(UnsafeRawBufferPointer(rebasing: opus[0..<n]),
+                                     timestampNanos: origin.load(ordering: .acquiring) &+ (frameIndex - 1) &* 20_000_000)
                     error = srtp.map { flow in flow.protect(p) { rtpSocket.send($0) } ?? (flow.isKeyed ? EINVAL : 0) } ?? rtpSocket.send(p)
                     sent = n
                 }

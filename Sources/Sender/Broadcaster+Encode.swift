@@ -31,6 +31,7 @@ extension Broadcaster {
     }
 
     func encodeLoop() {
+        let recording = self.recording.withLock { $0 }
         var encoder: VP8Encoder?
         var scheduler = EncodeScheduler(settings: settings)
         var packetizer = VP8Packetizer(ssrc: ssrc, initialSequence: UInt16.random(in: 0...UInt16.max),
@@ -155,6 +156,8 @@ extension Broadcaster {
                     produced = true
                     key = key || info.isKeyframe
                     fec.keyframe = info.isKeyframe
+                    recording?.video(data, keyframe: info.isKeyframe, size: PixelSize(width: frame.width, height: frame.height),
+                                     timestampNanos: isNew ? frame.timestampNanos : now)
                     send(data, timestamp: ts, layer: info.temporalLayer ?? 0, bitrate: scheduler.bitrate, packetizer: &packetizer, buffer: packetBuffer,
                          budget: &sendBudget, networkLimited: networkTarget != 0 && current.content == .motion && !info.isKeyframe,
                          fec: fec, into: &sent)

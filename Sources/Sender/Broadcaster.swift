@@ -66,6 +66,8 @@ public struct BroadcastConfig: Sendable {
     public var durationSeconds: Double?
     /// The control socket (`screenshare ctl`); nil: none.
     public var controlSocketPath: String?
+    /// `--record FILE`: what is sent, written into a WebM file here.
+    public var recordPath: String?
     public var cname: String
     /// libvpx `cpu-used` (−16…16); nil: 8 for motion, 10 for detail.
     public var cpuUsed: Int?
@@ -196,6 +198,8 @@ public final class Broadcaster: Sendable {
     /// them with one atomic load per frame.
     let live: Mutex<LiveSettings>
     let liveGeneration = Atomic<Int>(0)
+    /// `--record`: set by `run` before the media threads start, which read it once.
+    let recording = Mutex<SenderRecording?>(nil)
     /// The capture thread's verdicts on the sources `ctl set` asks for.
     let sourceSwitches = SourceSwitches()
     /// Sent RTP packets, for NACKs (written by the encode thread, read by the RTCP thread).
@@ -294,6 +298,8 @@ public final class Broadcaster: Sendable {
     public func run() throws -> (reason: StopReason, detail: String, summary: [String: JSONValue]) {
         let audioSender = try makeAudioSender()
         audio.withLock { $0 = audioSender }
+        let recording = config.recordPath.map { SenderRecording(path: $0, audio: audioSender != nil, events: events) }
+        self.recording.withLock { $0 = recording }
         if let sdpPath = config.sdpPath { try writeSDP(to: sdpPath, audioPort: audioSender?.port) }
         // The source is opened on the capture thread's behalf here, so errors surface at once.
         let producer: @Sendable () -> Void
@@ -325,7 +331,7 @@ public final class Broadcaster: Sendable {
         spawn("screenshare-encode") { [self] in encodeLoop() }
         spawn("screenshare-rtcp") { [self] in rtcpLoop() }
         if let audioSender {
-            spawn("screenshare-audio") { [self] in audioSender.run(while: { isRunning }, paused: { settings.paused }) }
+            spawn("screenshare-audio") { [self] in audioSender.run(while: { isRunning }, paused: { settings.paused }, recording: recording) }
         }
 
         let loopStart = clock.nowNanos()
@@ -359,6 +365,8 @@ public final class Broadcaster: Sendable {
         mailbox.close()
         done.wait()
         control?.close()
+        // The media threads are done: the recording gets its index and duration.
+        recording?.finish()
         // A BYE lost on a lossy path leaves the receivers waiting for frames that will not
         // come (a freeze, then "lost the sender"): it goes out three times, back to back,
         // and the receivers take it once.

@@ -85,6 +85,9 @@ struct Start: ParsableCommand {
         """, valueName: "mode"))
     var fec: FECPolicy.Mode = .auto
 
+    @Option(help: ArgumentHelp("Also write what is sent to FILE (WebM: VP8 and Opus as sent, not re-encoded): a recording of the lecture, finished on stop or Ctrl-C, playable to within a second of the end after a crash.", valueName: "file"))
+    var record: String?
+
     @Option(help: ArgumentHelp("Stop cleanly (RTCP BYE) after this many seconds.", valueName: "seconds"))
     var duration: Double?
 
@@ -184,6 +187,9 @@ struct Start: ParsableCommand {
             guard to != nil else { throw ValidationError("missing --room NAME (or --to HOST:PORT for plain RTP)") }
         }
         if let duration, !(duration > 0) { throw ValidationError("--duration \(duration): must be more than 0") }
+        if let record, !(record.hasSuffix(".webm") || record.hasSuffix(".mkv")) {
+            throw ValidationError("--record '\(record)': the file name must end in .webm (or .mkv)")
+        }
         if let cpuUsed, !(-16...16).contains(cpuUsed) { throw ValidationError("--cpu-used \(cpuUsed): must be from -16 to 16") }
         let sourceFlags = capture.given + (input != nil ? ["--input"] : [])
         if sourceFlags.count > 1 { throw ValidationError("\(sourceFlags.joined(separator: " and ")) cannot be used together: choose one source") }
@@ -282,6 +288,7 @@ struct Start: ParsableCommand {
         config.srtp = srtp
         config.fec = fec
         config.durationSeconds = duration
+        config.recordPath = record
         config.controlSocketPath = controlSocket ?? ControlSocket.path(label: join.room ?? "pid-\(getpid())")
         config.audio = audioConfig()
         defer { hosted?.stop() }

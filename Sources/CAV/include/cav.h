@@ -9,6 +9,7 @@
 #include <libavcodec/avcodec.h>
 #include <libavutil/avutil.h>
 #include <libavutil/channel_layout.h>
+#include <libavutil/dict.h>
 #include <stddef.h>
 
 #pragma clang assume_nonnull begin
@@ -21,6 +22,7 @@ typedef struct cav_library {
     __typeof__(avformat_write_header) *avformat_write_header;
     __typeof__(avformat_free_context) *avformat_free_context;
     __typeof__(av_interleaved_write_frame) *av_interleaved_write_frame;
+    __typeof__(av_write_frame) *av_write_frame;
     __typeof__(av_write_trailer) *av_write_trailer;
     __typeof__(avio_open) *avio_open;
     __typeof__(avio_closep) *avio_closep;
@@ -30,6 +32,8 @@ typedef struct cav_library {
     __typeof__(av_channel_layout_default) *av_channel_layout_default;
     __typeof__(av_strerror) *av_strerror;
     __typeof__(av_mallocz) *av_mallocz;
+    __typeof__(av_dict_set) *av_dict_set;
+    __typeof__(av_dict_free) *av_dict_free;
 } cav_library;
 
 /// Loads the libraries the first time (thread-safe; later calls return the same table).
@@ -45,5 +49,6 @@ int cav_set_extradata(const cav_library *lib, AVCodecParameters *par, const uint
 static inline int cav_noptsvalue_is(int64_t v) { return v == AV_NOPTS_VALUE; }
 static inline int cav_avio_write_flag(void) { return AVIO_FLAG_WRITE; }
 static inline int cav_pkt_flag_key(void) { return AV_PKT_FLAG_KEY; }
+static inline int cav_fmt_flag_flush_packets(void) { return AVFMT_FLAG_FLUSH_PACKETS; }
 
 #pragma clang assume_nonnull end
