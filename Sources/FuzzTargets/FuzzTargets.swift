@@ -50,6 +50,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// turns): a packet grows by at most its RED byte, an FEC packet fits 1500 bytes and its
     /// RED byte.
     case fec
+    /// An invitation link as a viewer is given it (the first line: `watch LINK`'s parser) and the
+    /// relay's answer to its code (the rest: the JSON `watch` reads the token and certificate
+    /// from). A seed is a link that parses and an answer with a fingerprint.
+    case invitation
 
     /// Makes what the targets need that only async code can make (the token authority: jwt-kit's
     /// key collection is an actor). Call once before `run` (`prepareBlocking` off Swift's
@@ -104,6 +108,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                                     fingerprint: SDPOffer.Fingerprint(algorithm: "sha-256", bytes: [UInt8](repeating: 0xAB, count: 32)),
                                     host: "127.0.0.1", port: 7600, cname: "fuzz", sessionID: 1)
             return !sdp.isEmpty
+        case .invitation:
+            let text = String(decoding: bytes, as: UTF8.self)
+            let (line, answer) = text.firstIndex(of: "\n").map { (String(text[..<$0]), String(text[text.index(after: $0)...])) } ?? (text, "")
+            let link = try? InvitationLink(parsing: line)
+            if let link { precondition(link.port > 0 && !link.room.isEmpty && !link.host.isEmpty) }
+            return link != nil && InvitationLink.field("fingerprint", in: answer) != nil
         case .http:
             // Every response is 2xx (a seed) or says what was wrong; none is a 5xx.
             let response = String(decoding: WHEPServer.respond(to: Array(bytes)), as: UTF8.self)

@@ -20,6 +20,11 @@ extension FuzzTarget {
         case .relay: return [Self.relaySession(), Self.relayLayeredSession(), Self.relayFECSession()]
         case .stun: return [Self.bindingRequest(nominate: true), Self.bindingRequest(nominate: false)]
         case .sdp: return [Array(Self.offer.utf8)]
+        case .invitation:
+            return [
+                "http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4\n{\"fingerprint\":\"sha256:4be1\",\"room\":\"class\",\"token\":\"eyJ.x.y\"}",
+                "http://relay.example:7600/lab%232#token=eyJ.a.b&fp=sha256:00\n{\"fingerprint\":\"sha256:00\",\"room\":\"lab#2\"}",
+            ].map { Array($0.utf8) }
         case .http:
             let offer = Self.offer
             return [

@@ -90,7 +90,7 @@ public struct InvitationLink: Sendable, Equatable {
     }
 
     /// A string field of a flat JSON object (the relay's answer: `{"fingerprint":"sha256:…","room":…,"token":"…"}`).
-    static func field(_ name: String, in json: String) -> String? {
+    public static func field(_ name: String, in json: String) -> String? {
         guard let object = try? JSONDecoder().decode([String: String].self, from: Data(json.utf8)) else { return nil }
         return object[name]
     }
