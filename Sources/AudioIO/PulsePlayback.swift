@@ -15,6 +15,9 @@ import Synchronization
 /// must run before the process exits: a mainloop thread still running during `exit` was seen to
 /// crash it. When the server goes away the stream fails and `write` returns false (the caller
 /// stops playing; no reconnect).
+///
+/// (`@unchecked`: the stream and the counters are touched with the mainloop lock held only:
+/// in its callbacks, in `write` and in `stop`.)
 public final class PulsePlayback: @unchecked Sendable {
     public static let sampleRate = 48_000
     public static let channels = 2

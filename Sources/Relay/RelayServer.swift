@@ -70,6 +70,10 @@ private final class ListenerTransport: RelayTransport {
 /// the datagram is read into a buffer allocated once and sent from it to all subscribers of its
 /// stream with one `sendmmsg`. The socket asks for 8 MiB buffers each way, so a keyframe burst
 /// (≈ 80 kB, times the audience on the way out) is not dropped by the kernel.
+///
+/// (`@unchecked`: the core, the hops, the browsers' gateway and the socket are the run thread's
+/// alone; what other threads touch is each guarded — `running` an atomic, `summary` a Mutex,
+/// `ranOut` the `finished` lock, the browsers' inbox, the directory and the invitations their own.)
 public final class RelayServer: @unchecked Sendable {
     // `core` and `transport` are touched by the run() thread only (after init).
     public let port: UInt16

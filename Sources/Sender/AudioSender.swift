@@ -74,6 +74,10 @@ struct LatencyHistogram: Sendable {
 
 /// The audio sender: PulseAudio → mixer → (audio thread, every 20 ms) Opus → RTP (RFC 7587) to
 /// PORT+2, and sender reports to PORT+3 on the same wall clock as the video's, for lip sync.
+///
+/// (`@unchecked`: the encoder and the packetizer are the audio thread's alone, made before it
+/// starts; what other threads read — `counters`, `origin` — is a Mutex or an atomic, the
+/// sockets and the SRTP flow are Sendable, and the capture guards itself with its mainloop lock.)
 final class AudioSender: @unchecked Sendable {
     // Immutable after init, except: `counters` (its Mutex), `encoder`/`packetizer`/buffers
     // (touched by the audio thread only), `capture` (thread-safe itself).

@@ -9,6 +9,9 @@ import Glibc
 
 /// A DTLS certificate as WebRTC uses one: an ECDSA P-256 key, self-signed, known to the peer
 /// only by its SHA-256 fingerprint in the SDP (RFC 8122, RFC 8827 §6.5).
+///
+/// (`@unchecked`: its OpenSSL key and certificate are made in `init` and only read after, which
+/// OpenSSL allows from any thread; nothing in it changes.)
 public final class DTLSCertificate: @unchecked Sendable {
     // Immutable after init: OpenSSL's key and certificate objects are only read (and reference
     // counted) by the contexts that use them, which OpenSSL allows from any thread.
@@ -155,6 +158,9 @@ extension SRTPProfile {
 /// certificate and key, DTLS 1.2 only, the cipher suites, the SRTP profiles, and for a server
 /// the cookie exchange). Made once: a relay's peers and browsers each add only their own
 /// association to it.
+///
+/// (`@unchecked`: the SSL_CTX is configured in `init` and never changed after; OpenSSL lets
+/// threads make their SSL objects from one such context at once.)
 public final class DTLSContext: @unchecked Sendable {
     // Immutable after init; OpenSSL allows SSL_new on a context from any thread.
     let ctx: OpaquePointer
