@@ -46,13 +46,19 @@ let package = Package(
         .target(name: "CBuildInfo"),
 
         // Pure Swift modules.
-        .target(name: "MediaCore"),
+        // What any part of a program needs from the system, without Foundation: threads, a
+        // condition lock on the monotonic clock, private files, percent-encoding, printf's
+        // numbers, and the errors a user's values and files and errno give.
+        .target(name: "Basics"),
+        // Media's common parts: frames and their pool, the capture sink and what changed, the
+        // latest-frame mailbox, the injectable clocks, bit rates and the rate bucket.
+        .target(name: "MediaCore", dependencies: ["Basics"]),
         .target(name: "RTP"),
         .target(name: "RTCP", dependencies: ["RTP"]),
         .target(name: "RTPSession", dependencies: ["RTP", "RTCP"]),
         // WebRTC's pieces for browsers, sans-I/O: STUN and the ICE-lite agent, the WHEP offer and
         // answer, DTLS 1.2 with DTLS-SRTP (OpenSSL), SRTP (libsrtp2).
-        .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "SRTP", "MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "SRTP", "MediaCore", "Basics", .product(name: "Crypto", package: "swift-crypto")]),
         // SRTP and SRTCP (RFC 3711) over libsrtp2: keyed by DTLS-SRTP (browsers) or SDES (`--srtp`).
         .target(name: "SRTP", dependencies: ["CSRTP"]),
         // The browser link as a QR code (libqrencode), for a terminal or as an image.
@@ -62,51 +68,51 @@ let package = Package(
         .target(name: "RoomLink", dependencies: ["Room", "WebRTC", "SRTP"]),
         // Send-side bandwidth estimation (GoogCC's shape), pure: feedback and time in, a rate out.
         .target(name: "Congestion", dependencies: ["RTCP"]),
-        .target(name: "Access", dependencies: ["Room", "MediaCore", .product(name: "JWTKit", package: "jwt-kit")]),
+        .target(name: "Access", dependencies: ["Room", "MediaCore", "Basics", .product(name: "JWTKit", package: "jwt-kit")]),
         // Typed events: JSON lines for machines, one line of text for people.
-        .target(name: "Events", dependencies: ["MediaCore"]),
+        .target(name: "Events", dependencies: ["MediaCore", "Basics"]),
         // A peer's IPv4 address and port: the name the relay and the sockets share, below both.
         .target(name: "NetworkAddress"),
         // UDP sockets, batched datagram I/O, endpoints, the machine's addresses; one errno → error path.
-        .target(name: "Transport", dependencies: ["CSocketBatch", "MediaCore", "NetworkAddress"]),
+        .target(name: "Transport", dependencies: ["CSocketBatch", "MediaCore", "Basics", "NetworkAddress"]),
         // The room protocol, the relay's forwarding logic and the client's state machine: pure,
         // no sockets and no event rendering (it produces plain values).
-        .target(name: "Room", dependencies: ["MediaCore", "RTP", "RTCP", "RTPSession", "NetworkAddress", "Congestion", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "Room", dependencies: ["MediaCore", "Basics", "RTP", "RTCP", "RTPSession", "NetworkAddress", "Congestion", .product(name: "Crypto", package: "swift-crypto")]),
         // The room's and the relay's plain values rendered as events (JSON fields, one line of text).
         .target(name: "RoomEvents", dependencies: ["Room", "Events", "NetworkAddress"]),
 
         // Modules wrapping C libraries.
         .target(name: "ScreenCapture", dependencies: [
-            "CX11", "MediaCore", .product(name: "Logging", package: "swift-log"),
+            "CX11", "MediaCore", "Basics", .product(name: "Logging", package: "swift-log"),
         ]),
-        .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore"]),
-        .target(name: "VP8Codec", dependencies: ["CVPX", "CZeroFill", "MediaCore"]),
-        .target(name: "Recording", dependencies: ["CAV", "MediaCore", .product(name: "Crypto", package: "swift-crypto")]),
-        .target(name: "VideoOutput", dependencies: ["CX11", "CYUV", "MediaCore"]),
+        .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore", "Basics"]),
+        .target(name: "VP8Codec", dependencies: ["CVPX", "CZeroFill", "MediaCore", "Basics"]),
+        .target(name: "Recording", dependencies: ["CAV", "MediaCore", "Basics", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "VideoOutput", dependencies: ["CX11", "CYUV", "MediaCore", "Basics"]),
         .target(name: "OpusCodec", dependencies: ["COpus"]),
-        .target(name: "AudioIO", dependencies: ["CPulse", "MediaCore", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "AudioIO", dependencies: ["CPulse", "MediaCore", "Basics", .product(name: "Logging", package: "swift-log")]),
 
         // The local control socket of a running `start` (`screenshare ctl`): protocol, client, server.
-        .target(name: "Control", dependencies: ["Events", "MediaCore", "Transport"]),
+        .target(name: "Control", dependencies: ["Events", "MediaCore", "Basics", "Transport"]),
         // The room relay on a UDP socket: `serve`, and the one `start --room` embeds.
         .target(name: "Relay", dependencies: [
-            "Room", "RoomEvents", "NetworkAddress", "RTP", "Transport", "Events", "MediaCore", .product(name: "Logging", package: "swift-log"), "WebRTC", "SRTP", "Congestion",
+            "Room", "RoomEvents", "NetworkAddress", "RTP", "Transport", "Events", "MediaCore", "Basics", .product(name: "Logging", package: "swift-log"), "WebRTC", "SRTP", "Congestion",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         // The room `start --room` hosts in its own process: the relay, tokens, invitation links.
         .target(name: "RoomHost", dependencies: [
-            "Relay", "Access", "Room", "Control", "Congestion", "Transport", "WebRTC", "MediaCore", .product(name: "Logging", package: "swift-log"),
+            "Relay", "Access", "Room", "Control", "Congestion", "Transport", "WebRTC", "MediaCore", "Basics", .product(name: "Logging", package: "swift-log"),
         ]),
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [
-            "MediaCore", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents", "Recording",
+            "MediaCore", "Basics", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents", "Recording",
             "AudioIO", "OpusCodec", "Transport", "Events", "Control", "SRTP", "RoomLink", "Congestion",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The viewer: receive → repair → reassemble → decode → show, play, record.
         .target(name: "Receiver", dependencies: [
-            "MediaCore", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents", "Recording", "VideoOutput",
+            "MediaCore", "Basics", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents", "Recording", "VideoOutput",
             "AudioIO", "OpusCodec", "Transport", "Events", "SRTP", "RoomLink",
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -121,35 +127,35 @@ let package = Package(
         .executableTarget(name: "screenshare-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(name: "screenshare", dependencies: [
             "CBuildInfo", "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode", "Access", "WebRTC",
-            "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "RTP", "AudioIO", "Room", "RoomEvents", "RoomHost", "Congestion",
+            "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "Basics", "RTP", "AudioIO", "Room", "RoomEvents", "RoomHost", "Congestion",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
 
-        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore"]),
+        .testTarget(name: "MediaCoreTests", dependencies: ["MediaCore", "Basics"]),
         .testTarget(name: "RTPTests", dependencies: ["TestSupport", "RTP"]),
         .testTarget(name: "RTCPTests", dependencies: ["TestSupport", "RTCP", "RTP"]),
         .testTarget(name: "RTPSessionTests", dependencies: ["TestSupport", "RTPSession", "RTCP", "RTP"]),
         .testTarget(name: "RoomTests", dependencies: ["TestSupport", "Room", "RoomEvents", "Events", "NetworkAddress", "RTP", "RTCP", "RTPSession"]),
         .testTarget(name: "AccessTests", dependencies: ["Access", "Room", "NetworkAddress", .product(name: "JWTKit", package: "jwt-kit")]),
-        .testTarget(name: "VideoProcessingTests", dependencies: ["TestSupport", "VideoProcessing", "MediaCore"]),
-        .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "CZeroFill", "VideoProcessing", "MediaCore"]),
+        .testTarget(name: "VideoProcessingTests", dependencies: ["TestSupport", "VideoProcessing", "MediaCore", "Basics"]),
+        .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "CZeroFill", "VideoProcessing", "MediaCore", "Basics"]),
         // Shared by the pure tests: a seeded random number generator.
-        .target(name: "TestSupport", dependencies: ["MediaCore"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["MediaCore", "Basics"], path: "Tests/TestSupport"),
         // A room peer that speaks the relay's encrypted hop by hand (DTLS, SRTP), for tests.
         .target(name: "HopTestSupport", dependencies: ["Room", "SRTP", "Transport", "WebRTC"], path: "Tests/HopTestSupport"),
         // Shared by the capture and end-to-end tests: real X windows to capture, and the audio/video
         // sync probe (a window that flashes with a beep; a measurer of what is seen and heard).
         .target(name: "X11TestSupport", dependencies: ["CX11", "CPulse"], path: "Tests/X11TestSupport"),
-        .testTarget(name: "ScreenCaptureTests", dependencies: ["TestSupport", "ScreenCapture", "MediaCore", "VideoProcessing", "CX11", "X11TestSupport"]),
-        .testTarget(name: "VideoOutputTests", dependencies: ["VideoOutput", "MediaCore", "CX11", "X11TestSupport"]),
-        .testTarget(name: "RecordingTests", dependencies: ["Recording", "VP8Codec", "MediaCore"]),
+        .testTarget(name: "ScreenCaptureTests", dependencies: ["TestSupport", "ScreenCapture", "MediaCore", "Basics", "VideoProcessing", "CX11", "X11TestSupport"]),
+        .testTarget(name: "VideoOutputTests", dependencies: ["VideoOutput", "MediaCore", "Basics", "CX11", "X11TestSupport"]),
+        .testTarget(name: "RecordingTests", dependencies: ["Recording", "VP8Codec", "MediaCore", "Basics"]),
         .testTarget(name: "AudioIOTests", dependencies: ["AudioIO"]),
         .testTarget(name: "OpusCodecTests", dependencies: ["OpusCodec"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["Control", "Events", "TestSupport"]),
-        .testTarget(name: "TransportTests", dependencies: ["Transport", "MediaCore"]),
+        .testTarget(name: "TransportTests", dependencies: ["Transport", "MediaCore", "Basics"]),
         .testTarget(name: "SenderTests", dependencies: [
-            "TestSupport", "Sender", "Control", "Events", "MediaCore", "ScreenCapture", "VideoProcessing", "Transport", "RTCP", "RTP", "VP8Codec", "Room",
+            "TestSupport", "Sender", "Control", "Events", "MediaCore", "Basics", "ScreenCapture", "VideoProcessing", "Transport", "RTCP", "RTP", "VP8Codec", "Room",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "ReceiverTests", dependencies: [
@@ -161,12 +167,12 @@ let package = Package(
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "RelayServerTests", dependencies: [
-            "Relay", "Room", "NetworkAddress", "Access", "RTP", "Transport", "Events", "MediaCore", "WebRTC", "HopTestSupport",
+            "Relay", "Room", "NetworkAddress", "Access", "RTP", "Transport", "Events", "MediaCore", "Basics", "WebRTC", "HopTestSupport",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // What users see of every event (JSON and human text), pinned.
         .testTarget(name: "EventsTests", dependencies: [
-            "Events", "Room", "RoomEvents", "NetworkAddress", "Relay", "Sender", "Receiver", "AudioIO", "Transport", "MediaCore", "VP8Codec",
+            "Events", "Room", "RoomEvents", "NetworkAddress", "Relay", "Sender", "Receiver", "AudioIO", "Transport", "MediaCore", "Basics", "VP8Codec",
         ]),
         .testTarget(name: "EndToEndTests", dependencies: ["RTP", "Room", "RoomEvents", "CX11", "X11TestSupport", "OpusCodec", "QRCode", "HopTestSupport", "WebRTC"]),
     ],

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import MediaCore
+import Basics
 
 /// The relay's token secret in a file: its text (without the final newline) is the HS256 key,
 /// as LiveKit's API secret is. `serve --secret-file` makes one when the file does not exist:

@@ -72,3 +72,4 @@ public struct AudioError: Error, CustomStringConvertible, Equatable {
 import FoundationEssentials
 import Glibc
 import MediaCore
+import Basics

@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import MediaCore
+import Basics
 import Synchronization
 
 /// A mixer shared between PulseAudio's thread (which pushes samples) and the audio thread

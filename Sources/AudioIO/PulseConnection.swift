@@ -2,6 +2,7 @@ internal import CPulse
 import FoundationEssentials
 import Glibc
 import MediaCore
+import Basics
 import Synchronization
 
 /// One client connection to PulseAudio: a threaded mainloop (started at init) and its context.

@@ -1,6 +1,7 @@
 import Dispatch
 import FoundationEssentials
 import MediaCore
+import Basics
 import Synchronization
 #if canImport(Glibc)
 import Glibc

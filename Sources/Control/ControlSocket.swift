@@ -1,5 +1,6 @@
 import FoundationEssentials
 import MediaCore
+import Basics
 #if canImport(Glibc)
 import Glibc
 #endif

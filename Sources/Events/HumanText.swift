@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import MediaCore
+import Basics
 
 /// How the human lines show values (the rules the CLI's text output has always used).
 public enum HumanText {

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import Basics
 
 /// A bit rate in bits per second, parsed from "2M", "1600k", "2.5m", "800000".
 public struct Bitrate: Sendable, Equatable, Comparable, CustomStringConvertible {

@@ -1,3 +1,4 @@
+import Basics
 
 /// A one-slot hand-off between a producer and a consumer thread where the newest item wins:
 /// `put` replaces an item the consumer has not taken yet (and returns it, so it can be

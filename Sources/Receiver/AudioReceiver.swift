@@ -6,6 +6,7 @@ import RTP
 import RTPSession
 import Events
 import MediaCore
+import Basics
 import Transport
 
 /// The viewer's audio: Opus RTP (RFC 7587) in, decoded 20 ms frames out to PulseAudio.

@@ -1,6 +1,7 @@
 import Events
 import Logging
 import MediaCore
+import Basics
 import RTP
 import Room
 import Synchronization

@@ -3,6 +3,7 @@ import AudioIO
 import Events
 import Logging
 import MediaCore
+import Basics
 import RTCP
 import RTP
 import RTPSession

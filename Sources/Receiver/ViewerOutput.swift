@@ -1,5 +1,6 @@
 import Events
 import MediaCore
+import Basics
 import RTPSession
 import Recording
 import VP8Codec

@@ -1,5 +1,6 @@
 import Events
 import MediaCore
+import Basics
 import RTCP
 import RTP
 import RTPSession

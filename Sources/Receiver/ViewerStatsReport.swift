@@ -1,5 +1,6 @@
 import Events
 import MediaCore
+import Basics
 import RTPSession
 
 /// The viewer's numbers as events: `stats` every second (the last second's rates, the

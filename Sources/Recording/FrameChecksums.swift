@@ -1,5 +1,6 @@
 internal import Crypto
 import MediaCore
+import Basics
 #if canImport(Glibc)
 import Glibc
 #endif

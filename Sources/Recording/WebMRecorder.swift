@@ -1,5 +1,6 @@
 internal import CAV
 import MediaCore
+import Basics
 
 /// A recording failure, with libavformat's message and the file's name.
 public struct RecordingError: Error, CustomStringConvertible, Equatable {

@@ -1,5 +1,6 @@
 import Logging
 import MediaCore
+import Basics
 import NIOCore
 import NIOHTTP1
 import Synchronization

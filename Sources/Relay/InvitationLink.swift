@@ -1,5 +1,6 @@
 import FoundationEssentials
 import MediaCore
+import Basics
 import NIOCore
 import NIOHTTP1
 import NIOPosix

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Logging
 import MediaCore
+import Basics
 import Room
 import Synchronization
 import WebRTC

@@ -5,6 +5,7 @@ import Events
 import Glibc
 import Logging
 import MediaCore
+import Basics
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import MediaCore
+import Basics
 
 /// The page a browser opens to watch a room: plain HTML and JavaScript from the binary, no
 /// framework, no CDN. It asks for the room's screen and sound over WHEP, shows the picture

@@ -1,5 +1,6 @@
 import Crypto
 import MediaCore
+import Basics
 import NetworkAddress
 
 /// Who the relay answers, and how often: return-routability cookies (a new address proves it

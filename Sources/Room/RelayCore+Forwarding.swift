@@ -4,6 +4,7 @@ import RTPSession
 import FoundationEssentials
 import Glibc
 import MediaCore
+import Basics
 import NetworkAddress
 
 /// RTP in, RTP out: a publisher's packets to its subscribers — each viewer whose link is

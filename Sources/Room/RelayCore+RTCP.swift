@@ -4,6 +4,7 @@ import RTPSession
 import FoundationEssentials
 import Glibc
 import MediaCore
+import Basics
 import NetworkAddress
 
 /// RTCP terminated per hop: publishers' reports kept and forwarded, viewers' reports, NACKs,

@@ -4,6 +4,7 @@ import RTPSession
 import FoundationEssentials
 import Glibc
 import MediaCore
+import Basics
 import NetworkAddress
 
 /// The room relay as a pure state machine: datagrams and time in, datagrams and events out.

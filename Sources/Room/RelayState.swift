@@ -1,5 +1,6 @@
 import RTP
 import MediaCore
+import Basics
 import RTPSession
 import NetworkAddress
 

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 import NetworkAddress
 
 /// Bounds on what one relay keeps, so memory stays bounded whatever peers send.

@@ -1,5 +1,6 @@
 import Congestion
 import MediaCore
+import Basics
 import RTCP
 import RTPSession
 

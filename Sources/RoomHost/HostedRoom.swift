@@ -3,6 +3,7 @@ import Congestion
 import Control
 import Logging
 import MediaCore
+import Basics
 import Relay
 import Room
 import Transport

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 
 /// The pointer drawn into captured pictures, whatever the backend: its image (premultiplied
 /// ARGB, as XFixes and PipeWire's cursor metadata give it), its hot spot, and where it was drawn

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 
 /// What is sent instead of a source that cannot be shown now (a window minimised or closed, a
 /// stream paused): a dark picture of the source's last size, delivered once per reason —

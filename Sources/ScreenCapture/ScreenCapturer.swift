@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 
 /// A screen capture backend, as libwebrtc's `DesktopCapturer` is one: X11 today
 /// (``X11ScreenCapturer``), the next beside it. The sender's capture loop drives any of them the

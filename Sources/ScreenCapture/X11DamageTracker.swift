@@ -3,6 +3,7 @@ internal import CX11
 import Glibc
 #endif
 import MediaCore
+import Basics
 
 /// What changed on an X11 drawable since the last grab: XDamage reports that its region went
 /// from empty to changed (an event), and with XFixes ≥ 2 the region itself is moved into one

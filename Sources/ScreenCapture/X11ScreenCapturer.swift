@@ -4,6 +4,7 @@ import Glibc
 #endif
 import Logging
 import MediaCore
+import Basics
 
 /// Captures the screen, a region, a RandR monitor or one window of an X11 display, band by band
 /// through a small reused MIT-SHM image (``X11SharedImage``; XGetImage when shared memory

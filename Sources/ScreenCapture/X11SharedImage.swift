@@ -3,6 +3,7 @@ internal import CX11
 import Glibc
 #endif
 import MediaCore
+import Basics
 
 /// The pixels of an X11 capture, one band at a time: a small MIT-SHM image reused for every
 /// band (the X server writes it, the sink reads it in place), or XGetImage when shared memory

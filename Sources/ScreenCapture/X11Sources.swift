@@ -3,6 +3,7 @@ internal import CX11
 import Glibc
 #endif
 import MediaCore
+import Basics
 
 /// A RandR monitor (RandR 1.5 `XRRGetMonitors`).
 public struct MonitorInfo: Sendable, Equatable {

@@ -4,6 +4,7 @@ import Glibc
 #endif
 import Logging
 import MediaCore
+import Basics
 
 /// One top-level X11 window followed for capture: its size, border and place on the root,
 /// whether it is mapped or gone, and its own off-screen pixmap (XComposite, automatic

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import MediaCore
+import Basics
 import OpusCodec
 import RTCP
 import RTP

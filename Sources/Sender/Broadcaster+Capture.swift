@@ -3,6 +3,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import MediaCore
+import Basics
 import ScreenCapture
 import VideoProcessing
 

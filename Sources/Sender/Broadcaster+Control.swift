@@ -4,6 +4,7 @@ import FoundationEssentials
 import Glibc
 import Synchronization
 import MediaCore
+import Basics
 
 /// What `screenshare ctl` and signals can do to a running broadcast: pause, resume, stop,
 /// status and live settings.

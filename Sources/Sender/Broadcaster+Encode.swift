@@ -3,6 +3,7 @@ import Congestion
 import Events
 import FoundationEssentials
 import MediaCore
+import Basics
 import RTP
 import VP8Codec
 #if canImport(Glibc)

@@ -3,6 +3,7 @@ import Events
 import FoundationEssentials
 import Glibc
 import MediaCore
+import Basics
 import RTCP
 import RTP
 import Room

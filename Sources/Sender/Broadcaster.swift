@@ -6,6 +6,7 @@ import FoundationEssentials
 import Glibc
 import Logging
 import MediaCore
+import Basics
 import RTCP
 import RTP
 import RTPSession

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 
 /// The encode thread's decisions, without the encoder or the clock: whether the picture at hand
 /// is encoded now, kept for later (`detail` over its bit budget), or repeated (refining a still

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 import ScreenCapture
 import VP8Codec
 import VideoProcessing

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import MediaCore
+import Basics
 import Events
 import Transport
 

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 
 /// `motion` under a bit rate the encoder cannot hold: a smaller picture, as libwebrtc's quality
 /// scaler gives a degradation preference of "maintain framerate". Every half second the

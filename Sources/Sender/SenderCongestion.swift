@@ -1,5 +1,6 @@
 import Congestion
 import MediaCore
+import Basics
 import RTCP
 
 /// Plain mode's congestion control: each video packet's transport-wide number and send time

@@ -1,5 +1,6 @@
 import Events
 import MediaCore
+import Basics
 import Room
 import Transport
 import VP8Codec

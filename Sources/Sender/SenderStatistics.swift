@@ -2,6 +2,7 @@ import Events
 import FoundationEssentials
 import Glibc
 import MediaCore
+import Basics
 
 /// The sender's once-a-second `stats` event, and what a second's numbers warn about: packets
 /// resent often (the path loses them) and an encoder that cannot hold its bit rate. Owned by

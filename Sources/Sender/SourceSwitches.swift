@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 
 /// The capture thread's verdicts on the sources `ctl set` asks for, so that `set` answers with
 /// what the broadcaster did, not what it was asked: each source change takes a ticket; the

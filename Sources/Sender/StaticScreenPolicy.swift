@@ -1,5 +1,6 @@
 import Events
 import MediaCore
+import Basics
 import Transport
 /// Decides when the encoder re-encodes the last picture although nothing new arrived.
 ///

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 
 /// A UDP destination "HOST:PORT" or "[IPv6]:PORT".
 public struct Endpoint: Sendable, Equatable, CustomStringConvertible {

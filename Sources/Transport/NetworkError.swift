@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import MediaCore
+import Basics
 
 /// Errors from the socket layer, each naming the address and the system's reason.
 public struct NetworkError: Error, CustomStringConvertible, Equatable {

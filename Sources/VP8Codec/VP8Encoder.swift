@@ -1,6 +1,7 @@
 internal import CVPX
 import CZeroFill
 import MediaCore
+import Basics
 
 /// What to keep under pressure: `detail` keeps resolution and drops frame rate (slides);
 /// `motion` keeps frame rate.

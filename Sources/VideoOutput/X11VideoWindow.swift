@@ -4,6 +4,7 @@ internal import CYUV
 import Glibc
 #endif
 import MediaCore
+import Basics
 
 /// A borrowed I420 picture (a decoder's output), valid during the call it is passed to.
 public struct I420View {

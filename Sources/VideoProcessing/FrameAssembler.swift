@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 
 /// The capture thread's sink for the X11 capturer: takes a pooled frame, asks for what changed
 /// since the picture that frame holds (``ChangeHistory``: a frame back from the encoder is two

@@ -1,5 +1,6 @@
 internal import CYUV
 import MediaCore
+import Basics
 
 /// Converts captured or raw pictures into I420 `VideoFrame`s with libyuv, scaling to the
 /// frame's size when it differs from the source. Keeps one intermediate I420 buffer for

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 
 /// An error in a video-processing setting; the message names the bad value.
 public struct VideoProcessingError: Error, CustomStringConvertible, Equatable {

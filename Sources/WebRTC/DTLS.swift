@@ -3,6 +3,7 @@ import SRTP
 import Crypto
 import FoundationEssentials
 import MediaCore
+import Basics
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Glibc
 import AudioIO
 import MediaCore
+import Basics
 import ScreenCapture
 import Sender
 import Transport

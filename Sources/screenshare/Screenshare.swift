@@ -3,6 +3,7 @@ import AudioIO
 import CBuildInfo
 import Control
 import MediaCore
+import Basics
 import ScreenCapture
 import Sender
 import Transport

@@ -8,6 +8,7 @@ import FoundationEssentials
 import Synchronization
 import Logging
 import MediaCore
+import Basics
 import RTP
 import Receiver
 import Relay

@@ -5,6 +5,7 @@ import Events
 import FoundationEssentials
 import Logging
 import MediaCore
+import Basics
 import RTP
 import Receiver
 import Relay

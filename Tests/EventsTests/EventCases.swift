@@ -1,6 +1,7 @@
 import AudioIO
 import Events
 import MediaCore
+import Basics
 import Room
 import Transport
 import VP8Codec

@@ -1,5 +1,6 @@
 import Testing
 @testable import MediaCore
+import Basics
 
 /// ``ChangeHistory``: what a pooled frame holding an older picture needs to show the newest.
 @Suite struct ChangeHistoryTests {

@@ -4,6 +4,7 @@ import Testing
 import Glibc
 #endif
 @testable import MediaCore
+import Basics
 
 @Suite struct VideoFrameTests {
     @Test func planesAreLaidOutWithAlignedStrides() {

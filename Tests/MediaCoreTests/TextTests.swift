@@ -1,6 +1,7 @@
 import Glibc
 import Testing
 @testable import MediaCore
+import Basics
 
 /// The small text helpers that stand in for Foundation's (the binary links only
 /// FoundationEssentials): printf formatting, hex, trimming, percent-encoding.

@@ -3,6 +3,7 @@ import HopTestSupport
 import Glibc
 import Logging
 import MediaCore
+import Basics
 import Room
 import Synchronization
 import Testing

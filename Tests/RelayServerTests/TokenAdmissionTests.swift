@@ -3,6 +3,7 @@ import Foundation
 import HopTestSupport
 import Logging
 import MediaCore
+import Basics
 import Room
 import Synchronization
 import Testing

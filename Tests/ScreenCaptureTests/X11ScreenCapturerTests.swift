@@ -2,6 +2,7 @@ import CX11
 import Foundation
 import Logging
 import MediaCore
+import Basics
 import Testing
 import TestSupport
 import VideoProcessing

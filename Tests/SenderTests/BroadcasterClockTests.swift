@@ -2,6 +2,7 @@ import Events
 import Foundation
 import Logging
 import MediaCore
+import Basics
 import RTCP
 import Synchronization
 import Testing

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 import Transport
 import VP8Codec
 import Testing

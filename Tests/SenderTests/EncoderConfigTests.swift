@@ -2,6 +2,7 @@ import Events
 import Foundation
 import Logging
 import MediaCore
+import Basics
 import Room
 import Testing
 import Transport

@@ -2,6 +2,7 @@ import Control
 import Transport
 import Testing
 import MediaCore
+import Basics
 import ScreenCapture
 import VideoProcessing
 @testable import Sender

@@ -1,5 +1,6 @@
 import Foundation
 import MediaCore
+import Basics
 import Testing
 @testable import Sender
 

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 import RTCP
 import Testing
 import Transport

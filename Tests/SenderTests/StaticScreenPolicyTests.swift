@@ -1,5 +1,6 @@
 import Testing
 import MediaCore
+import Basics
 @testable import Sender
 import TestSupport
 

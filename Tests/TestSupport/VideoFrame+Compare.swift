@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import MediaCore
+import Basics
 
 extension VideoFrame {
     /// True when both frames have the same size and the same Y, U and V samples (strides and

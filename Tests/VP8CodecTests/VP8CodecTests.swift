@@ -1,6 +1,7 @@
 import CZeroFill
 import Foundation
 import MediaCore
+import Basics
 import Testing
 import VideoProcessing
 @testable import VP8Codec

@@ -1,6 +1,7 @@
 import CX11
 import Foundation
 import MediaCore
+import Basics
 import Testing
 import X11TestSupport
 @testable import VideoOutput

@@ -1,4 +1,5 @@
 import MediaCore
+import Basics
 import Testing
 @testable import VideoProcessing
 
