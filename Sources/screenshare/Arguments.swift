@@ -44,7 +44,8 @@ enum Parse {
     static func room(_ name: String) throws -> String {
         guard !name.isEmpty, name.utf8.count <= 64,
               name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
-            throw SettingError("'\(name)': a room name is 1 to 64 characters without spaces")
+            let shown = name.count > 40 ? String(name.prefix(39)) + "…" : name
+            throw SettingError("'\(shown)': a room name is 1 to 64 characters without spaces")
         }
         return name
     }

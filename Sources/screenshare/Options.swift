@@ -51,7 +51,7 @@ struct OutputOptions: ParsableArguments {
 /// worded once.
 struct RoomJoinOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The room: `start` shares in it (hosted here unless --server names a relay), `watch` joins it.", valueName: "name"),
-            transform: Parse.room)
+            )
     var room: String?
 
     @Option(help: ArgumentHelp("The room relay: the host running `screenshare start --room` or `serve` (`watch`'s default: 127.0.0.1:7600).", valueName: "host:port"),
@@ -68,6 +68,14 @@ struct RoomJoinOptions: ParsableArguments {
 
     @Option(help: ArgumentHelp("Your display name in the room (default: your full name, else USER@HOST).", valueName: "name"))
     var name: String?
+
+    /// The room name is checked here rather than by a transform: swift-argument-parser would
+    /// echo a refused value whole (a 300-character name), this says it short.
+    func validate() throws {
+        if let room {
+            do { _ = try Parse.room(room) } catch { throw ValidationError("--room \(error)") }
+        }
+    }
 
     /// The name the room shows: --name, or USER@HOST.
     var displayName: String { name ?? Start.userName() }

@@ -18,7 +18,7 @@ struct Token: ParsableCommand {
                   --secret-file /etc/screenshare/secret
             """)
 
-    @Option(help: ArgumentHelp("The room the token admits to.", valueName: "name"), transform: Parse.room)
+    @Option(help: ArgumentHelp("The room the token admits to.", valueName: "name"))
     var room: String
 
     @Option(help: ArgumentHelp("viewer (watch) or presenter (watch and share).", valueName: "role"))
@@ -35,6 +35,7 @@ struct Token: ParsableCommand {
     var secretFile: String
 
     func validate() throws {
+        do { _ = try Parse.room(room) } catch { throw ValidationError("--room \(error)") }
         if let name, name.utf8.count > 64 || name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             throw ValidationError("--name: at most 64 bytes without control characters")
         }
@@ -43,7 +44,10 @@ struct Token: ParsableCommand {
     func run() throws {
         let secret: [UInt8]
         do { secret = try SecretFile.read(secretFile) } catch {
-            printError("screenshare: --secret-file: \(error)")
+            // The secret is the relay's: `serve --secret-file FILE` makes it when missing.
+            let hint = FileManager.default.fileExists(atPath: secretFile) ? ""
+                : " (the relay makes it: `screenshare serve --secret-file \(secretFile)` creates it when it is missing, readable by you only)"
+            printError("screenshare: --secret-file: \(error)\(hint)")
             throw Exit.noInput
         }
         let (room, role, name, ttl) = (room, role, name, ttl)
