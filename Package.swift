@@ -14,6 +14,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", "3.12.0"..<"5.0.0"),
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        // HTTPS for the relay's page, WHEP and room API (`--tls-cert`), and `watch https://…`.
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.0"),
     ],
     targets: [
         // C libraries behind thin system-library targets (module.modulemap + shim.h).
@@ -99,6 +101,7 @@ let package = Package(
             "Room", "RoomEvents", "NetworkAddress", "RTP", "Transport", "Events", "MediaCore", "Basics", .product(name: "Logging", package: "swift-log"), "WebRTC", "SRTP", "Congestion",
             .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
         ]),
         // The room `start --room` hosts in its own process: the relay, tokens, invitation links.
         .target(name: "RoomHost", dependencies: [

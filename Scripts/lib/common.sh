@@ -13,7 +13,7 @@ BUILD_PACKAGES=(pkg-config libx11-dev libxext-dev libxdamage-dev libxfixes-dev l
 RUNTIME_PACKAGES=(xvfb x11-utils x11-xserver-utils xdotool imagemagick fonts-dejavu-core ffmpeg
                   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
                   gstreamer1.0-plugins-bad python3-gi gir1.2-gstreamer-1.0 procps pulseaudio pulseaudio-utils python3 python3-venv
-                  chromium chromium-driver firefox-esr zbar-tools iproute2 nftables tshark)
+                  chromium chromium-driver firefox-esr zbar-tools iproute2 nftables tshark libnss3-tools openssl curl)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

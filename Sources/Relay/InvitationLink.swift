@@ -4,12 +4,15 @@ import Basics
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import Room
 
 /// The link a presenter hands out (`http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4`, or the long
 /// form `…#token=…&fp=sha256:…`), read by `watch LINK`: the relay's address, the room, and what
 /// admits — an invitation code to exchange, or the token and the certificate itself.
 public struct InvitationLink: Sendable, Equatable {
+    /// Whether the relay's HTTP side is HTTPS (`https://`).
+    public var secure: Bool
     public var host: String
     public var port: UInt16
     public var room: String
@@ -22,10 +25,11 @@ public struct InvitationLink: Sendable, Equatable {
     /// Reads a link; the error names what is wrong with it.
     public init(parsing text: String) throws(SettingError) {
         let trimmed = text.trimmed()
-        guard trimmed.hasPrefix("http://") else {
+        secure = trimmed.hasPrefix("https://")
+        guard secure || trimmed.hasPrefix("http://") else {
             throw SettingError("'\(trimmed.prefix(80))' is not a screenshare link (http://HOST:PORT/ROOM#k=CODE, as `start --room` prints it)")
         }
-        let rest = trimmed.dropFirst("http://".count)
+        let rest = trimmed.dropFirst(secure ? "https://".count : "http://".count)
         let (beforeFragment, fragment) = rest.firstIndex(of: "#").map { (rest[..<$0], String(rest[rest.index(after: $0)...])) } ?? (rest, "")
         guard let slash = beforeFragment.firstIndex(of: "/") else { throw SettingError("the link names no room (http://HOST:PORT/ROOM)") }
         let authority = String(beforeFragment[..<slash])
@@ -62,13 +66,18 @@ public struct InvitationLink: Sendable, Equatable {
     /// Exchanges the link's code with the relay (`POST /invite/ROOM`), waiting up to `timeoutSeconds`.
     /// - Throws: `AccessRefusal`-worded `InvitationError.refused` for a code the relay does not
     ///   take (its words: not valid, expired), `.unreachable` when no answer comes.
-    public func redeem(timeoutSeconds: Int64 = 5) throws(InvitationError) -> Grant {
+    /// - Parameter caFile: for an `https://` link, a CA to trust besides the system's (PEM).
+    public func redeem(timeoutSeconds: Int64 = 5, caFile: String? = nil) throws(InvitationError) -> Grant {
         guard let code else { throw .refused("the link carries no invitation code") }
         let (status, body): (Int, String)
         do {
             (status, body) = try Self.post(host: host, port: Int(port), path: "/invite/" + PercentEncoding.encodePath(room), body: code,
-                                           timeoutSeconds: timeoutSeconds)
+                                           tls: secure ? try Self.clientTLS(caFile: caFile) : nil, timeoutSeconds: timeoutSeconds)
         } catch {
+            if Self.isCertificateRefusal(error) {
+                throw .untrusted("the relay at \(host):\(port) shows a certificate this machine does not trust for \(host)"
+                    + "; for one from a private CA, give the CA with --ca-file")
+            }
             throw .unreachable("no answer from \(host):\(port) (\(Self.words(for: error))): is the presenter still sharing, and is TCP port \(port) open?")
         }
         // The relay's answers for a code it does not take: 400 (malformed), 404 (not valid), 410 (expired).
@@ -86,8 +95,16 @@ public struct InvitationLink: Sendable, Equatable {
     static func words(for error: any Error) -> String {
         if let e = error as? NIOConnectionError, let io = e.connectionErrors.first?.error as? IOError { return SystemError.message(io.errnoCode) }
         if let io = error as? IOError { return SystemError.message(io.errnoCode) }
+        if error is NIOSSLError || error is BoringSSLError { return "TLS handshake failed" }
         if case ChannelError.connectTimeout = error { return "timed out" }
         return "\(error)"
+    }
+
+    /// Whether the TLS handshake failed because the relay's certificate was not trusted (or
+    /// not for that name).
+    static func isCertificateRefusal(_ error: any Error) -> Bool {
+        let text = "\(error)"
+        return (error is NIOSSLError || error is BoringSSLError) && (text.contains("CERTIFICATE_VERIFY_FAILED") || text.contains("unableToValidateCertificate"))
     }
 
     /// A string field of a flat JSON object (the relay's answer: `{"fingerprint":"sha256:…","room":…,"token":"…"}`).
@@ -96,8 +113,17 @@ public struct InvitationLink: Sendable, Equatable {
         return object[name]
     }
 
-    /// One HTTP/1.1 POST on a fresh connection (swift-nio's client codec): the status and body.
-    static func post(host: String, port: Int, path: String, body: String, timeoutSeconds: Int64) throws -> (Int, String) {
+    /// TLS for an `https://` link: the system's CAs, and `caFile`'s.
+    static func clientTLS(caFile: String?) throws -> NIOSSLContext {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.minimumTLSVersion = .tlsv12
+        if let caFile { configuration.additionalTrustRoots = [.file(caFile)] }
+        return try NIOSSLContext(configuration: configuration)
+    }
+
+    /// One HTTP/1.1 POST on a fresh connection (swift-nio's client codec, over TLS when given):
+    /// the status and body.
+    static func post(host: String, port: Int, path: String, body: String, tls: NIOSSLContext? = nil, timeoutSeconds: Int64) throws -> (Int, String) {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
         let loop = group.next()
@@ -112,6 +138,11 @@ public struct InvitationLink: Sendable, Equatable {
             .channelInitializer { channel in
                 // On the channel's event loop, where the collector lives (not Sendable).
                 do {
+                    if let tls {
+                        // The certificate must name the link's host (a name, or an IP address).
+                        let name = host.allSatisfy({ $0.isNumber || $0 == "." || $0 == ":" }) ? nil : host
+                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: name))
+                    }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(ResponseCollector(answer))
                     return channel.eventLoop.makeSucceededVoidFuture()
@@ -139,9 +170,11 @@ public enum InvitationError: Error, CustomStringConvertible, Equatable {
     case refused(String)
     /// No (usable) answer.
     case unreachable(String)
+    /// The relay's HTTPS certificate is not trusted here.
+    case untrusted(String)
     public var description: String {
         switch self {
-        case .refused(let why), .unreachable(let why): why
+        case .refused(let why), .unreachable(let why), .untrusted(let why): why
         }
     }
 }

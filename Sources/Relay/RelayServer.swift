@@ -98,6 +98,8 @@ public final class RelayServer: @unchecked Sendable {
     /// The short codes of invitation links: issued by whoever hosts a room (`start --room`),
     /// exchanged by browsers and `watch` at `POST /invite/ROOM`.
     public let invites = InviteBook()
+    /// HTTPS for the browsers' side (`--tls-cert`), nil for plain HTTP.
+    public let tls: TLSFiles?
     /// The DTLS certificate's fingerprint (`sha256:…`): peers pin it (`--fingerprint`).
     public let fingerprint: String
     /// Peers' encrypted hops.
@@ -114,14 +116,16 @@ public final class RelayServer: @unchecked Sendable {
     ///   - certificate: the relay's DTLS certificate (nil: a new one for this run).
     public convenience init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
                             limits: RelayLimits = RelayLimits(), browsers: Bool = false, browserLimits: BrowserLimits = BrowserLimits(),
-                            authorizer: (any RoomAuthorizer)? = nil, certificate: DTLSCertificate? = nil) throws {
+                            authorizer: (any RoomAuthorizer)? = nil, certificate: DTLSCertificate? = nil, tls: TLSFiles? = nil) throws {
         try self.init(host: host, port: port, events: events, logger: logger, clock: clock, limits: limits, fanOutBatch: 1024,
-                      browsers: browsers, browserLimits: browserLimits, authorizer: authorizer, certificate: certificate)
+                      browsers: browsers, browserLimits: browserLimits, authorizer: authorizer, certificate: certificate, tls: tls)
     }
 
     init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
          limits: RelayLimits = RelayLimits(), fanOutBatch: Int, browsers enableBrowsers: Bool = false,
-         browserLimits: BrowserLimits = BrowserLimits(), authorizer: (any RoomAuthorizer)? = nil, certificate given: DTLSCertificate? = nil) throws {
+         browserLimits: BrowserLimits = BrowserLimits(), authorizer: (any RoomAuthorizer)? = nil, certificate given: DTLSCertificate? = nil,
+         tls: TLSFiles? = nil) throws {
+        self.tls = tls
         socket = try UDPListener(host: host, port: port)
         buffers = socket.setBufferSizes(receive: 8 << 20, send: 8 << 20)
         self.port = socket.port
@@ -142,7 +146,7 @@ public final class RelayServer: @unchecked Sendable {
                                              udpPort: socket.port, clock: clock)
             factory.authorizer = authorizer
             factory.invites = invites
-            http = try WHEPServer(host: host, port: socket.port, factory: factory, logger: logger)
+            http = try WHEPServer(host: host, port: socket.port, factory: factory, tls: tls, logger: logger)
             browsers = gateway
             transport.browsers = gateway
         } else {

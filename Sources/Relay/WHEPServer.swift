@@ -141,7 +141,8 @@ public final class WHEPServer: Sendable {
     /// The connection caps (their counts, for tests).
     let gate: ConnectionGate
 
-    init(host: String?, port: UInt16, factory: WHEPSessionFactory, logger: Logger) throws {
+    /// - Parameter tls: serve HTTPS (and redirect plain HTTP to it); nil: plain HTTP.
+    init(host: String?, port: UInt16, factory: WHEPSessionFactory, tls: TLSFiles? = nil, logger: Logger) throws {
         group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         // As many connections as half the open-file limit allows (raised as far as it goes).
         var httpLimits = factory.limits.http
@@ -159,9 +160,19 @@ public final class WHEPServer: Sendable {
                 // On the channel's event loop: the handlers are made and added there, and live
                 // there only (not Sendable).
                 do {
-                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                    try channel.pipeline.syncOperations.addHandlers([RequestDeadline(timeoutNanos: limits.requestTimeoutNanos),
-                                                                    WHEPHandler(factory: factory, logger: logger)])
+                    let sync = channel.pipeline.syncOperations
+                    if let tls {
+                        // HTTPS: TLS, then HTTP (plain HTTP is redirected to it).
+                        try sync.addHandler(HTTPSOrRedirect(tls: tls, timeoutNanos: limits.requestTimeoutNanos) { sync, after in
+                            try sync.configureHTTPServerPipeline(position: .after(after))
+                            try sync.addHandlers([RequestDeadline(timeoutNanos: limits.requestTimeoutNanos),
+                                                  WHEPHandler(factory: factory, logger: logger)], position: .last)
+                        })
+                    } else {
+                        try sync.configureHTTPServerPipeline()
+                        try sync.addHandlers([RequestDeadline(timeoutNanos: limits.requestTimeoutNanos),
+                                              WHEPHandler(factory: factory, logger: logger)])
+                    }
                     return channel.eventLoop.makeSucceededVoidFuture()
                 } catch {
                     return channel.eventLoop.makeFailedFuture(error)

@@ -50,6 +50,8 @@ public final class HostedRoom: RoomInvitations {
         public var viewerTokenSeconds: Double = 12 * 3600
         /// FEC for the room's browsers.
         public var fec: FECPolicy.Mode = .auto
+        /// HTTPS for the page and the links (`--tls-cert`/`--tls-key`); nil: plain HTTP.
+        public var tls: TLSFiles?
 
         public init(room: String, displayName: String, host: String, port: UInt16) {
             self.room = room
@@ -84,7 +86,7 @@ public final class HostedRoom: RoomInvitations {
         browserLimits.fec = options.fec
         do {
             relay = try RelayServer(host: options.host, port: options.port, events: nil, logger: logger, clock: clock, browsers: true,
-                                    browserLimits: browserLimits, authorizer: access?.authority)
+                                    browserLimits: browserLimits, authorizer: access?.authority, tls: options.tls)
         } catch let error as NetworkError {
             throw .listen("\(error)")
         } catch {
@@ -95,7 +97,9 @@ public final class HostedRoom: RoomInvitations {
         let local = options.host == "0.0.0.0" ? "127.0.0.1" : options.host
         destination = Endpoint(host: local, port: port)
         let reachable = options.host == "0.0.0.0" ? (localIPv4Addresses().first ?? "127.0.0.1") : options.host
-        page = "http://\(reachable):\(port)/\(PercentEncoding.encodePath(options.room))"
+        // With HTTPS the link names the certificate's host (what a browser checks it against).
+        page = (options.tls.map { "https://\($0.hostName ?? reachable):\(port)" } ?? "http://\(reachable):\(port)")
+            + "/\(PercentEncoding.encodePath(options.room))"
         viewerToken = access?.viewer
         // The viewers' token was made just now: it lapses this long from now, and so do its codes.
         let expires = clock.wallNanos() + UInt64(options.viewerTokenSeconds * 1e9)
@@ -133,6 +137,9 @@ public final class HostedRoom: RoomInvitations {
     public func revoke() {
         relay.invites.revoke(room: options.room)
     }
+
+    /// Reads the HTTPS certificate and key again (SIGHUP); an error leaves the one in use.
+    public func reloadTLS() throws(FileError) { try options.tls?.reload() }
 
     /// Stops the relay, its browsers told the end is on purpose.
     public func stop() { relay.stopAndWait() }

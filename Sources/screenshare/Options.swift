@@ -81,6 +81,28 @@ struct RoomJoinOptions: ParsableArguments {
     var displayName: String { name ?? Start.userName() }
 }
 
+/// HTTPS for the relay's page, WHEP and room API (`serve`, and `start` when it hosts the room).
+struct TLSOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Serve the browsers' side over HTTPS with this certificate chain (PEM, e.g. certbot's fullchain.pem); plain HTTP is redirected to it; read again on SIGHUP.", valueName: "file"))
+    var tlsCert: String?
+
+    @Option(help: ArgumentHelp("The private key of --tls-cert (PEM, e.g. certbot's privkey.pem).", valueName: "file"))
+    var tlsKey: String?
+
+    func validate() throws {
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together: give both, or neither") }
+    }
+
+    /// The files read, or nil without them; an unreadable one is said and exits 66.
+    func files() throws -> TLSFiles? {
+        guard let tlsCert, let tlsKey else { return nil }
+        do { return try TLSFiles(certificate: tlsCert, key: tlsKey) } catch {
+            printError("screenshare: \(error)")
+            throw Exit.noInput
+        }
+    }
+}
+
 /// How a long-running command (`start`, `watch`) ended: the one mapping to an exit code, and
 /// the line on stderr that says why when it did not end cleanly.
 enum Ending {

@@ -119,12 +119,13 @@ struct HumanLogHandler: LogHandler {
     }
 }
 
-/// Turns SIGINT/SIGTERM into a clean stop.
+/// Turns SIGINT/SIGTERM into a clean stop (and the other signals given into what the command does
+/// with them: SIGUSR1/2 pause and resume `start`, SIGHUP reloads the HTTPS certificate).
 final class SignalWatcher {
     private let sources: [DispatchSourceSignal]
-    init(_ handler: @escaping @Sendable (Int32) -> Void) {
+    init(signals: [Int32] = [SIGINT, SIGTERM, SIGUSR1, SIGUSR2], _ handler: @escaping @Sendable (Int32) -> Void) {
         var list: [DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM, SIGUSR1, SIGUSR2] {
+        for sig in signals {
             signal(sig, SIG_IGN)
             let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             s.setEventHandler { handler(sig) }

@@ -62,6 +62,8 @@ struct Serve: ParsableCommand {
         """, valueName: "mode"))
     var fec: FECPolicy.Mode = .auto
 
+    @OptionGroup(title: "HTTPS") var https: TLSOptions
+
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
@@ -95,18 +97,29 @@ struct Serve: ParsableCommand {
                 throw Exit.noInput
             }
         }
+        let tls = try https.files()
         let relay: RelayServer
         do {
             var browserLimits = BrowserLimits()
             browserLimits.fec = fec
             relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger, browsers: true, browserLimits: browserLimits,
-                                    authorizer: authority, certificate: certificate)
+                                    authorizer: authority, certificate: certificate, tls: tls)
         } catch {
             printError("screenshare: --listen \(listen): \(error)")
             throw Exit.network
         }
         let stopped = Atomic<Bool>(false)
-        let signals = SignalWatcher { signal in
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM, SIGHUP]) { signal in
+            if signal == SIGHUP {
+                // A renewed certificate (certbot's deploy hook): taken without a restart.
+                do {
+                    try tls?.reload()
+                    if let tls { logger.info("https: read \(tls.certificatePath) again") }
+                } catch {
+                    logger.warning("https: \(error); keeping the certificate in use")
+                }
+                return
+            }
             guard signal == SIGINT || signal == SIGTERM else { return }
             stopped.store(true, ordering: .relaxed)
             relay.stop()

@@ -63,6 +63,8 @@ struct Start: ParsableCommand {
     @Flag(help: "Do not draw the browser link as a QR code (drawn on a terminal when this command hosts the room).")
     var noQr = false
 
+    @OptionGroup(title: "HTTPS (the room this command hosts)") var https: TLSOptions
+
     @Option(help: ArgumentHelp("The room this command hosts takes tokens signed with the secret in FILE (made when missing) instead of a secret for this run only.", valueName: "file"))
     var secretFile: String?
 
@@ -174,6 +176,7 @@ struct Start: ParsableCommand {
             if srtp { throw ValidationError("--srtp is for plain RTP (--to); in a room every hop is encrypted (DTLS-SRTP) already") }
             if join.server != nil {
                 if secretFile != nil || openRoom { throw ValidationError("--secret-file and --open-room are for the room this command hosts, not with --server") }
+                if https.tlsCert != nil { throw ValidationError("--tls-cert is for the room this command hosts, not with --server (the relay at --server has its own)") }
             } else if join.token != nil {
                 throw ValidationError("--token is for joining a relay (--server HOST:PORT); the room this command hosts makes its own tokens")
             } else if join.fingerprint != nil {
@@ -184,6 +187,7 @@ struct Start: ParsableCommand {
             if join.server != nil { throw ValidationError("--server needs --room NAME") }
             if join.fingerprint != nil { throw ValidationError("--fingerprint needs --room NAME and --server HOST:PORT") }
             if join.token != nil || secretFile != nil || openRoom { throw ValidationError("--token, --secret-file and --open-room need --room NAME") }
+            if https.tlsCert != nil { throw ValidationError("--tls-cert and --tls-key need --room NAME (they serve the hosted room's page)") }
             if srtp && sdp == nil { throw ValidationError("--srtp needs --sdp FILE: the receiver reads the keys from it") }
             guard to != nil else { throw ValidationError("missing --room NAME (or --to HOST:PORT for plain RTP)") }
         }
@@ -251,6 +255,7 @@ struct Start: ParsableCommand {
                 options.open = openRoom
                 options.viewerTokenSeconds = tokenTtl
                 options.fec = fec
+                options.tls = try https.files()
                 do throws(HostedRoom.Failure) {
                     let room = try HostedRoom(options, logger: logger)
                     hosted = room
@@ -300,8 +305,11 @@ struct Start: ParsableCommand {
         } catch {
             throw Exit.failing(with: error)
         }
-        let signals = SignalWatcher { signal in
+        let signals = SignalWatcher(signals: [SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP]) { [hosted, logger] signal in
             switch signal {
+            case SIGHUP:
+                // A renewed HTTPS certificate: taken without a restart.
+                do { try hosted?.reloadTLS() } catch { logger.warning("https: \(error); keeping the certificate in use") }
             case SIGUSR1: broadcaster.setPaused(true)
             case SIGUSR2: broadcaster.setPaused(false)
             default: broadcaster.stop(.requested, detail: "signal \(signal)")

@@ -44,6 +44,9 @@ struct Watch: ParsableCommand {
     @Argument(help: ArgumentHelp("The link the presenter gave (http://HOST:PORT/ROOM#k=CODE): joins that room through that relay.", valueName: "link"))
     var link: String?
 
+    @Option(help: ArgumentHelp("For an https:// link: trust this CA (PEM) besides the system's (a school's own CA).", valueName: "file"))
+    var caFile: String?
+
     @Option(help: ArgumentHelp("The SDP `screenshare start --sdp` wrote.", valueName: "file"))
     var sdp: String?
 
@@ -115,7 +118,7 @@ struct Watch: ParsableCommand {
             var token = parsed.token, fingerprint = parsed.fingerprint
             if parsed.code != nil, token == nil {
                 do {
-                    let grant = try parsed.redeem()
+                    let grant = try parsed.redeem(caFile: caFile)
                     (token, fingerprint) = (grant.token, grant.fingerprint)
                 } catch {
                     switch error {
@@ -125,6 +128,9 @@ struct Watch: ParsableCommand {
                     case .unreachable(let why):
                         printError("screenshare: \(why)")
                         throw Exit.network
+                    case .untrusted(let why):
+                        printError("screenshare: \(why)")
+                        throw Exit.untrustedRelay
                     }
                 }
             }
