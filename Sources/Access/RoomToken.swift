@@ -57,3 +57,27 @@ public struct RoomToken: JWTPayload, Equatable {
 public enum Role: String, Sendable, CaseIterable {
     case viewer, presenter
 }
+
+extension RoomToken {
+    /// The name a token gives its bearer (its `name` claim), read without checking the
+    /// signature: only to show a presenter the name the relay will give them (the relay checks
+    /// the token). Nil when there is none or the token cannot be read.
+    public static func unverifiedName(of token: String) -> String? {
+        let parts = token.split(separator: ".")
+        guard parts.count == 3 else { return nil }
+        var base64: String = String(parts[1]).replacing("-", with: "+").replacing("_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64),
+              let claims = try? JSONDecoder().decode([String: JSONClaimValue].self, from: data) else { return nil }
+        if case .string(let name)? = claims["name"] { return name }
+        return nil
+    }
+
+    /// A claim's value, for reading `name` among claims of any type.
+    private enum JSONClaimValue: Decodable {
+        case string(String), other
+        init(from decoder: any Decoder) throws {
+            self = (try? decoder.singleValueContainer().decode(String.self)).map(JSONClaimValue.string) ?? .other
+        }
+    }
+}

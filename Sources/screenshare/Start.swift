@@ -241,7 +241,9 @@ struct Start: ParsableCommand {
         if let room = join.room {
             if let server = join.server {
                 destination = server
-                roomSettings = RoomSettings(name: room, displayName: join.displayName, server: server.description)
+                // With a token that names us, the relay shows that name: said so here too.
+                let shown = join.token.flatMap { RoomToken.unverifiedName(of: $0) } ?? join.displayName
+                roomSettings = RoomSettings(name: room, displayName: shown, server: server.description)
                 roomSettings?.token = join.token
                 roomSettings?.fingerprint = join.fingerprint
             } else {
