@@ -79,8 +79,6 @@ final class ConnectionGate: Sendable {
         }
     }
 
-    /// Connections open now (tests).
-    var openCount: Int { state.withLock { $0.total } }
 }
 
 /// Closes a connection whose request does not arrive whole in time: the clock starts when the

@@ -85,10 +85,11 @@ public struct InvitationLink: Sendable, Equatable {
         guard status == 200 else {
             throw .unreachable("\(host):\(port) answered the invitation with HTTP \(status), not as a screenshare relay does: is it the presenter's address?")
         }
-        guard let fingerprint = Self.field("fingerprint", in: body) else {
+        let answer = Self.fields(in: body)
+        guard let fingerprint = answer?["fingerprint"] else {
             throw .unreachable("\(host):\(port) answered the invitation with something that is not a screenshare relay's answer")
         }
-        return Grant(token: Self.field("token", in: body), fingerprint: fingerprint)
+        return Grant(token: answer?["token"], fingerprint: fingerprint)
     }
 
     /// A connection error in the system's words ("Connection refused"), not NIO's structure.
@@ -108,9 +109,11 @@ public struct InvitationLink: Sendable, Equatable {
     }
 
     /// A string field of a flat JSON object (the relay's answer: `{"fingerprint":"sha256:…","room":…,"token":"…"}`).
-    public static func field(_ name: String, in json: String) -> String? {
-        guard let object = try? JSONDecoder().decode([String: String].self, from: Data(json.utf8)) else { return nil }
-        return object[name]
+    public static func field(_ name: String, in json: String) -> String? { fields(in: json)?[name] }
+
+    /// A flat JSON object of strings, decoded once (nil: not one).
+    static func fields(in json: String) -> [String: String]? {
+        try? JSONDecoder().decode([String: String].self, from: Data(json.utf8))
     }
 
     /// TLS for an `https://` link: the system's CAs, and `caFile`'s.

@@ -84,9 +84,6 @@ final class SenderRecording: Sendable {
         if let failure { report(failure) }
     }
 
-    /// Frames written so far (0 before the first keyframe).
-    var videoFramesWritten: Int { state.withLock { $0.recorder?.videoFramesWritten ?? 0 } }
-
     private static func failed(_ s: inout State, _ error: any Error) -> String {
         s.failed = true
         s.recorder = nil

@@ -337,9 +337,6 @@ struct Start: ParsableCommand {
         try ending.exit()
     }
 
-    /// `text` as one shell word (single quotes when it needs any).
-    static func shellQuoted(_ text: String) -> String { HostedRoom.shellQuoted(text) }
-
     /// Whether the desktop is a Wayland session (`WAYLAND_DISPLAY` set, or `XDG_SESSION_TYPE=wayland`).
     static var isWaylandSession: Bool {
         let env = ProcessInfo.processInfo.environment

@@ -106,15 +106,18 @@ struct Watch: ParsableCommand {
 
     /// The relay: the link's, --server, or this machine's port 7600.
     var server: Endpoint {
-        if let link, let parsed = try? InvitationLink(parsing: link) { return Endpoint(host: parsed.host, port: parsed.port) }
+        if let parsed = parsedLink { return Endpoint(host: parsed.host, port: parsed.port) }
         return join.server ?? Endpoint(host: "127.0.0.1", port: 7600)
     }
 
     /// The room joined: the link's or --room.
-    var roomName: String { link.flatMap { try? InvitationLink(parsing: $0).room } ?? join.room ?? "" }
+    var roomName: String { parsedLink?.room ?? join.room ?? "" }
+
+    /// The link given, read (`validate` has refused one that cannot be).
+    var parsedLink: InvitationLink? { link.flatMap { try? InvitationLink(parsing: $0) } }
 
     func viewerConfig() throws -> ViewerConfig {
-        if let link, let parsed = try? InvitationLink(parsing: link) {
+        if let parsed = parsedLink {
             var token = parsed.token, fingerprint = parsed.fingerprint
             if parsed.code != nil, token == nil {
                 do {
