@@ -210,7 +210,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// Splits `bytes` into datagrams (2-byte big-endian length, 1-byte sender 0–3, datagram) and
     /// hands them to one fresh relay, 10 ms apart; then runs its timers.
     private static func relay(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let core = RelayCore(ssrc: 0xF00D, transport: NullTransport(), cookieSecret: relayCookieSecret)
+        let core = RelayCore(ssrc: 0xF00D, cookieSecret: relayCookieSecret)
+        let wire = NullTransport()
         var offset = 0
         var now: UInt64 = 1_000_000_000
         while offset + 3 <= bytes.count {
@@ -219,10 +220,13 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             offset += 3
             let end = min(bytes.count, offset + length)
             core.receive(UnsafeRawBufferPointer(rebasing: bytes[offset..<end]), from: sender, now: now, wallNanos: now)
+            core.drain(into: wire)
+            core.drainEvents { _ in }
             offset = end
             now += 10_000_000
         }
         core.poll(now: now + 5_000_000_000, wallNanos: now)
+        core.drain(into: wire)
         return core.counters.rejected == 0
     }
 
@@ -231,7 +235,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
 
     /// The cookie the relay target expects from sender `n` (0–3) in its first 30 s.
     public static func relayCookie(sender n: UInt8) -> String {
-        RelayCore(transport: NullTransport(), cookieSecret: relayCookieSecret)
+        RelayCore(cookieSecret: relayCookieSecret)
             .cookie(for: PeerAddress(ip: 0x7F00_0001, port: 40000 + UInt16(n & 3)), now: 1_000_000_000)
     }
 

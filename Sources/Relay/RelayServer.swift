@@ -153,7 +153,7 @@ public final class RelayServer: @unchecked Sendable {
             browsers = nil
             http = nil
         }
-        core = RelayCore(limits: limits, transport: transport, authorizer: authorizer) { [weak self] e in self?.report(e) }
+        core = RelayCore(limits: limits, authorizer: authorizer)
         transport.core = core
     }
 
@@ -193,7 +193,6 @@ public final class RelayServer: @unchecked Sendable {
                                   receiveBuffer: buffers.receive, sendBuffer: buffers.send,
                                   access: core.authorizer == nil ? "open" : "tokens", fingerprint: fingerprint))
         let batch = ReceiveBatch(count: 32, bufferSize: 2048)
-        var nextPoll = start
         var nextStats = start + 1_000_000_000
         var last = core.counters
         var published: UInt64? = nil
@@ -202,7 +201,9 @@ public final class RelayServer: @unchecked Sendable {
         let deadline = durationSeconds.map { start + UInt64($0 * 1e9) }
         while running.load(ordering: .relaxed) {
             var pfd = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
-            _ = poll(&pfd, 1, 50)
+            // Until a datagram comes or the core's timers are due (at most 50 ms: the stats).
+            let due = core.nextDeadline, before = clock.nowNanos()
+            _ = poll(&pfd, 1, due > before ? Int32(min(50, (due - before + 999_999) / 1_000_000)) : 0)
             let now = clock.nowNanos()
             if let deadline, now >= deadline { break }
             browsers?.now = now
@@ -217,14 +218,15 @@ public final class RelayServer: @unchecked Sendable {
                         }
                         hops.receive(bytes, from: source, now: now, wallNanos: wall, core: core) { transport.sendPlain($0, to: $1) }
                     }
+                    flushCore()  // a batch's fan-outs leave together
                     if n < batch.count { break }
                 }
             }
-            if now >= nextPoll {
+            if now >= core.nextDeadline {
                 core.poll(now: now, wallNanos: clock.wallNanos())
                 browsers?.poll(now: now, core: core) { transport.sendPlain($0, to: $1) }
                 hops.poll(now: now, core: core) { transport.sendPlain($0, to: $1) }
-                nextPoll = now + 50_000_000
+                flushCore()
             }
             if browsers != nil, published != core.changes {
                 directory.publish(core.summaries())
@@ -249,6 +251,7 @@ public final class RelayServer: @unchecked Sendable {
         }
         http?.close()
         browsers?.closeAll(core: core) { transport.sendPlain($0, to: $1) }
+        flushCore()
         let c = core.counters
         let stopped = RelayStopped(
             rtpIn: c.rtpIn, rtpForwarded: c.rtpForwarded, bytesForwarded: c.bytesForwarded,
@@ -261,6 +264,12 @@ public final class RelayServer: @unchecked Sendable {
         summary.withLock { $0 = s }
         events?.emit(stopped)
         return s
+    }
+
+    /// Sends what the core queued and reports what happened in it (the run thread's).
+    private func flushCore() {
+        core.drain(into: transport)
+        core.drainEvents { report($0) }
     }
 
     private func report(_ e: RelayEvent) {

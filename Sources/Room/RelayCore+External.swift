@@ -28,7 +28,7 @@ extension RelayCore {
         byAddress[address] = peer
         changed(room)
         broadcast(.peerJoined(version: room.version, peer: peer.info), in: room, except: peer)
-        onEvent(.peerJoined(room: name, peer: peer.info, address: address))
+        emit(.peerJoined(room: name, peer: peer.info, address: address))
         followPublishers(in: room, now: now)
         return peer.id
     }
@@ -81,7 +81,7 @@ extension RelayCore {
                 changed = true
                 requestKeyframe(stream, now: now)  // a browser needs a keyframe to start
             }
-            onEvent(.subscribed(room: room.name, viewer: viewer.id, publisher: publisher.id, kinds: [.screen, .audio]))
+            emit(.subscribed(room: room.name, viewer: viewer.id, publisher: publisher.id, kinds: [.screen, .audio]))
             if changed { notifySubscribers(of: publisher) }
         }
     }

@@ -51,7 +51,7 @@ extension RelayCore {
             }
         }
         guard stream.downlinks > 0, let d = descriptor else {
-            transport.send(bytes, toEach: stream.addresses)
+            outbox.send(bytes, toEach: stream.addresses)
             counters.rtpForwarded += stream.addresses.count
             counters.bytesForwarded += stream.addresses.count * bytes.count
             return
@@ -83,7 +83,7 @@ extension RelayCore {
                 sendEdited(bytes, sequence: out.sequence, pictureID: out.pictureID, pictureOffset: payloadOffset + 2, to: stream.subscribers[i].address)
             }
         }
-        transport.send(bytes, toEach: stream.shared)
+        outbox.send(bytes, toEach: stream.shared)
         counters.rtpForwarded += stream.shared.count
         counters.bytesForwarded += stream.shared.count * bytes.count
     }
@@ -109,7 +109,7 @@ extension RelayCore {
             if let t = transportSequence { downlink?.noteForwarded(t, sent: send) }
             if send { stream.shared.append(s.address) }
         }
-        transport.send(bytes, toEach: stream.shared)
+        outbox.send(bytes, toEach: stream.shared)
         counters.rtpForwarded += stream.shared.count
         counters.bytesForwarded += stream.shared.count * bytes.count
     }
@@ -126,7 +126,7 @@ extension RelayCore {
             RTCPPacket.buildNACK(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, sequenceNumbers: stream.uplinkNackList, into: $0)
         }
         guard n > 0 else { return }
-        rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
+        rtcpBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
         counters.uplinkNacks += 1
     }
 
@@ -162,7 +162,7 @@ extension RelayCore {
                 }
             }
         }
-        editBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<bytes.count]), to: address) }
+        editBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<bytes.count]), to: address) }
         counters.rtpForwarded += 1
         counters.bytesForwarded += bytes.count
     }

@@ -54,7 +54,7 @@ extension RelayCore {
                     // names its own numbers: the source's packet goes back under them.
                     guard let filter, filter.isShifted else {
                         let outcome = stream.history.retransmit(sequenceNumber: seq, now: now, rtt: 0, allow: allow) {
-                            transport.send(UnsafeRawBufferPointer($0), to: peer.address)
+                            outbox.send(UnsafeRawBufferPointer($0), to: peer.address)
                         }
                         if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
                         return
@@ -94,7 +94,7 @@ extension RelayCore {
                 let n = rtcpBuffer.withUnsafeMutableBytes {
                     RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [], cname: "screenshare-relay", dlrr: [item], into: $0)
                 }
-                rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: peer.address) }
+                rtcpBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: peer.address) }
             case .pli(_, let media):
                 if let stream = room.streams[media], stream.subscriberIndex(peer) != nil { requestKeyframe(stream, now: now) }
             case .fir(let fir):
@@ -106,7 +106,7 @@ extension RelayCore {
             }
         }
         if let stream = forwardTo {
-            transport.send(bytes, toEach: stream.addresses)
+            outbox.send(bytes, toEach: stream.addresses)
         }
     }
 
@@ -135,6 +135,6 @@ extension RelayCore {
         stream.keyframePending = false
         counters.keyframeRequests += 1
         let n = rtcpBuffer.withUnsafeMutableBytes { RTCPPacket.buildPLI(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, into: $0) }
-        rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
+        rtcpBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
     }
 }

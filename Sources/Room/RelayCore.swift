@@ -8,6 +8,9 @@ import Basics
 import NetworkAddress
 
 /// The room relay as a pure state machine: datagrams and time in, datagrams and events out.
+/// It calls into no I/O: what it decides to send and report is queued until its caller drains
+/// it (``drain(into:)``, ``drainEvents(_:)``), and it says when its timers want it next
+/// (``nextDeadline``; the caller runs ``poll(now:wallNanos:)`` then).
 ///
 /// An RTP translator/SFU in RFC 7667's words ("Topo-Media-Translator" without transcoding):
 /// RTP is forwarded unchanged to the subscribers of its stream; RTCP is terminated per hop —
@@ -21,8 +24,14 @@ public final class RelayCore {
     /// The relay's own SSRC, the sender of its RTCP.
     public let ssrc: UInt32
     public internal(set) var counters = RelayCounters()
-    let transport: RelayTransport
-    let onEvent: (RelayEvent) -> Void
+    /// Datagrams decided and not yet handed to the caller's transport.
+    var outbox = RelayOutbox()
+    /// Events not yet handed to the caller.
+    private var pendingEvents: [RelayEvent] = []
+    /// When the timers want `poll` next (monotonic ns): 50 ms after the last poll, the grain of
+    /// the keyframe-request spacing, the viewers' trials and the presenters' feedback.
+    public private(set) var nextDeadline: UInt64 = 0
+    public static let pollIntervalNanos: UInt64 = 50_000_000
     var rooms: [String: RoomState] = [:]
     var byAddress: [PeerAddress: PeerState] = [:]
     var nextPeerID: UInt32 = 1
@@ -43,15 +52,31 @@ public final class RelayCore {
     /// - Parameter cookieSecret: the key of the return-routability cookies (random unless a
     ///   test or the fuzzer needs them predictable).
     public init(limits: RelayLimits = RelayLimits(), ssrc: UInt32 = UInt32.random(in: 1...UInt32.max),
-                transport: RelayTransport, cookieSecret: [UInt8]? = nil, authorizer: (any RoomAuthorizer)? = nil,
-                onEvent: @escaping (RelayEvent) -> Void = { _ in }) {
+                cookieSecret: [UInt8]? = nil, authorizer: (any RoomAuthorizer)? = nil) {
         self.authorizer = authorizer
         self.limits = limits
         self.ssrc = ssrc
-        self.transport = transport
-        self.onEvent = onEvent
+        pendingEvents.reserveCapacity(64)
         admission = RelayAdmission(limits: limits, cookieSecret: cookieSecret)
     }
+
+    // MARK: - Output
+
+    /// Hands what the core decided to send since the last drain to `transport`, in order.
+    /// The transport may read the core (a browser's streams) but must not give it input.
+    public func drain(into transport: RelayTransport) { outbox.drain(into: transport) }
+
+    /// Datagrams waiting for ``drain(into:)``.
+    public var queuedDatagrams: Int { outbox.count }
+
+    /// Hands the events since the last drain to `body`, in order.
+    public func drainEvents(_ body: (RelayEvent) -> Void) {
+        guard !pendingEvents.isEmpty else { return }
+        for e in pendingEvents { body(e) }
+        pendingEvents.removeAll(keepingCapacity: true)
+    }
+
+    func emit(_ event: RelayEvent) { pendingEvents.append(event) }
 
     // MARK: - Return routability
 
@@ -169,7 +194,7 @@ public final class RelayCore {
             handleControl(envelope, from: address, now: now, wallNanos: wallNanos)
         case .unknown:
             counters.rejected += 1
-            onEvent(.rejected(address: address, reason: "not RTP, RTCP or a control message"))
+            emit(.rejected(address: address, reason: "not RTP, RTCP or a control message"))
         }
     }
 
@@ -179,11 +204,12 @@ public final class RelayCore {
     /// A datagram dropped before it reached the room, for a reason (counted as rejected).
     public func noteRejected(_ address: PeerAddress, reason: String) {
         counters.rejected += 1
-        onEvent(.rejected(address: address, reason: reason))
+        emit(.rejected(address: address, reason: reason))
     }
 
     /// Timers: removes silent peers, sends due keyframe requests and receiver reports.
     public func poll(now: UInt64, wallNanos: UInt64) {
+        nextDeadline = now + Self.pollIntervalNanos
         // External viewers (browsers) speak no room protocol: their gateway ends them.
         for peer in Array(byAddress.values) where !peer.external && now &- peer.lastHeard > RoomProtocol.peerTimeoutNanos
             && now > peer.lastHeard {
@@ -216,7 +242,7 @@ public final class RelayCore {
             for peer in room.peers.values where peer.transportFeedback != nil {
                 guard let fb = peer.transportFeedback?.poll(now: now, senderSSRC: ssrc, mediaSSRC: peer.streams.first?.ssrc ?? 0) else { continue }
                 let n = rtcpBuffer.withUnsafeMutableBytes { RTCPPacket.transportFeedback(fb).marshal(into: $0) }
-                rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: peer.address) }
+                rtcpBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: peer.address) }
                 counters.transportFeedbacks += 1
             }
         }
@@ -228,7 +254,7 @@ public final class RelayCore {
                     let n = rtcpBuffer.withUnsafeMutableBytes {
                         RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [block], cname: "screenshare-relay", into: $0)
                     }
-                    rtcpBuffer.withUnsafeBytes { transport.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
+                    rtcpBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
                 }
             }
         }
@@ -241,7 +267,7 @@ public final class RelayCore {
         if bytes.count > RoomProtocol.maxRelayMessageSize {
             bytes = Self.fitted(message, requestID: requestID, recipient: byAddress[address]?.id) ?? bytes
         }
-        bytes.withUnsafeBytes { transport.send($0, to: address) }
+        bytes.withUnsafeBytes { outbox.send($0, to: address) }
     }
 
     /// A room list (`welcome`, `state`) too long for one message, cut to fit: every peer that
@@ -272,12 +298,12 @@ public final class RelayCore {
     func broadcast(_ message: ControlMessage, in room: RoomState, except: PeerState?) {
         let bytes = ControlEnvelope(message).encoded()
         let addresses = room.peers.values.compactMap { $0 === except ? nil : $0.address }
-        bytes.withUnsafeBytes { transport.send($0, toEach: addresses) }
+        bytes.withUnsafeBytes { outbox.send($0, toEach: addresses) }
     }
 
     func reject(_ address: PeerAddress, _ error: RoomProtocolError, now: UInt64) {
         counters.rejected += 1
-        onEvent(.rejected(address: address, reason: error.description))
+        emit(.rejected(address: address, reason: error.description))
         guard admission.takeReply(to: address, now: now) else { return }
         replyUnproven(.error(code: error.code, message: error.message), requestID: error.requestID, to: address) { counters.errorsSent += 1 }
     }
@@ -297,7 +323,7 @@ public final class RelayCore {
             return
         }
         sent()
-        bytes.withUnsafeBytes { transport.send($0, to: address) }
+        bytes.withUnsafeBytes { outbox.send($0, to: address) }
     }
 
     func handleControl(_ envelope: ControlEnvelope, from address: PeerAddress, now: UInt64, wallNanos: UInt64) {
@@ -352,7 +378,7 @@ public final class RelayCore {
                 changed = true
                 requestKeyframe(stream, now: now)  // a late joiner needs a keyframe to start
             }
-            if !added.isEmpty { onEvent(.subscribed(room: room.name, viewer: peer.id, publisher: publisherID, kinds: Array(added).sorted { $0.rawValue < $1.rawValue })) }
+            if !added.isEmpty { emit(.subscribed(room: room.name, viewer: peer.id, publisher: publisherID, kinds: Array(added).sorted { $0.rawValue < $1.rawValue })) }
             if changed { notifySubscribers(of: publisher) }
         case let .unsubscribe(publisherID, kinds):
             let gone = Set(kinds.isEmpty ? StreamKind.allCases : kinds)
@@ -368,7 +394,7 @@ public final class RelayCore {
                     changed = true
                 }
             }
-            if current.isEmpty { onEvent(.unsubscribed(room: room.name, viewer: peer.id, publisher: publisherID)) }
+            if current.isEmpty { emit(.unsubscribed(room: room.name, viewer: peer.id, publisher: publisherID)) }
             if changed { notifySubscribers(of: publisher) }
         default:
             reject(address, RoomProtocolError(.unknownType, "'\(envelope.message.type.name)' is sent by the relay, not to it", requestID: id), now: now)
@@ -426,7 +452,7 @@ public final class RelayCore {
         changed(room)
         send(.welcome(peer: peer.id, room: name, version: room.version, peers: room.snapshot()), requestID: requestID, to: address)
         broadcast(.peerJoined(version: room.version, peer: peer.info), in: room, except: peer)
-        onEvent(.peerJoined(room: name, peer: peer.info, address: address))
+        emit(.peerJoined(room: name, peer: peer.info, address: address))
     }
 
     /// What is wrong with a room name (nil: nothing).
@@ -481,7 +507,7 @@ public final class RelayCore {
         guard old != streams else { return }
         for s in old where !streams.contains(s) {
             room.streams[s.ssrc] = nil
-            onEvent(.substreamStopped(room: room.name, peer: peer.id, stream: s))
+            emit(.substreamStopped(room: room.name, peer: peer.id, stream: s))
         }
         for s in streams where !old.contains(s) {
             let stream = StreamState(info: s, owner: peer, history: s.kind == .audio || s.kind == .fec ? limits.audioHistory : limits.videoHistory)
@@ -491,7 +517,7 @@ public final class RelayCore {
             }
             room.streams[s.ssrc] = stream
             if !stream.subscribers.isEmpty { requestKeyframe(stream, now: now) }
-            onEvent(.substreamStarted(room: room.name, peer: peer.id, stream: s))
+            emit(.substreamStarted(room: room.name, peer: peer.id, stream: s))
         }
         peer.streams = streams
         // With an FEC stream the screen's packets are kept from the first on, so the first FEC
@@ -520,7 +546,7 @@ public final class RelayCore {
         room.order.removeAll { $0 == peer.id }
         for s in peer.streams {
             room.streams[s.ssrc] = nil
-            onEvent(.substreamStopped(room: room.name, peer: peer.id, stream: s))
+            emit(.substreamStopped(room: room.name, peer: peer.id, stream: s))
         }
         var publishers: [PeerState] = []
         for stream in room.streams.values {
@@ -533,7 +559,7 @@ public final class RelayCore {
         changed(room)
         broadcast(.peerLeft(version: room.version, peer: peer.id, reason: reason), in: room, except: nil)
         for p in publishers { notifySubscribers(of: p) }
-        onEvent(.peerLeft(room: room.name, peer: peer.info, reason: reason))
+        emit(.peerLeft(room: room.name, peer: peer.info, reason: reason))
         if room.peers.isEmpty { rooms[room.name] = nil }
         // Browsers that watched this peer follow the next one sharing a screen.
         if !peer.streams.isEmpty { followPublishers(in: room, now: peer.lastHeard) }

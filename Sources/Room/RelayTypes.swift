@@ -84,17 +84,3 @@ public struct RelayCounters: Sendable, Equatable {
     public var layerSwitches = 0
     public init() {}
 }
-
-/// Where the relay's datagrams go (a UDP socket in production, an array in unit tests).
-public protocol RelayTransport: AnyObject {
-    func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress)
-    /// Sends the same datagram to each address, in order: one forwarded packet's fan-out.
-    /// A socket sends them with one `sendmmsg`; the default calls `send(_:to:)` for each.
-    func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress])
-}
-
-extension RelayTransport {
-    public func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress]) {
-        for a in addresses { send(bytes, to: a) }
-    }
-}

@@ -6,10 +6,12 @@ import NetworkAddress
 
 /// Datagrams the relay sends, kept.
 final class Sent: RelayTransport {
+    weak var core: RelayCore?
     var datagrams: [(bytes: [UInt8], to: PeerAddress)] = []
     func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) { datagrams.append((Array(bytes), address)) }
     func messages(to address: PeerAddress) -> [ControlMessage] {
-        datagrams.filter { $0.to == address }.compactMap { try? ControlEnvelope.parse($0.bytes, maxSize: RoomProtocol.maxRelayMessageSize).message }
+        core?.drain(into: self)
+        return datagrams.filter { $0.to == address }.compactMap { try? ControlEnvelope.parse($0.bytes, maxSize: RoomProtocol.maxRelayMessageSize).message }
     }
 }
 
@@ -35,7 +37,8 @@ final class Sent: RelayTransport {
     @Test func refusedPeersLeaveNoTraceAndHearWhy() async throws {
         let authority = try await TokenAuthority(secret: Self.secret)
         let sent = Sent()
-        let core = RelayCore(transport: sent, authorizer: authority)
+        let core = RelayCore(authorizer: authority)
+        sent.core = core
         let viewerToken = try await authority.mint(room: "class", role: .viewer, ttl: 60, now: Self.wall)
         let old = try await authority.mint(room: "class", role: .viewer, ttl: 60, now: Self.wall.addingTimeInterval(-120))
 
@@ -59,7 +62,8 @@ final class Sent: RelayTransport {
     @Test func aViewerTokenWatchesButCannotPublishAndTheTokenNamesThePeer() async throws {
         let authority = try await TokenAuthority(secret: Self.secret)
         let sent = Sent()
-        let core = RelayCore(transport: sent, authorizer: authority)
+        let core = RelayCore(authorizer: authority)
+        sent.core = core
         let viewerToken = try await authority.mint(room: "class", role: .viewer, name: "Ada", ttl: 60, now: Self.wall)
         join(core, viewer, role: "viewer", token: viewerToken)
         #expect(core.peers(in: "class").map(\.name) == ["Ada"])
@@ -71,7 +75,8 @@ final class Sent: RelayTransport {
 
     @Test func anOpenRelayAdmitsWithoutTokens() {
         let sent = Sent()
-        let core = RelayCore(transport: sent)
+        let core = RelayCore()
+        sent.core = core
         join(core, presenter, role: "presenter", token: nil)
         #expect(core.peerCount == 1 && core.counters.unauthorized == 0)
     }

@@ -199,7 +199,7 @@ enum EventCases {
             func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) { sent.append((address, Array(bytes))) }
         }
         let wire = Wire()
-        let relay = RelayCore(transport: wire)
+        let relay = RelayCore()
         var clients: [(PeerAddress, RoomClient)] = [(PeerAddress(ip: 0x7F00_0001, port: 40001),
                                                      RoomClient(room: "class", name: "ann@laptop", role: "presenter"))]
         for (i, v) in viewers.enumerated() {
@@ -215,6 +215,7 @@ enum EventCases {
                         bytes.withUnsafeBytes { relay.receive($0, from: clients[j].0, now: now, wallNanos: now) }
                     }
                 }
+                relay.drain(into: wire)
                 let sent = wire.sent
                 wire.sent.removeAll()
                 for (to, bytes) in sent {

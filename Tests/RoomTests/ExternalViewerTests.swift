@@ -10,7 +10,7 @@ import NetworkAddress
     let teacher = addr(1), guest = addr(2), browser = addr(9)
     let guestScreen = StreamInfo(kind: .screen, ssrc: 0x5151, pt: 96, codec: "VP8", clock: 90_000)
 
-    init() { relay = RelayCore(ssrc: 0xAAAA, transport: wire) }
+    init() { relay = RelayCore(ssrc: 0xAAAA, wire: wire) }
 
     func publish(_ a: PeerAddress, name: String, _ streams: [StreamInfo], now: UInt64 = 0) {
         relay.receive(ControlEnvelope(requestID: 1, .join(room: "class", name: name, role: "presenter", token: nil,

@@ -3,10 +3,19 @@ import RTP
 @testable import Room
 import NetworkAddress
 
-/// Collects what the relay sends.
+/// Collects what the relay sends. Reading it first drains what the relay queued, as a socket
+/// loop does after each input.
 final class Wire: RelayTransport {
-    var sent: [(to: PeerAddress, bytes: [UInt8])] = []
-    func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) { sent.append((address, Array(bytes))) }
+    weak var relay: RelayCore?
+    private var queued: [(to: PeerAddress, bytes: [UInt8])] = []
+    var sent: [(to: PeerAddress, bytes: [UInt8])] {
+        get {
+            relay?.drain(into: self)
+            return queued
+        }
+        set { queued = newValue }
+    }
+    func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) { queued.append((address, Array(bytes))) }
 
     /// Takes (and removes) what went to `address`.
     func take(_ address: PeerAddress) -> [[UInt8]] {
@@ -27,6 +36,12 @@ extension DatagramKind {
 func addr(_ n: UInt16) -> PeerAddress { PeerAddress(ip: 0x7F00_0001, port: 40000 + n) }
 
 extension RelayCore {
+    /// A relay whose queue `wire` drains when read.
+    convenience init(limits: RelayLimits = RelayLimits(), ssrc: UInt32 = 0xAAAA, wire: Wire) {
+        self.init(limits: limits, ssrc: ssrc)
+        wire.relay = self
+    }
+
     func receive(_ bytes: [UInt8], from a: PeerAddress, now: UInt64) {
         bytes.withUnsafeBytes { receive($0, from: a, now: now, wallNanos: 1_700_000_000_000_000_000 + now) }
     }
@@ -59,7 +74,7 @@ final class Room3 {
     init() { restartRelay() }
 
     func restartRelay() {
-        relay = RelayCore(transport: wire) { [unowned self] in self.relayEvents.append($0) }
+        relay = RelayCore(wire: wire)
     }
 
     func add(_ a: PeerAddress, _ client: RoomClient) {
@@ -93,6 +108,7 @@ final class Room3 {
                 events[a, default: []] += clients[a]!.takeEvents()
             }
             wire.sent.removeAll()
+            relay.drainEvents { relayEvents.append($0) }
             if !moved { break }
         }
     }

@@ -55,7 +55,7 @@ import RoomEvents
     static func run(seconds: Int, slowRate: Double?, slowJitter: UInt64 = 0, slowLoss: Double = 0,
                     pattern: [UInt8] = [0, 2, 1, 2]) throws -> (fast: Viewer, slow: Viewer, relay: RelayCore, sent: [[UInt8]]) {
         let wire = Wire()
-        let relay = RelayCore(ssrc: 0xAAAA, transport: wire)
+        let relay = RelayCore(ssrc: 0xAAAA, wire: wire)
         let presenter = addr(1)
         var viewers = [Viewer(address: addr(2), link: Link()), Viewer(address: addr(3), link: Link(rate: slowRate, jitter: slowJitter, loss: slowLoss))]
         func join(_ a: PeerAddress, _ name: String) -> UInt32 {

@@ -114,7 +114,7 @@ import TestSupport
         let wire = Wire()
         var limits = RelayLimits()
         limits.maxRooms = 8
-        let relay = RelayCore(limits: limits, transport: wire)
+        let relay = RelayCore(limits: limits, wire: wire)
         let valid: [[UInt8]] = [
             ControlEnvelope(requestID: 1, .join(room: "a", name: "x", role: "presenter", token: nil)).encoded(),
             ControlEnvelope(requestID: 2, .publish(streams: [screen])).encoded(),

@@ -12,7 +12,7 @@ let ms: UInt64 = 1_000_000
     let relay: RelayCore
     let presenter = addr(1), viewer = addr(2), other = addr(3)
 
-    init() { relay = RelayCore(ssrc: 0xAAAA, transport: wire) }
+    init() { relay = RelayCore(ssrc: 0xAAAA, wire: wire) }
 
     func join(_ a: PeerAddress, room: String = "class", name: String, now: UInt64 = 0) -> UInt32 {
         relay.receive(ControlEnvelope(requestID: 1, .join(room: room, name: name, role: "viewer", token: nil,
