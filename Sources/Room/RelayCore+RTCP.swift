@@ -78,7 +78,7 @@ extension RelayCore {
                 guard let stream = room.streams[feedback.mediaSSRC], stream.info.kind != .audio,
                       let i = stream.subscriberIndex(peer) else { continue }
                 if stream.subscribers[i].downlink == nil {
-                    stream.subscribers[i].downlink = ViewerDownlink()
+                    stream.subscribers[i].downlink = peer.external ? ViewerDownlink(startingOnHalf: stream.layerRates) : ViewerDownlink()
                     stream.downlinks += 1
                 }
                 let downlink = stream.subscribers[i].downlink!

@@ -129,6 +129,18 @@ final class ViewerDownlink {
 
     init() { results.reserveCapacity(512) }
 
+    /// A browser's link: it starts on half the frames (where the stream has such a layer), and
+    /// is tried on every layer as soon as its feedback shows a calm path, as libwebrtc starts a
+    /// call below the link and probes up, and mediasoup starts a consumer on its lower layers.
+    /// Started on every layer, a slow link filled its queue in its first second (600 kbit/s into
+    /// 500) and Chromium froze on the resends that queued behind it.
+    convenience init(startingOnHalf rates: LayerRates) {
+        self.init()
+        // Where it starts, not a switch. A stream measured to have no such layer starts whole;
+        // one not measured yet (the first half second) is held from TL2, if it has one.
+        if rates.hasHalf || rates.total == 0 { filter.maxLayer = 1 }
+    }
+
     /// Whether the packet numbered `sequence` went to this viewer.
     func noteForwarded(_ sequence: UInt16, sent: Bool) {
         let i = Int(sequence) & (ForwardLog.capacity - 1)

@@ -53,7 +53,7 @@ import RoomEvents
     /// three temporal layers (TL0, TL2, TL1, TL2: TL0 a quarter of it, TL0 + TL1 half) to both
     /// viewers; returns them with what each received.
     static func run(seconds: Int, slowRate: Double?, slowJitter: UInt64 = 0, slowLoss: Double = 0,
-                    pattern: [UInt8] = [0, 2, 1, 2]) throws -> (fast: Viewer, slow: Viewer, relay: RelayCore, sent: [[UInt8]]) {
+                    pattern: [UInt8] = [0, 2, 1, 2], browsers: Bool = false) throws -> (fast: Viewer, slow: Viewer, relay: RelayCore, sent: [[UInt8]]) {
         let wire = Wire()
         let relay = RelayCore(ssrc: 0xAAAA, wire: wire)
         let presenter = addr(1)
@@ -67,6 +67,10 @@ import RoomEvents
         let p = join(presenter, "teacher")
         relay.receive(ControlEnvelope(requestID: 2, .publish(streams: [screen])), from: presenter, now: 0)
         for v in viewers {
+            if browsers {  // as the browsers' gateway adds them: subscribed to the presenter at once
+                _ = try relay.addExternalViewer(room: "class", name: "browser", address: v.address, presenter: nil, now: 0)
+                continue
+            }
             _ = join(v.address, "pupil")
             relay.receive(ControlEnvelope(requestID: 3, .subscribe(publisher: p, kinds: [.screen])), from: v.address, now: 0)
         }
@@ -108,7 +112,7 @@ import RoomEvents
                 }
             }
             if tick % 50 == 0 { relay.poll(now: now, wallNanos: 0) }
-            if tick % 2000 == 0 {  // the viewers' keep-alive, as their room clients send it
+            if tick % 2000 == 0, !browsers {  // the viewers' keep-alive, as their room clients send it
                 for v in viewers { relay.receive(ControlEnvelope(requestID: 9, .ping(version: 0)), from: v.address, now: now) }
             }
             for i in viewers.indices {
@@ -169,6 +173,28 @@ import RoomEvents
         #expect(slow.told.first == .half && !slow.told.contains(.keyframes) && !slow.told.contains(.base), "\(slow.told)")
         // Said again every 5 s while it gets fewer layers (the word may be lost on that link).
         #expect(slow.told.filter { $0 == .half }.count >= 4, "\(slow.told)")
+    }
+
+    /// Browsers start on half the frames, and one whose link carries the whole stream is
+    /// tried on every layer at once and keeps them; the slow one never got more than half.
+    /// (Started on every layer, a slow browser's queue filled in its first second and Chromium
+    /// froze on the resends behind it: `BrowserBottleneckTests`.)
+    @Test func browsersStartOnHalfTheFramesAndAFastOneIsRaisedAtOnce() throws {
+        let (fast, slow, relay, sent) = try Self.run(seconds: 8, slowRate: 500_000, browsers: true)
+        let downlinks = relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc)
+        let fastLink = try #require(downlinks.first { $0.address == fast.address })
+        let slowLink = try #require(downlinks.first { $0.address == slow.address })
+        // The fast one: on every layer, raised once (its trial), never lowered.
+        print("fast browser: \(fastLink); slow browser: \(slowLink), link drops \(slow.link.dropped)")
+        #expect(fastLink.layers == .all && fastLink.switchesUp == 1 && fastLink.switchesDown == 0, "\(fastLink)")
+        // Every TL2 packet from its second second on reached it.
+        let tl2Sent = try sent.filter { try Self.descriptor($0).d.temporalLayer == 2 }.count
+        let tl2Got = try fast.got.filter { try Self.descriptor($0.bytes).d.temporalLayer == 2 }.count
+        #expect(tl2Got >= tl2Sent - 45, "TL2: \(tl2Got) of \(tl2Sent)")
+        // The slow one: its queue never overflowed (every layer at the start overflowed it), and
+        // after one trial it stays on half.
+        #expect(slow.link.dropped == 0, "the slow link dropped \(slow.link.dropped)")
+        #expect(slowLink.layers == .half && slowLink.switchesDown <= 1, "\(slowLink)")
     }
 
     /// A link that carries the base layer (180 kbit/s) but not half the frames (360): the base
