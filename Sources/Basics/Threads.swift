@@ -6,7 +6,10 @@ import Glibc
 /// shortened to "ss-" (15 bytes at most: `screenshare-audio` is `ss-audio`), so `top -H` and
 /// /proc/PID/task/*/comm (the bench) tell the threads apart. Traps if the system has no thread
 /// left to give, as Foundation's `Thread` does.
-public func startThread(named name: String, _ body: @escaping @Sendable () -> Void) {
+///
+/// `body` is `sending`: what it holds becomes the new thread's alone (a capturer, a socket), so
+/// it need not be `Sendable`, and the caller can no longer touch it.
+public func startThread(named name: String, _ body: sending @escaping () -> Void) {
     let kernelName = name.hasPrefix("screenshare-") ? "ss-" + name.dropFirst("screenshare-".count) : name
     let start = ThreadStart(name: String(decoding: kernelName.utf8.prefix(15), as: UTF8.self), body: body)
     var thread = pthread_t()
@@ -20,10 +23,12 @@ public func startThread(named name: String, _ body: @escaping @Sendable () -> Vo
     pthread_detach(thread)
 }
 
-private final class ThreadStart: Sendable {
+/// What the new thread runs, handed over through pthread_create's argument (it goes from the
+/// starting thread to the new one, never shared).
+private final class ThreadStart {
     let name: String
-    let body: @Sendable () -> Void
-    init(name: String, body: @escaping @Sendable () -> Void) { self.name = name; self.body = body }
+    let body: () -> Void
+    init(name: String, body: sending @escaping () -> Void) { self.name = name; self.body = body }
 }
 
 /// Names the calling thread for the kernel (pthread_setname_np and prctl are not visible to

@@ -15,16 +15,15 @@ extension Broadcaster {
     /// How long after a change is first seen it is grabbed (`ScreenCapturer.settle`).
     static let damageSettleNanos: UInt64 = 2_000_000
 
-    /// Opens the source and returns the capture loop to run on its own thread.
-    func makeProducer() throws -> @Sendable () -> Void {
+    /// Opens the source and returns the capture loop to run on its own thread, which the
+    /// capturer (or the file's reader) goes to whole (`sending`).
+    func makeProducer() throws -> sending () -> Void {
         if let capturer = try openCapturer(config.source) {
-            let box = UncheckedBox(capturer)
-            return { [self] in captureLoop(box.value) }
+            return { [self] in captureLoop(capturer) }
         }
         guard case .raw(let path, let format, let size, let fps) = config.source else { return {} }
         let reader = try RawFrameReader(path: path, format: format, size: size)
-        let box = UncheckedBox(reader)
-        return { [self] in rawLoop(box.value, fps: fps) }
+        return { [self] in rawLoop(reader, fps: fps) }
     }
 
     /// The size to encode a `source` picture at: the scaling policy's, made smaller by

@@ -303,7 +303,7 @@ public final class Broadcaster: Sendable {
         self.recording.withLock { $0 = recording }
         if let sdpPath = config.sdpPath { try writeSDP(to: sdpPath, audioPort: audioSender?.port) }
         // The source is opened on the capture thread's behalf here, so errors surface at once.
-        let producer: @Sendable () -> Void
+        let producer: () -> Void
         do {
             producer = try makeProducer()
         } catch {
@@ -328,7 +328,7 @@ public final class Broadcaster: Sendable {
                       microphone: $0.microphone.map { ($0.description, $0.name) }, program: $0.config.capture.program.words)
             },
             shared: config.source.words))
-        spawn("screenshare-capture") { producer() }
+        spawn("screenshare-capture", producer)
         spawn("screenshare-encode") { [self] in encodeLoop() }
         spawn("screenshare-rtcp") { [self] in rtcpLoop() }
         if let audioSender {
@@ -395,7 +395,7 @@ public final class Broadcaster: Sendable {
     }
 
     /// Starts a thread (named for the kernel: `startThread`) that `done` waits for.
-    func spawn(_ name: String, _ body: @escaping @Sendable () -> Void) {
+    func spawn(_ name: String, _ body: sending @escaping () -> Void) {
         done.enter()
         startThread(named: name) { [done] in
             body()
