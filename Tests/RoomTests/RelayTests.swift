@@ -31,6 +31,37 @@ let ms: UInt64 = 1_000_000
         return (p, v)
     }
 
+    /// The core calls into no I/O: what it decides waits in its queue, in order, until the
+    /// caller drains it; its events likewise; and it says when its timers want it.
+    @Test func whatTheCoreDecidesWaitsForTheCallerInOrder() {
+        let core = RelayCore(ssrc: 0xAAAA)  // no wire drains it on read
+        let a = addr(1), b = addr(2)
+        for (n, address) in [a, b].enumerated() {
+            core.receive(ControlEnvelope(requestID: UInt32(n), .join(room: "class", name: "p\(n)", role: "viewer", token: nil,
+                                                                     cookie: core.cookie(for: address, now: 0))), from: address, now: 0)
+        }
+        // a's welcome, b's welcome, and a told that b joined: queued, none sent yet.
+        #expect(core.queuedDatagrams == 3)
+        let collected = Wire()
+        core.drain(into: collected)
+        #expect(core.queuedDatagrams == 0)
+        let order = collected.sent.map { entry in
+            (entry.to.port, (try? ControlEnvelope.parse(entry.bytes).message).map { m -> String in
+                if case .welcome = m { return "welcome" } else if case .peerJoined = m { return "joined" } else { return "\(m)" }
+            } ?? "?")
+        }
+        #expect(order.map(\.0) == [a.port, b.port, a.port] && order.map(\.1) == ["welcome", "welcome", "joined"], "\(order)")
+        var events: [RelayEvent] = []
+        core.drainEvents { events.append($0) }
+        #expect(events.count == 2 && events.allSatisfy { if case .peerJoined = $0 { true } else { false } }, "\(events)")
+        core.drainEvents { events.append($0) }
+        #expect(events.count == 2)  // drained once
+        // Its timers: due at once before the first poll, then 50 ms after each.
+        #expect(core.nextDeadline == 0)
+        core.poll(now: 7 * ms, wallNanos: 0)
+        #expect(core.nextDeadline == 57 * ms)
+    }
+
     @Test func joinIsAnsweredAndAnnounced() {
         let a = join(presenter, name: "teacher")
         let b = join(viewer, name: "pupil")
