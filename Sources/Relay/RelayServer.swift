@@ -17,8 +17,7 @@ import RoomEvents
 /// Sends the relay's datagrams from its socket. Every peer has its own keys, so a fan-out (one
 /// packet to every subscriber of its stream) is protected once per subscriber into a slot of
 /// its own and sent with one `sendmmsg` per 64; control messages go through the peer's DTLS;
-/// browsers' packets are rewritten and protected by their gateway, and a fan-out's go into the
-/// same batch. Nothing is sent in clear.
+/// browsers' packets are rewritten and protected by their gateway. Nothing is sent in clear.
 private final class ListenerTransport: RelayTransport {
     let socket: UDPListener
     let batch: SendBatch
@@ -58,15 +57,7 @@ private final class ListenerTransport: RelayTransport {
                     batch.add(to: address) { hops.protect(bytes, for: address, into: $0) }
                 }
             } else if let browsers, let core, browsers.isBrowser(address) {
-                // Rewritten and protected in the gateway's scratch, then into the batch: one
-                // `sendmmsg` for the fan-out, as for peers, instead of a `sendto` per browser.
-                browsers.egress(bytes, to: address, core: core) { out, to in
-                    batch.add(to: to) { slot in
-                        guard out.count <= slot.count else { return nil }
-                        slot.copyMemory(from: out)
-                        return out.count
-                    }
-                }
+                browsers.egress(bytes, to: address, core: core) { sendPlain($0, to: $1) }
             }
         }
         batch.flush()
