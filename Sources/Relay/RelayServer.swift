@@ -47,7 +47,7 @@ private final class ListenerTransport: RelayTransport {
     func sendPlain(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) {
         if !socket.send(bytes, to: address.sockaddr) { singleErrors += 1 }
     }
-    func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress]) {
+    func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: ArraySlice<PeerAddress>) {
         let isControl = bytes.first == RoomProtocol.magic
         for address in addresses {
             if let hops, hops.isSecured(address) {

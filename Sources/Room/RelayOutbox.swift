@@ -6,11 +6,11 @@ public protocol RelayTransport: AnyObject {
     func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress)
     /// Sends the same datagram to each address, in order: one forwarded packet's fan-out.
     /// A socket sends them with one `sendmmsg`; the default calls `send(_:to:)` for each.
-    func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress])
+    func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: ArraySlice<PeerAddress>)
 }
 
 extension RelayTransport {
-    public func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress]) {
+    public func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: ArraySlice<PeerAddress>) {
         for a in addresses { send(bytes, to: a) }
     }
 }
@@ -20,31 +20,34 @@ extension RelayTransport {
 /// mediasoup's channel keep theirs apart.
 ///
 /// The bytes are copied into one arena kept from drain to drain (it grows once, to the largest
-/// burst between two drains), and a fan-out is one entry holding the stream's address list (a
-/// reference, not a copy): queueing allocates nothing per packet.
+/// burst between two drains), and a fan-out's addresses into a list kept the same way: queueing
+/// allocates nothing per packet. (Holding the caller's array instead would make the relay's
+/// per-viewer list, cleared and refilled for each packet, copy itself on every packet.)
 struct RelayOutbox {
     private struct Entry {
         var start: Int
         var count: Int
-        /// One address; nil for a fan-out to `each`.
+        /// One address; nil for a fan-out to `fanOut[eachStart..<eachEnd]`.
         var to: PeerAddress?
-        var each: [PeerAddress]
+        var eachStart: Int
+        var eachEnd: Int
     }
     private var arena: [UInt8]
     private var used = 0
     private var entries: [Entry] = []
-    private static let noAddresses: [PeerAddress] = []
+    private var fanOut: [PeerAddress] = []
 
     init(arenaBytes: Int = 256 * 1024) {
         arena = [UInt8](repeating: 0, count: arenaBytes)
         entries.reserveCapacity(1024)
+        fanOut.reserveCapacity(4096)
     }
 
     /// Datagrams queued.
     var count: Int { entries.count }
 
     mutating func send(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress) {
-        append(bytes, to: address, each: Self.noAddresses)
+        append(bytes, to: address, each: [])
     }
 
     mutating func send(_ bytes: UnsafeRawBufferPointer, toEach addresses: [PeerAddress]) {
@@ -54,13 +57,15 @@ struct RelayOutbox {
 
     private mutating func append(_ bytes: UnsafeRawBufferPointer, to address: PeerAddress?, each: [PeerAddress]) {
         guard !bytes.isEmpty else { return }
+        let eachStart = fanOut.count
+        fanOut.append(contentsOf: each)
         if used + bytes.count > arena.count {
             arena.append(contentsOf: repeatElement(0, count: max(arena.count, bytes.count)))
         }
         let start = used
         arena.withUnsafeMutableBytes { UnsafeMutableRawBufferPointer(rebasing: $0[start..<(start + bytes.count)]).copyMemory(from: bytes) }
         used += bytes.count
-        entries.append(Entry(start: start, count: bytes.count, to: address, each: each))
+        entries.append(Entry(start: start, count: bytes.count, to: address, eachStart: eachStart, eachEnd: fanOut.count))
     }
 
     /// Hands every queued datagram to `transport`, in order, and empties the queue (keeping its
@@ -69,10 +74,11 @@ struct RelayOutbox {
         arena.withUnsafeBytes { arena in
             for e in entries {
                 let bytes = UnsafeRawBufferPointer(rebasing: arena[e.start..<(e.start + e.count)])
-                if let to = e.to { transport.send(bytes, to: to) } else { transport.send(bytes, toEach: e.each) }
+                if let to = e.to { transport.send(bytes, to: to) } else { transport.send(bytes, toEach: fanOut[e.eachStart..<e.eachEnd]) }
             }
         }
         entries.removeAll(keepingCapacity: true)
+        fanOut.removeAll(keepingCapacity: true)
         used = 0
     }
 }
