@@ -49,6 +49,8 @@ import X11TestSupport
         print("presenter: \(String(format: "%.1f", fps)) fps sent")
         print("browser with FEC: \(String(format: "%.1f", fecGot.fps)) fps, \(fecGot.last)")
         print("browser without: \(plainGot.map { String(format: "%.1f", $0.fps) } ?? "no picture") fps, \(plainGot.map { "\($0.last)" } ?? "")")
+        // The FEC page each second: when it froze, lost, asked again and for keyframes.
+        print("FEC page each second (t freeze_s nacks lost plis): \(fecLog.events(named: "page").map { p in ["t", "freeze_s", "nacks", "video_lost", "plis"].map { "\(p[$0] ?? "-")" }.joined(separator: " ") })")
         let fecOut = EventLog(relay).events(named: "stats").compactMap { $0["fec_out"] as? Int }.reduce(0, +)
         print("relay: \(fecOut) FEC packets to browsers")
         #expect(fecOut > 100, "the relay sent \(fecOut) FEC packets")
