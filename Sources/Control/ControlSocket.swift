@@ -35,6 +35,31 @@ public enum ControlSocket {
         }
     }
 
+    /// The sockets in `directory` that a broadcaster listens on. A socket nobody listens on
+    /// (`ECONNREFUSED`: its broadcaster died without removing it, e.g. killed) is removed, as
+    /// ssh-agent's and tmux's clients do, so that a crash does not leave `ctl` asking which of
+    /// several broadcasters to talk to.
+    public static func listening(in directory: String, entries: [String]) -> [String] {
+        entries.filter { $0.hasSuffix(".sock") }.filter { name in
+            let path = directory + "/" + name
+            guard isStale(path) else { return true }
+            unlink(path)
+            return false
+        }
+    }
+
+    /// True when `path` is a socket that refuses connections: nobody listens there any more.
+    static func isStale(_ path: String) -> Bool {
+        var st = stat()
+        guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK, st.st_uid == getuid(),
+              var addr = try? unixAddress(path) else { return false }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        return rc != 0 && errno == ECONNREFUSED
+    }
+
     /// Sends one request and returns the response.
     /// - Throws: `ControlError` when the socket cannot be reached or answers nonsense.
     public static func request(_ request: ControlRequest, socketPath: String, timeoutSeconds: Int = 5) throws -> ControlResponse {

@@ -100,7 +100,7 @@ struct Ctl: ParsableCommand {
             else {
                 let dir = ControlSocket.directory()
                 let entries = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
-                path = try ControlSocket.pickOnly(in: dir, entries: entries)
+                path = try ControlSocket.pickOnly(in: dir, entries: ControlSocket.listening(in: dir, entries: entries))
             }
         } catch {
             throw Exit.failing(with: error, command: "screenshare ctl")

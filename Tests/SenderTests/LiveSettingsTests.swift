@@ -1,10 +1,14 @@
-import Control
+@testable import Control
 import Transport
 import Testing
 import MediaCore
 import Basics
 import ScreenCapture
 import VideoProcessing
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import Sender
 
 @Suite struct LiveSettingsTests {
@@ -55,6 +59,32 @@ import VideoProcessing
         catch { #expect("\(error)".contains("no screenshare broadcaster is running")) }
         do { _ = try ControlSocket.pickOnly(in: "/run/x", entries: ["a.sock", "b.sock"]); Issue.record("several accepted") }
         catch { #expect("\(error)".contains("a, b") && "\(error)".contains("--room")) }
+    }
+
+    /// A broadcaster killed with SIGKILL leaves its socket: `ctl` passes over (and removes) a
+    /// socket nobody listens on, instead of asking which of "several" to talk to.
+    @Test func aSocketNobodyListensOnIsPassedOverAndRemoved() throws {
+        var template = Array("/tmp/ctl-stale-XXXXXX".utf8CString)
+        let dir = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }.map { String(cString: $0) })
+        defer { _ = try? FileManager.default.removeItem(atPath: dir) }
+        func bound(_ name: String, listening: Bool) throws -> Int32 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = try ControlSocket.unixAddress(dir + "/" + name)
+            let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            try #require(rc == 0)
+            if listening { try #require(listen(fd, 1) == 0) }
+            return fd
+        }
+        let live = try bound("lecture.sock", listening: true)
+        defer { close(live) }
+        close(try bound("dead.sock", listening: false))  // the file stays; nobody listens
+        _ = FileManager.default.createFile(atPath: dir + "/notes.txt", contents: nil)
+        let entries = try FileManager.default.contentsOfDirectory(atPath: dir)
+        #expect(entries.count == 3)
+        #expect(ControlSocket.listening(in: dir, entries: entries) == ["lecture.sock"])
+        #expect(!FileManager.default.fileExists(atPath: dir + "/dead.sock"))
+        #expect(FileManager.default.fileExists(atPath: dir + "/lecture.sock"))
+        #expect(try ControlSocket.pickOnly(in: dir, entries: ControlSocket.listening(in: dir, entries: ["lecture.sock"])) == dir + "/lecture.sock")
     }
 
     @Test func socketPathsAreSafeAndPerUser() {
