@@ -151,7 +151,7 @@ public struct RoomConnected: BroadcastEvent, Equatable {
     public var fields: [String: JSONValue] {
         ["room": .string(room), "server": .string(server), "peer": .int(Int(peer)), "peers": .int(peers), "rejoined": .bool(rejoined)]
     }
-    public var humanText: String { "connected to room \(room) at \(server) as peer \(peer) (\(peers) others here)" }
+    public var humanText: String { "connected to room \(room) at \(server) as peer \(peer) (\(peers == 0 ? "nobody else" : peers == 1 ? "1 other" : "\(peers) others") here)" }
 }
 
 /// `subscribed` (watch): the relay confirmed that we receive `publisher`'s streams of `kinds`.
@@ -344,7 +344,7 @@ public struct SubstreamStarted: BroadcastEvent, Equatable {
 
     public var name: String { "substream_started" }
     public var fields: [String: JSONValue] { substreamFields(room: room, peer: peer, name: peerName, stream: stream) }
-    public var humanText: String { "peer \(peer) started sharing \(stream.kind.rawValue)" }
+    public var humanText: String { "\(sharerText(peer: peer, name: peerName)) started sharing \(kindText(stream.kind))\(room.map { " in room \($0)" } ?? "")" }
 }
 
 /// `substream_stopped`: a peer no longer publishes a stream.
@@ -362,7 +362,23 @@ public struct SubstreamStopped: BroadcastEvent, Equatable {
 
     public var name: String { "substream_stopped" }
     public var fields: [String: JSONValue] { substreamFields(room: room, peer: peer, name: peerName, stream: stream) }
-    public var humanText: String { "peer \(peer) stopped sharing \(stream.kind.rawValue)" }
+    public var humanText: String { "\(sharerText(peer: peer, name: peerName)) stopped sharing \(kindText(stream.kind))\(room.map { " in room \($0)" } ?? "")" }
+}
+
+/// "ann@laptop (peer 1)", or "peer 1" when the name is not known.
+private func sharerText(peer: UInt32, name: String?) -> String {
+    guard let name, !name.isEmpty else { return "peer \(peer)" }
+    return "\(name) (peer \(peer))"
+}
+
+/// What a stream of this kind is, in words.
+private func kindText(_ kind: StreamKind) -> String {
+    switch kind {
+    case .screen: "the screen"
+    case .audio: "sound"
+    case .main: "a camera"
+    case .fec: "FEC"
+    }
 }
 
 private func substreamFields(room: String?, peer: UInt32, name: String?, stream: StreamInfo) -> [String: JSONValue] {

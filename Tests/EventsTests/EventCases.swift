@@ -165,6 +165,7 @@ enum EventCases {
         var cases: [(label: String, event: any BroadcastEvent)] = [
             ("room.connected", one(.connected(peer: 1, room: "class", peers: [], rejoined: false))),
             ("room.connected.rejoined", one(.connected(peer: 4, room: "class", peers: [ann, bob], rejoined: true))),
+            ("room.connected.one", one(.connected(peer: 3, room: "class", peers: [ann], rejoined: false))),
             ("room.peer_joined", one(.peerJoined(bob))),
             ("room.peer_left", one(.peerLeft(bob, reason: "timeout"))),
             ("room.substream_started", one(.substreamStarted(peer: ann, stream: screen))),

@@ -111,7 +111,10 @@ enum PinnedOutput {
             text: #"stopped (interrupted): 900 frames decoded, 4 packets lost, 1 freeze"#),
         "room.connected": (
             json: #"{"event":"connected","peer":1,"peers":0,"rejoined":false,"room":"class","server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"connected to room class at 192.168.1.20:7600 as peer 1 (0 others here)"#),
+            text: #"connected to room class at 192.168.1.20:7600 as peer 1 (nobody else here)"#),
+        "room.connected.one": (
+            json: #"{"event":"connected","peer":3,"peers":1,"rejoined":false,"room":"class","server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"connected to room class at 192.168.1.20:7600 as peer 3 (1 other here)"#),
         "room.connected.rejoined": (
             json: #"{"event":"connected","peer":4,"peers":2,"rejoined":true,"room":"class","server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"connected to room class at 192.168.1.20:7600 as peer 4 (2 others here)"#),
@@ -123,10 +126,10 @@ enum PinnedOutput {
             text: #"bob@desk left (no word from it for a while)"#),
         "room.substream_started": (
             json: #"{"codec":"VP8","event":"substream_started","kind":"screen","name":"ann@laptop","payload_type":96,"peer":1,"ssrc":4369,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"peer 1 started sharing screen"#),
+            text: #"ann@laptop (peer 1) started sharing the screen"#),
         "room.substream_stopped": (
             json: #"{"codec":"opus","event":"substream_stopped","kind":"audio","name":"ann@laptop","payload_type":111,"peer":1,"ssrc":8738,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"peer 1 stopped sharing audio"#),
+            text: #"ann@laptop (peer 1) stopped sharing sound"#),
         "room.link": (
             json: #"{"estimate_kbps":420,"event":"link","layers":"base","publisher":1,"publisher_name":"","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"your link carries every fourth frame (the base layer) of peer 1's screen (about 420 kbit/s)"#),
@@ -177,10 +180,10 @@ enum PinnedOutput {
             text: #"bob@desk left room class"#),
         "relay.substream_started": (
             json: #"{"codec":"VP8","event":"substream_started","kind":"screen","payload_type":96,"peer":1,"room":"class","ssrc":4369,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"peer 1 started sharing screen"#),
+            text: #"peer 1 started sharing the screen in room class"#),
         "relay.substream_stopped": (
             json: #"{"codec":"opus","event":"substream_stopped","kind":"audio","payload_type":111,"peer":1,"room":"class","ssrc":8738,"time":"2026-11-18T11:06:40.125Z"}"#,
-            text: #"peer 1 stopped sharing audio"#),
+            text: #"peer 1 stopped sharing sound in room class"#),
         "relay.subscribed": (
             json: #"{"event":"subscribed","kinds":["screen","audio"],"publisher":1,"room":"class","time":"2026-11-18T11:06:40.125Z","viewer":2}"#,
             text: #"watching - (peer 1)"#),
