@@ -59,7 +59,7 @@ extension ViewerStopReason {
         case .requested: "interrupted"
         case .windowClosed: "window closed"
         case .failed: "error"
-        case .disconnected: "relay lost"
+        case .disconnected: "no relay"
         case .unauthorized: "not admitted"
         case .untrusted: "relay not trusted"
         case .ended: "share ended"

@@ -482,10 +482,8 @@ final class ViewerLoop {
         guard room != nil, let relay else { return }
         let changes = room!.flush(path: &path, now: clock.nowNanos(), send: { _ = rtp.send($0, to: relay) }, emit: { events.emit($0) })
         if changes.newScreen { output.subscribed(now: clock.nowNanos()) }
-        if let reason = changes.disconnected {
-            logger.error("lost the relay: \(reason)")
-            stop.stop(.disconnected)
-        }
+        // The `disconnected` event said why, in one line.
+        if changes.disconnected != nil { stop.stop(.disconnected) }
         if let reason = changes.refused {
             refusal = reason
             stop.stop(.unauthorized)

@@ -64,7 +64,7 @@ public struct RoomEventMapper {
                                  server: server, wasConnected: wasConnected)]
         case .disconnected(let reason):
             disconnected = reason
-            return [Disconnected(reason: reason, server: server)]
+            return [Disconnected(reason: reason, server: server, wasConnected: wasConnected)]
         case let .error(code, message):
             return [WarningEvent(.roomError(code: code.rawValue), message)]
         case .refused(let message):
@@ -254,14 +254,22 @@ public struct Reconnecting: BroadcastEvent, Equatable {
 public struct Disconnected: BroadcastEvent, Equatable {
     public var reason: String
     public var server: String
-    public init(reason: String, server: String) {
+    /// Whether the relay had been reached: if not, it never answered (a wrong address, a relay
+    /// not running, a firewall), which the words say rather than "lost".
+    public var wasConnected: Bool
+    public init(reason: String, server: String, wasConnected: Bool = true) {
         self.reason = reason
         self.server = server
+        self.wasConnected = wasConnected
     }
 
     public var name: String { "disconnected" }
     public var fields: [String: JSONValue] { ["reason": .string(reason), "server": .string(server)] }
-    public var humanText: String { "gave up on the relay \(server): \(reason)" }
+    public var humanText: String {
+        guard !wasConnected else { return "gave up on the relay \(server): \(reason)" }
+        let port = server.split(separator: ":").last.map { " UDP port \($0)" } ?? " its UDP port"
+        return "the relay at \(server) never answered: is it running there, and is\(port) open to you?"
+    }
 }
 
 // MARK: - Peers and their streams (start, watch, and serve with `room`)

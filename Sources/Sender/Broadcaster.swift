@@ -102,7 +102,7 @@ extension StopReason {
         case .endOfInput: "end of input"
         case .sourceGone: "source gone"
         case .failed: "error"
-        case .disconnected: "relay lost"
+        case .disconnected: "no relay"
         case .unauthorized: "not admitted"
         case .untrusted: "relay not trusted"
         }

@@ -114,8 +114,8 @@ enum Ending {
     case failed(String?)
     /// The screen or source is gone: 69.
     case sourceGone(String)
-    /// The relay or the destination was lost: 68.
-    case network(String)
+    /// The relay or the destination was lost or never reached: 68 (nil: the events said why).
+    case network(String?)
     /// The relay refused to admit us: 77 (nil: the `error` event said why).
     case refused(String?)
     /// The relay is not the one pinned: 76 (nil: the `error` event said why).

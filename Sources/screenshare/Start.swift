@@ -329,7 +329,7 @@ struct Start: ParsableCommand {
         case .requested: .interrupted
         case .sourceGone: .sourceGone("source gone: \(result.detail)")
         case .failed: .failed(result.detail)
-        case .disconnected: .network(result.detail)
+        case .disconnected: .network(output.json ? result.detail : nil)
         // On a terminal the `error` event said why, one line; with --json stderr gets the line.
         case .unauthorized: .refused(output.json ? result.detail : nil)
         case .untrusted: .untrusted(output.json ? result.detail : nil)

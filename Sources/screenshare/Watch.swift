@@ -198,7 +198,8 @@ struct Watch: ParsableCommand {
         case .duration, .windowClosed, .ended: .clean
         case .requested: .interrupted
         case .failed: .failed(nil)
-        case .disconnected: .network("lost the room relay at \(server) (3 retries failed)")
+        // The `disconnected` event said why on a terminal; with --json stderr gets the line.
+        case .disconnected: .network(output.json ? "no answer from the room relay at \(server) (3 retries failed)" : nil)
         // On a terminal the `error` event said why, one line; with --json it is in the JSON
         // line, and stderr gets the line.
         case .unauthorized:

@@ -162,7 +162,14 @@ import RoomEvents
         let presenter = try Child(screenshareBinary(), [
             "start", "--room", "r", "--server", "127.0.0.1:\(port)", "--input", input, "--input-size", "320x240", "--no-audio", "--json",
         ], dir: dir, name: "presenter")
+        // The same for a person at a terminal: what never answered is said once, in words,
+        // with what to check — not "lost", and not three lines of the same.
+        let viewer = try Child(screenshareBinary(), ["watch", "--room", "r", "--server", "127.0.0.1:\(port)", "--headless"], dir: dir, name: "viewer")
         #expect(presenter.finish(within: 30, interrupt: false) == 68, "\(presenter.stderr)")
+        #expect(viewer.finish(within: 30, interrupt: false) == 68, "\(viewer.stderr)")
+        let said = viewer.stderr
+        #expect(said.contains("the relay at 127.0.0.1:\(port) never answered: is it running there, and is UDP port \(port) open to you?"), "\(said)")
+        #expect(!said.contains("lost the") && !said.contains("relay lost") && said.components(separatedBy: "never answered").count == 2, "\(said)")
         let p = Self.check(presenter, command: "start")
         #expect(p["reconnecting"]?.compactMap { $0["attempt"] as? Int } == [1, 2, 3])
         #expect(p["disconnected"]?.count == 1)

@@ -184,6 +184,10 @@ enum EventCases {
             ("room.reconnecting", one(.reconnecting(attempt: 2, delayNanos: 1_000_000_000, reason: "no word from the relay for 3 s"))),
             ("room.error", one(.error(code: .unknownPeer, message: "no peer 'carol' in room class"))),
             ("room.disconnected", one(.disconnected(reason: "no answer after 3 retries"))),
+            ("room.disconnected.never", {
+                var fresh = RoomEventMapper(server: "192.168.1.20:7600")
+                return fresh.map(.disconnected(reason: "no answer after 3 retries"), client: presenter)[0]
+            }()),
             ("room.link", one(.link(publisher: 1, layers: .base, estimateKbps: 420))),
         ]
         // A link that carries only keyframes: the event, and a network_busy warning.

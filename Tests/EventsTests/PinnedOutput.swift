@@ -163,6 +163,9 @@ enum PinnedOutput {
         "room.disconnected": (
             json: #"{"event":"disconnected","reason":"no answer after 3 retries","server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"gave up on the relay 192.168.1.20:7600: no answer after 3 retries"#),
+        "room.disconnected.never": (
+            json: #"{"event":"disconnected","reason":"no answer after 3 retries","server":"192.168.1.20:7600","time":"2026-11-18T11:06:40.125Z"}"#,
+            text: #"the relay at 192.168.1.20:7600 never answered: is it running there, and is UDP port 7600 open to you?"#),
         "relay.started": (
             json: #"{"access":"tokens","event":"started","fingerprint":"sha256:3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f","listen":"0.0.0.0:7600","protocol_version":2,"receive_buffer":8388608,"send_buffer":425984,"time":"2026-11-18T11:06:40.125Z"}"#,
             text: #"relay listening on 0.0.0.0:7600 (protocol v2); rooms need a token (`screenshare token`)\#n  certificate: sha256:3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f3f (presenters and viewers pin it with --fingerprint)\#n  presenters: screenshare start --room NAME --server HOST:7600 --token T\#n  browsers: http://HOST:7600/NAME#token=VIEWER_TOKEN"#),
