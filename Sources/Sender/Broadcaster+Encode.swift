@@ -42,7 +42,7 @@ extension Broadcaster {
         packetizer.temporalLayers = config.room != nil
         var networkTarget = 0
         var adapter = ResolutionAdapter()
-        var sendBudget = RateBucket()
+        var pacer = PacketPacer()
         let packetBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
         defer { packetBuffer.deallocate() }
         // Forward error correction: each frame's packets kept as sent, then its FEC packets.
@@ -84,7 +84,7 @@ extension Broadcaster {
                 if networkTarget == 0 {
                     // What was sent before the path had a rate (the opening, the first keyframe)
                     // is not a debt the next frames pay by waiting, and not the size's fault.
-                    sendBudget = RateBucket()
+                    pacer.reset()
                     adapter.pathStarted()
                 }
                 networkTarget = target
@@ -160,7 +160,7 @@ extension Broadcaster {
                     recording?.video(data, keyframe: info.isKeyframe, size: PixelSize(width: frame.width, height: frame.height),
                                      timestampNanos: isNew ? frame.timestampNanos : now)
                     send(data, timestamp: ts, layer: info.temporalLayer ?? 0, bitrate: scheduler.bitrate, packetizer: &packetizer, buffer: packetBuffer,
-                         budget: &sendBudget, networkLimited: networkTarget != 0 && current.content == .motion && !info.isKeyframe,
+                         pacer: &pacer, networkLimited: networkTarget != 0 && current.content == .motion && !info.isKeyframe,
                          fec: fec, into: &sent)
                 }
             } catch {
@@ -262,22 +262,15 @@ extension Broadcaster {
         }
     }
 
-    /// Packetizes one encoded frame and sends it, paced so one burst does not overflow a
-    /// router queue (or the relay's) and get lost. With congestion control (once transport
-    /// feedback came) the first two packets leave at once and the rest at 2.5 × the target, as
-    /// libwebrtc's pacer; otherwise the first 16 kB leave at once, the rest of a big frame (a 1080p keyframe is
-    /// 70–90 kB) at 4 × the bit rate (at least 8 Mbit/s). Each packet goes into the history
-    /// for NACKs.
-    ///
-    /// Under congestion control `motion` has a budget across frames that holds the stream to
-    /// 1.1 × the target (with a tenth of a second of burst: a burst lands in the path's queue whole, and 0.25 s of it made queues of 200–250 ms on a 1 or 0.5 Mbit/s path): when the encoder overshoots for a while (libvpx
-    /// can, for a second at 1.5 ×), packets wait here rather than in the path's queue, the encode
-    /// thread with them, and the latest-frame mailbox skips the pictures meanwhile (libwebrtc's
-    /// pacer queue does the same job). A keyframe is the one burst allowed (a late joiner waits
-    /// for it): it does not wait, but the frames after it pay for it. (`detail` waits for its
+    /// Packetizes one encoded frame and sends it, each packet when ``PacketPacer`` says, and
+    /// keeps each in the history for NACKs. Under congestion control `motion`'s budget holds the
+    /// stream to 1.1 × the target with a tenth of a second of burst (a burst lands in the path's
+    /// queue whole; 0.25 s of it made queues of 200–250 ms on a 1 or 0.5 Mbit/s path). While a
+    /// packet waits the encode thread waits with it, and the latest-frame mailbox skips the
+    /// pictures meanwhile (libwebrtc's pacer queue does the same job). (`detail` waits for its
     /// own bit budget before encoding, in `EncodeScheduler`.)
     func send(_ data: UnsafeRawBufferPointer, timestamp: UInt32, layer: UInt8, bitrate: Bitrate, packetizer: inout VP8Packetizer,
-              buffer: UnsafeMutableRawBufferPointer, budget: inout RateBucket, networkLimited: Bool, fec: FECFrame,
+              buffer: UnsafeMutableRawBufferPointer, pacer: inout PacketPacer, networkLimited: Bool, fec: FECFrame,
               into sent: inout SentFrame) {
         let sendStart = clock.nowNanos()
         // `bitrate` is the encoder's: FEC comes on top of it (congestion control took its share
@@ -290,28 +283,18 @@ extension Broadcaster {
         // 1080p30 frame of 8 kB leaves at once instead of over 10 ms.
         let paced = congestion?.withLock { $0.hasFeedback } ?? false
         let paceBitsPerSecond = (paced ? Double(bitrate.bitsPerSecond) * 2.5 : Double(max(bitrate.bitsPerSecond * 4, 8_000_000))) * fecShare
-        let unpacedBytes = paced ? 2400 : Self.unpacedBytes
-        var frameBytes = 0
+        pacer.startFrame(at: sendStart, rates: PacketPacer.Rates(
+            paceBitsPerSecond: paceBitsPerSecond, unpacedBytes: paced ? 2400 : Self.unpacedBytes,
+            budgetBitsPerSecond: budgetRate, burstBits: burstBits, networkLimited: networkLimited))
         var frame = SentFrame()
         // A keyframe's loss costs the most (everything after it waits): twice the protection,
         // as libwebrtc gives key frames their own, higher FEC rate.
         let protection = fec.keyframe ? min(0.5, 2 * fec.protection) : fec.protection
         let protecting = protection > 0
         func out(_ packet: UnsafeMutableRawBufferPointer, keep: Bool = true) {
-            if frameBytes > unpacedBytes {
-                let due = sendStart + UInt64(Double(frameBytes - unpacedBytes) * 8 / paceBitsPerSecond * 1e9)
-                while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
-            }
-            let bits = packet.count * 8
-            budget.drain(at: clock.nowNanos(), bitsPerSecond: budgetRate)
-            let wait = networkLimited ? budget.nanosUntil(atMost: max(0, burstBits - Double(bits)), bitsPerSecond: budgetRate) : 0
-            if wait > 0 {
-                let due = clock.nowNanos() + wait
-                while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
-                budget.drain(at: clock.nowNanos(), bitsPerSecond: budgetRate)
-            }
-            budget.add(bits: bits)
-            frameBytes += packet.count
+            let due = pacer.sendTime(bytes: packet.count, now: clock.nowNanos())
+            while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
+            pacer.sent(bytes: packet.count, at: clock.nowNanos())
             frame.octets += packet.count
             let rc = sendRTP(packet)  // stamps the transport-wide number: FEC protects the bytes as sent
             if rc != 0 {
