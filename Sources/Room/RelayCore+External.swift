@@ -13,20 +13,11 @@ extension RelayCore {
     /// - Throws: `RoomProtocolError` for a bad room or name, or a full room or relay.
     public func addExternalViewer(room name: String, name peerName: String, address: PeerAddress, presenter: String?,
                                   now: UInt64) throws -> UInt32 {
-        if let problem = roomNameProblem(name) { throw RoomProtocolError(.badRoom, problem) }
-        if let existing = byAddress[address] { remove(existing, reason: "left") }
-        let room = try roomWithSpace(name)
-        let peer = PeerState(id: nextPeerID, name: String(peerName.prefix(limits.maxNameLength)), role: "viewer", address: address,
-                             room: room, now: now)
-        peer.external = true
-        peer.canPublish = false
-        browserCount += 1
-        peer.follows = presenter
-        nextPeerID = nextPeerID == UInt32.max ? 1 : nextPeerID + 1
-        room.peers[peer.id] = peer
-        room.order.append(peer.id)
-        byAddress[address] = peer
-        changed(room)
+        if let problem = registry.roomNameProblem(name) { throw RoomProtocolError(.badRoom, problem) }
+        if let existing = registry.peer(at: address) { remove(existing, reason: "left") }
+        let room = try registry.roomWithSpace(name)
+        let peer = registry.add(to: room, name: String(peerName.prefix(limits.maxNameLength)), role: "viewer", address: address, now: now,
+                                external: true, canPublish: false, follows: presenter)
         broadcast(.peerJoined(version: room.version, peer: peer.info), in: room, except: peer)
         emit(.peerJoined(room: name, peer: peer.info, address: address))
         followPublishers(in: room, now: now)
@@ -36,14 +27,14 @@ extension RelayCore {
     /// Removes the browser at `address` (its session ended: WHEP DELETE, consent lost, DTLS
     /// closed).
     public func removeExternalViewer(address: PeerAddress, reason: String) {
-        guard let peer = byAddress[address], peer.external else { return }
+        guard let peer = registry.peer(at: address), peer.external else { return }
         remove(peer, reason: reason)
     }
 
     /// The streams the browser at `address` receives now (the gateway maps them to the payload
     /// types and SSRCs of its answer).
     public func externalViewerStreams(address: PeerAddress) -> [StreamInfo] {
-        guard let peer = byAddress[address], peer.external else { return [] }
+        guard let peer = registry.peer(at: address), peer.external else { return [] }
         let room = peer.room
         return room.streams.values.filter { $0.subscriberIndex(peer) != nil }.map(\.info)
     }
@@ -53,7 +44,7 @@ extension RelayCore {
     /// and whether a queue stands or builds on it (loss then is congestion's). Nil until it has
     /// sent transport feedback on the screen it watches.
     public func externalViewerLink(address: PeerAddress) -> (loss: Double, rttNanos: UInt64?, congested: Bool)? {
-        guard let peer = byAddress[address], peer.external else { return nil }
+        guard let peer = registry.peer(at: address), peer.external else { return nil }
         for stream in peer.room.streams.values where stream.info.kind == .screen {
             guard let i = stream.subscriberIndex(peer), let downlink = stream.subscribers[i].downlink else { continue }
             let c = downlink.controller

@@ -32,9 +32,8 @@ public final class RelayCore {
     /// the keyframe-request spacing, the viewers' trials and the presenters' feedback.
     public private(set) var nextDeadline: UInt64 = 0
     public static let pollIntervalNanos: UInt64 = 50_000_000
-    var rooms: [String: RoomState] = [:]
-    var byAddress: [PeerAddress: PeerState] = [:]
-    var nextPeerID: UInt32 = 1
+    /// Rooms, peers and what they publish and receive.
+    var registry: RelayRegistry
     /// Cookies and the per-second budgets of replies and joins.
     var admission: RelayAdmission
     var nextReport: UInt64 = 0
@@ -58,6 +57,7 @@ public final class RelayCore {
         self.ssrc = ssrc
         pendingEvents.reserveCapacity(64)
         admission = RelayAdmission(limits: limits, cookieSecret: cookieSecret)
+        registry = RelayRegistry(limits: limits)
     }
 
     // MARK: - Output
@@ -88,60 +88,44 @@ public final class RelayCore {
 
     // MARK: - Inspection (stats, tests)
 
-    public var roomCount: Int { rooms.count }
-    public var peerCount: Int { byAddress.count }
+    public var roomCount: Int { registry.rooms.count }
+    public var peerCount: Int { registry.peerCount }
     /// Peers that are browsers.
-    public internal(set) var browserCount = 0
+    public var browserCount: Int { registry.browserCount }
     /// Counts every change of a room's peers or streams (a directory of rooms is stale when it moved).
-    public private(set) var changes: UInt64 = 0
-
-    /// A room's peers or streams changed: its version moves (peers compare it), and `changes`.
-    func changed(_ room: RoomState) {
-        room.version += 1
-        changes += 1
-    }
+    public var changes: UInt64 { registry.changes }
 
     /// What each room holds now, for the relay's HTTP side (a page names the presenter).
-    public func summaries() -> [RoomSummary] {
-        rooms.values.map { room in
-            let peers = room.order.compactMap { room.peers[$0] }
-            return RoomSummary(name: room.name, presenters: peers.filter { p in p.streams.contains { $0.kind == .screen } }.map(\.name),
-                               peers: peers.count, browsers: peers.filter(\.external).count)
-        }
-    }
-    public func peers(in room: String) -> [PeerInfo] { rooms[room]?.snapshot() ?? [] }
+    public func summaries() -> [RoomSummary] { registry.summaries() }
+    public func peers(in room: String) -> [PeerInfo] { registry.rooms[room]?.snapshot() ?? [] }
     /// Where a stream's packets go now.
     public func subscribers(room: String, ssrc: UInt32) -> [PeerAddress] {
-        rooms[room]?.streams[ssrc]?.addresses ?? []
+        registry.stream(room: room, ssrc: ssrc)?.addresses ?? []
     }
 
     /// RTP packets missing from what publishers sent the relay (sequence gaps, RFC 3550 A.3),
     /// summed over the streams published now. On loopback they can only be the relay's own
     /// receive queue overflowing.
     public var rtpLostIn: Int {
-        rooms.values.reduce(0) { sum, room in
-            room.streams.values.reduce(sum) { $0 + max(0, Int($1.receive.cumulativeLost)) }
-        }
+        registry.allStreams.reduce(0) { $0 + max(0, Int($1.receive.cumulativeLost)) }
     }
 
     /// What each subscriber of a stream last reported: loss fraction and round-trip time to the relay.
     public func subscriberReports(room: String, ssrc: UInt32) -> [(address: PeerAddress, fractionLost: Double, rttNanos: UInt64?)] {
-        rooms[room]?.streams[ssrc]?.subscribers.map { ($0.address, $0.fractionLost, $0.rttNanos) } ?? []
+        registry.stream(room: room, ssrc: ssrc)?.subscribers.map { ($0.address, $0.fractionLost, $0.rttNanos) } ?? []
     }
 
     /// Viewers that get only the base layer of a stream, or only its keyframes, now (their links
     /// carry no more).
     public var viewersOnBaseLayer: Int {
-        rooms.values.reduce(0) { sum, room in
-            room.streams.values.reduce(sum) { n, stream in n + stream.subscribers.filter { $0.downlink.map { $0.layers != .all } ?? false }.count }
-        }
+        registry.allStreams.reduce(0) { n, stream in n + stream.subscribers.filter { $0.downlink.map { $0.layers != .all } ?? false }.count }
     }
 
     /// The viewers that get fewer layers of a screen than it has, now: "ROOM/PEER-ID" → the
     /// layers they get (`base`, `keyframes`). Viewers that get every layer are not listed.
     public var viewersOnFewerLayers: [String: LinkLayers] {
         var out: [String: LinkLayers] = [:]
-        for room in rooms.values {
+        for room in registry.rooms.values {
             for stream in room.streams.values {
                 for s in stream.subscribers {
                     if let layers = s.downlink?.layers, layers != .all { out["\(room.name)/\(s.peer.id)"] = layers }
@@ -155,7 +139,7 @@ public final class RelayCore {
     /// layers it gets.
     public func subscriberDownlinks(room: String, ssrc: UInt32)
         -> [(address: PeerAddress, estimate: Double, layers: LinkLayers, switchesDown: Int, switchesUp: Int)] {
-        rooms[room]?.streams[ssrc]?.subscribers.compactMap { s in
+        registry.stream(room: room, ssrc: ssrc)?.subscribers.compactMap { s in
             s.downlink.map { (s.address, $0.controller.target, $0.layers, $0.switchesDown, $0.switchesUp) }
         } ?? []
     }
@@ -172,12 +156,12 @@ public final class RelayCore {
         switch DatagramKind.of(bytes) {
         case .rtp:
             counters.rtpIn += 1
-            guard let peer = byAddress[address] else { counters.unknownSource += 1; return }
+            guard let peer = registry.peer(at: address) else { counters.unknownSource += 1; return }
             peer.lastHeard = now
             forwardRTP(bytes, from: peer, now: now)
         case .rtcp:
             counters.rtcpIn += 1
-            guard let peer = byAddress[address] else { counters.unknownSource += 1; return }
+            guard let peer = registry.peer(at: address) else { counters.unknownSource += 1; return }
             peer.lastHeard = now
             handleRTCP(bytes, from: peer, now: now, wallNanos: wallNanos)
         case .control:
@@ -211,12 +195,12 @@ public final class RelayCore {
     public func poll(now: UInt64, wallNanos: UInt64) {
         nextDeadline = now + Self.pollIntervalNanos
         // External viewers (browsers) speak no room protocol: their gateway ends them.
-        for peer in Array(byAddress.values) where !peer.external && now &- peer.lastHeard > RoomProtocol.peerTimeoutNanos
+        for peer in registry.allPeers where !peer.external && now &- peer.lastHeard > RoomProtocol.peerTimeoutNanos
             && now > peer.lastHeard {
             counters.timeouts += 1
             remove(peer, reason: "timeout")
         }
-        for room in rooms.values {
+        for room in registry.rooms.values {
             for stream in room.streams.values where stream.keyframePending && stream.keyframeRequestDue(now: now) {
                 sendKeyframeRequest(stream, now: now)
             }
@@ -227,7 +211,7 @@ public final class RelayCore {
             }
         }
         // Viewers' links: trials, and keyframes for those that get only keyframes.
-        for room in rooms.values {
+        for room in registry.rooms.values {
             for stream in room.streams.values where stream.downlinks > 0 {
                 for s in stream.subscribers {
                     guard let downlink = s.downlink else { continue }
@@ -238,7 +222,7 @@ public final class RelayCore {
             }
         }
         // Presenters' congestion control: what arrived of theirs, every 100 ms.
-        for room in rooms.values {
+        for room in registry.rooms.values {
             for peer in room.peers.values where peer.transportFeedback != nil {
                 guard let fb = peer.transportFeedback?.poll(now: now, senderSSRC: ssrc, mediaSSRC: peer.streams.first?.ssrc ?? 0) else { continue }
                 let n = rtcpBuffer.withUnsafeMutableBytes { RTCPPacket.transportFeedback(fb).marshal(into: $0) }
@@ -248,7 +232,7 @@ public final class RelayCore {
         }
         if now >= nextReport {
             nextReport = now + 1_000_000_000
-            for room in rooms.values {
+            for room in registry.rooms.values {
                 for stream in room.streams.values where stream.receive.packetsReceived > 0 {
                     let block = stream.receive.makeReport(now: now)
                     let n = rtcpBuffer.withUnsafeMutableBytes {
@@ -265,7 +249,7 @@ public final class RelayCore {
     func send(_ message: ControlMessage, requestID: UInt32 = 0, to address: PeerAddress) {
         var bytes = ControlEnvelope(requestID: requestID, message).encoded()
         if bytes.count > RoomProtocol.maxRelayMessageSize {
-            bytes = Self.fitted(message, requestID: requestID, recipient: byAddress[address]?.id) ?? bytes
+            bytes = Self.fitted(message, requestID: requestID, recipient: registry.peer(at: address)?.id) ?? bytes
         }
         bytes.withUnsafeBytes { outbox.send($0, to: address) }
     }
@@ -314,7 +298,7 @@ public final class RelayCore {
     /// An error that does not fit goes without its text (the code alone), if that fits.
     func replyUnproven(_ message: ControlMessage, requestID: UInt32, to address: PeerAddress, sent: () -> Void) {
         var bytes = ControlEnvelope(requestID: requestID, message).encoded()
-        let proven = provenNow || byAddress[address] != nil
+        let proven = provenNow || registry.peer(at: address) != nil
         if !proven, bytes.count > received, case let .error(code, text) = message, !text.isEmpty {
             bytes = ControlEnvelope(requestID: requestID, .error(code: code, message: "")).encoded()
         }
@@ -331,7 +315,7 @@ public final class RelayCore {
         if case let .join(room, name, role, token, cookie) = envelope.message {
             // A new address proves it receives what is sent to it by echoing a cookie before it
             // gets any state, media or room list: a spoofed join reflects one small retry.
-            guard provenNow || byAddress[address] != nil || admission.isValid(cookie, from: address, now: now) else {
+            guard provenNow || registry.peer(at: address) != nil || admission.isValid(cookie, from: address, now: now) else {
                 guard admission.takeReply(to: address, now: now) else { return }
                 replyUnproven(.retry(cookie: self.cookie(for: address, now: now)), requestID: id, to: address) { counters.retriesSent += 1 }
                 return
@@ -340,7 +324,7 @@ public final class RelayCore {
             join(room: room, name: name, role: role, token: token, from: address, requestID: id, now: now, wallNanos: wallNanos)
             return
         }
-        guard let peer = byAddress[address] else {
+        guard let peer = registry.peer(at: address) else {
             reject(address, RoomProtocolError(.notJoined, "\(envelope.message.type.name) before join (or after this peer was removed)", requestID: id), now: now)
             return
         }
@@ -403,7 +387,7 @@ public final class RelayCore {
 
     func join(room name: String, name peerName: String, role: String, token: String?, from address: PeerAddress, requestID: UInt32,
                       now: UInt64, wallNanos: UInt64) {
-        if let problem = roomNameProblem(name) {
+        if let problem = registry.roomNameProblem(name) {
             reject(address, RoomProtocolError(.badRoom, problem, requestID: requestID), now: now)
             return
         }
@@ -422,7 +406,7 @@ public final class RelayCore {
                 return
             }
         }
-        if let existing = byAddress[address] {
+        if let existing = registry.peer(at: address) {
             if existing.room.name == name {  // a retransmitted join: same answer
                 existing.lastHeard = now
                 send(.welcome(peer: existing.id, room: name, version: existing.room.version, peers: existing.room.snapshot()), requestID: requestID, to: address)
@@ -436,49 +420,17 @@ public final class RelayCore {
         }
         let room: RoomState
         do {
-            room = try roomWithSpace(name)
+            room = try registry.roomWithSpace(name)
         } catch {
             reject(address, RoomProtocolError(.limit, "join: " + error.message, requestID: requestID), now: now)
             return
         }
         let given = grant.name.map { String($0.prefix(limits.maxNameLength)) } ?? peerName
-        let peer = PeerState(id: nextPeerID, name: given.isEmpty ? "peer-\(nextPeerID)" : given,
-                             role: role == "presenter" ? "presenter" : "viewer", address: address, room: room, now: now)
-        peer.canPublish = grant.canPublish
-        nextPeerID = nextPeerID == UInt32.max ? 1 : nextPeerID + 1
-        room.peers[peer.id] = peer
-        room.order.append(peer.id)
-        byAddress[address] = peer
-        changed(room)
+        let peer = registry.add(to: room, name: given, role: role == "presenter" ? "presenter" : "viewer", address: address, now: now,
+                                canPublish: grant.canPublish)
         send(.welcome(peer: peer.id, room: name, version: room.version, peers: room.snapshot()), requestID: requestID, to: address)
         broadcast(.peerJoined(version: room.version, peer: peer.info), in: room, except: peer)
         emit(.peerJoined(room: name, peer: peer.info, address: address))
-    }
-
-    /// What is wrong with a room name (nil: nothing).
-    func roomNameProblem(_ name: String) -> String? {
-        guard !name.isEmpty, name.utf8.count <= limits.maxNameLength,
-              name.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && $0.value >= 0x21 && $0.value != 0x7F }) else {
-            return "room name must be 1–\(limits.maxNameLength) bytes without spaces or control characters"
-        }
-        return nil
-    }
-
-    /// The room `name`, made if it does not exist yet, with room for one more peer.
-    /// - Throws: `RoomProtocolError` (`limit`) when the relay hosts too many rooms or the room is full.
-    func roomWithSpace(_ name: String) throws(RoomProtocolError) -> RoomState {
-        let room: RoomState
-        if let r = rooms[name] {
-            room = r
-        } else {
-            guard rooms.count < limits.maxRooms else { throw RoomProtocolError(.limit, "this relay already hosts \(limits.maxRooms) rooms") }
-            room = RoomState(name: name)
-            rooms[name] = room
-        }
-        guard room.peers.count < limits.maxPeersPerRoom else {
-            throw RoomProtocolError(.limit, "room '\(name)' is full (\(limits.maxPeersPerRoom) peers)")
-        }
-        return room
     }
 
     func publish(_ streams: [StreamInfo], by peer: PeerState, requestID: UInt32, now: UInt64) {
@@ -503,31 +455,13 @@ public final class RelayCore {
             }
         }
         send(.ok(streams: nil), requestID: requestID, to: peer.address)
-        let old = peer.streams
-        guard old != streams else { return }
-        for s in old where !streams.contains(s) {
-            room.streams[s.ssrc] = nil
-            emit(.substreamStopped(room: room.name, peer: peer.id, stream: s))
-        }
-        for s in streams where !old.contains(s) {
-            let stream = StreamState(info: s, owner: peer, history: s.kind == .audio || s.kind == .fec ? limits.audioHistory : limits.videoHistory)
-            // Whoever already subscribed to this kind of this publisher receives it at once.
-            for viewer in room.peers.values where viewer.subscriptions[peer.id]?.contains(s.kind) == true {
-                stream.addSubscriber(viewer)
-            }
-            room.streams[s.ssrc] = stream
+        guard peer.streams != streams else { return }
+        let publication = registry.publish(streams, by: peer)
+        for s in publication.stopped { emit(.substreamStopped(room: room.name, peer: peer.id, stream: s)) }
+        for stream in publication.started {
             if !stream.subscribers.isEmpty { requestKeyframe(stream, now: now) }
-            emit(.substreamStarted(room: room.name, peer: peer.id, stream: s))
+            emit(.substreamStarted(room: room.name, peer: peer.id, stream: stream.info))
         }
-        peer.streams = streams
-        // With an FEC stream the screen's packets are kept from the first on, so the first FEC
-        // packets can already repair; the FEC stream knows its screen (no lookup per packet).
-        if let fec = streams.first(where: { $0.kind == .fec }).flatMap({ room.streams[$0.ssrc] }),
-           let screen = streams.first(where: { $0.kind == .screen }).flatMap({ room.streams[$0.ssrc] }) {
-            if screen.fec == nil { screen.fec = ULPFECDecoder() }
-            fec.protects = screen
-        }
-        changed(room)
         broadcast(.streams(version: room.version, peer: peer.id, streams: streams), in: room, except: peer)
         notifySubscribers(of: peer)
         followPublishers(in: room, now: now)
@@ -540,27 +474,11 @@ public final class RelayCore {
 
     func remove(_ peer: PeerState, reason: String) {
         let room = peer.room
-        if peer.external { browserCount -= 1 }
-        byAddress[peer.address] = nil
-        room.peers[peer.id] = nil
-        room.order.removeAll { $0 == peer.id }
-        for s in peer.streams {
-            room.streams[s.ssrc] = nil
-            emit(.substreamStopped(room: room.name, peer: peer.id, stream: s))
-        }
-        var publishers: [PeerState] = []
-        for stream in room.streams.values {
-            if let i = stream.subscriberIndex(peer) {
-                stream.removeSubscriber(at: i)
-                if !publishers.contains(where: { $0 === stream.owner }) { publishers.append(stream.owner) }
-            }
-        }
-        for other in room.peers.values { other.subscriptions[peer.id] = nil }
-        changed(room)
+        let removal = registry.remove(peer)
+        for s in removal.stopped { emit(.substreamStopped(room: room.name, peer: peer.id, stream: s)) }
         broadcast(.peerLeft(version: room.version, peer: peer.id, reason: reason), in: room, except: nil)
-        for p in publishers { notifySubscribers(of: p) }
+        for p in removal.publishers { notifySubscribers(of: p) }
         emit(.peerLeft(room: room.name, peer: peer.info, reason: reason))
-        if room.peers.isEmpty { rooms[room.name] = nil }
         // Browsers that watched this peer follow the next one sharing a screen.
         if !peer.streams.isEmpty { followPublishers(in: room, now: peer.lastHeard) }
     }
