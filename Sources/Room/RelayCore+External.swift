@@ -70,7 +70,7 @@ extension RelayCore {
                 guard let stream = room.streams[info.ssrc], stream.subscriberIndex(viewer) == nil else { continue }
                 stream.addSubscriber(viewer)
                 changed = true
-                requestKeyframe(stream, now: now)  // a browser needs a keyframe to start
+                RTCPTerminator.requestKeyframe(stream, now: now, wire: &wire)  // a browser needs a keyframe to start
             }
             emit(.subscribed(room: room.name, viewer: viewer.id, publisher: publisher.id, kinds: [.screen, .audio]))
             if changed { notifySubscribers(of: publisher) }

@@ -19,13 +19,20 @@ import NetworkAddress
 /// publishers' sender reports (their NTP↔RTP mapping is what receivers need for A/V sync)
 /// and passes keyframe requests (PLI/FIR, and one for every late joiner) to the publisher at
 /// most once per 300 ms per stream.
+///
+/// Its parts, each with one job: ``RelayAdmission`` (return-routability cookies, the budgets
+/// of replies and joins), ``RelayRegistry`` (rooms, peers, publications), ``RelayForwarder``
+/// (RTP and FEC to the subscribers, per-viewer layers and renumbering), ``RTCPTerminator``
+/// (RTCP in, the relay's own RTCP out), all writing to one ``RelayWire``. The core itself
+/// speaks the room protocol (join, publish, subscribe) and ties them together.
 public final class RelayCore {
     public let limits: RelayLimits
     /// The relay's own SSRC, the sender of its RTCP.
     public let ssrc: UInt32
-    public internal(set) var counters = RelayCounters()
-    /// Datagrams decided and not yet handed to the caller's transport.
-    var outbox = RelayOutbox()
+    public var counters: RelayCounters { wire.counters }
+    /// Datagrams decided and not yet handed to the caller's transport, the counters, and the
+    /// buffers packets are built in.
+    var wire: RelayWire
     /// Events not yet handed to the caller.
     private var pendingEvents: [RelayEvent] = []
     /// When the timers want `poll` next (monotonic ns): 50 ms after the last poll, the grain of
@@ -36,10 +43,9 @@ public final class RelayCore {
     var registry: RelayRegistry
     /// Cookies and the per-second budgets of replies and joins.
     var admission: RelayAdmission
-    var nextReport: UInt64 = 0
-    var rtcpBuffer = [UInt8](repeating: 0, count: 1500)
-    /// A packet renumbered for one viewer (``sendEdited``).
-    var editBuffer = [UInt8](repeating: 0, count: 1500)
+    /// RTCP terminated per hop. (RTP to the subscribers is ``RelayForwarder``'s, which keeps no
+    /// state of its own.)
+    var rtcp = RTCPTerminator()
     /// The size of the datagram being handled: what an unproven address may get back at most.
     var received = 0
     /// The datagram being handled is a join with a valid cookie: its address receives what is
@@ -55,6 +61,7 @@ public final class RelayCore {
         self.authorizer = authorizer
         self.limits = limits
         self.ssrc = ssrc
+        wire = RelayWire(ssrc: ssrc)
         pendingEvents.reserveCapacity(64)
         admission = RelayAdmission(limits: limits, cookieSecret: cookieSecret)
         registry = RelayRegistry(limits: limits)
@@ -64,10 +71,10 @@ public final class RelayCore {
 
     /// Hands what the core decided to send since the last drain to `transport`, in order.
     /// The transport may read the core (a browser's streams) but must not give it input.
-    public func drain(into transport: RelayTransport) { outbox.drain(into: transport) }
+    public func drain(into transport: RelayTransport) { wire.outbox.drain(into: transport) }
 
     /// Datagrams waiting for ``drain(into:)``.
-    public var queuedDatagrams: Int { outbox.count }
+    public var queuedDatagrams: Int { wire.outbox.count }
 
     /// Hands the events since the last drain to `body`, in order.
     public func drainEvents(_ body: (RelayEvent) -> Void) {
@@ -155,17 +162,17 @@ public final class RelayCore {
         provenNow = proven
         switch DatagramKind.of(bytes) {
         case .rtp:
-            counters.rtpIn += 1
-            guard let peer = registry.peer(at: address) else { counters.unknownSource += 1; return }
+            wire.counters.rtpIn += 1
+            guard let peer = registry.peer(at: address) else { wire.counters.unknownSource += 1; return }
             peer.lastHeard = now
-            forwardRTP(bytes, from: peer, now: now)
+            RelayForwarder.forwardRTP(bytes, from: peer, now: now, wire: &wire)
         case .rtcp:
-            counters.rtcpIn += 1
-            guard let peer = registry.peer(at: address) else { counters.unknownSource += 1; return }
+            wire.counters.rtcpIn += 1
+            guard let peer = registry.peer(at: address) else { wire.counters.unknownSource += 1; return }
             peer.lastHeard = now
-            handleRTCP(bytes, from: peer, now: now, wallNanos: wallNanos)
+            rtcp.handle(bytes, from: peer, now: now, wallNanos: wallNanos, wire: &wire)
         case .control:
-            counters.controlIn += 1
+            wire.counters.controlIn += 1
             let envelope: ControlEnvelope
             do {
                 envelope = try ControlEnvelope.parse(bytes)
@@ -177,71 +184,30 @@ public final class RelayCore {
             }
             handleControl(envelope, from: address, now: now, wallNanos: wallNanos)
         case .unknown:
-            counters.rejected += 1
+            wire.counters.rejected += 1
             emit(.rejected(address: address, reason: "not RTP, RTCP or a control message"))
         }
     }
 
     /// A datagram dropped before it reached the room: media from an address with no hop.
-    public func noteUnknownSource() { counters.unknownSource += 1 }
+    public func noteUnknownSource() { wire.counters.unknownSource += 1 }
 
     /// A datagram dropped before it reached the room, for a reason (counted as rejected).
     public func noteRejected(_ address: PeerAddress, reason: String) {
-        counters.rejected += 1
+        wire.counters.rejected += 1
         emit(.rejected(address: address, reason: reason))
     }
 
-    /// Timers: removes silent peers, sends due keyframe requests and receiver reports.
+    /// Timers: removes silent peers; the RTCP the relay owes (``RTCPTerminator/poll(_:now:wire:)``).
     public func poll(now: UInt64, wallNanos: UInt64) {
         nextDeadline = now + Self.pollIntervalNanos
         // External viewers (browsers) speak no room protocol: their gateway ends them.
         for peer in registry.allPeers where !peer.external && now &- peer.lastHeard > RoomProtocol.peerTimeoutNanos
             && now > peer.lastHeard {
-            counters.timeouts += 1
+            wire.counters.timeouts += 1
             remove(peer, reason: "timeout")
         }
-        for room in registry.rooms.values {
-            for stream in room.streams.values where stream.keyframePending && stream.keyframeRequestDue(now: now) {
-                sendKeyframeRequest(stream, now: now)
-            }
-            // The publishers' uplinks: what did not arrive (nor was rebuilt from FEC) is asked
-            // for again, as a receiver would.
-            for stream in room.streams.values where stream.uplinkNacks != nil {
-                askAgain(stream, now: now)
-            }
-        }
-        // Viewers' links: trials, and keyframes for those that get only keyframes.
-        for room in registry.rooms.values {
-            for stream in room.streams.values where stream.downlinks > 0 {
-                for s in stream.subscribers {
-                    guard let downlink = s.downlink else { continue }
-                    let before = downlink.layers
-                    if downlink.poll(rates: stream.layerRates, now: now) { requestKeyframe(stream, now: now) }
-                    tellIfChanged(downlink, was: before, stream: stream, viewer: s.peer, now: now)
-                }
-            }
-        }
-        // Presenters' congestion control: what arrived of theirs, every 100 ms.
-        for room in registry.rooms.values {
-            for peer in room.peers.values where peer.transportFeedback != nil {
-                guard let fb = peer.transportFeedback?.poll(now: now, senderSSRC: ssrc, mediaSSRC: peer.streams.first?.ssrc ?? 0) else { continue }
-                let n = rtcpBuffer.withUnsafeMutableBytes { RTCPPacket.transportFeedback(fb).marshal(into: $0) }
-                rtcpBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: peer.address) }
-                counters.transportFeedbacks += 1
-            }
-        }
-        if now >= nextReport {
-            nextReport = now + 1_000_000_000
-            for room in registry.rooms.values {
-                for stream in room.streams.values where stream.receive.packetsReceived > 0 {
-                    let block = stream.receive.makeReport(now: now)
-                    let n = rtcpBuffer.withUnsafeMutableBytes {
-                        RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [block], cname: "screenshare-relay", into: $0)
-                    }
-                    rtcpBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
-                }
-            }
-        }
+        rtcp.poll(registry.rooms.values, now: now, wire: &wire)
     }
 
     // MARK: - Control
@@ -251,7 +217,7 @@ public final class RelayCore {
         if bytes.count > RoomProtocol.maxRelayMessageSize {
             bytes = Self.fitted(message, requestID: requestID, recipient: registry.peer(at: address)?.id) ?? bytes
         }
-        bytes.withUnsafeBytes { outbox.send($0, to: address) }
+        bytes.withUnsafeBytes { wire.outbox.send($0, to: address) }
     }
 
     /// A room list (`welcome`, `state`) too long for one message, cut to fit: every peer that
@@ -282,14 +248,14 @@ public final class RelayCore {
     func broadcast(_ message: ControlMessage, in room: RoomState, except: PeerState?) {
         let bytes = ControlEnvelope(message).encoded()
         let addresses = room.peers.values.compactMap { $0 === except ? nil : $0.address }
-        bytes.withUnsafeBytes { outbox.send($0, toEach: addresses) }
+        bytes.withUnsafeBytes { wire.outbox.send($0, toEach: addresses) }
     }
 
     func reject(_ address: PeerAddress, _ error: RoomProtocolError, now: UInt64) {
-        counters.rejected += 1
+        wire.counters.rejected += 1
         emit(.rejected(address: address, reason: error.description))
         guard admission.takeReply(to: address, now: now) else { return }
-        replyUnproven(.error(code: error.code, message: error.message), requestID: error.requestID, to: address) { counters.errorsSent += 1 }
+        replyUnproven(.error(code: error.code, message: error.message), requestID: error.requestID, to: address) { wire.counters.errorsSent += 1 }
     }
 
     /// Sends `message` to `address`; to an address that is in no room and did not echo a valid
@@ -303,11 +269,11 @@ public final class RelayCore {
             bytes = ControlEnvelope(requestID: requestID, .error(code: code, message: "")).encoded()
         }
         guard proven || bytes.count <= received else {
-            counters.repliesWithheld += 1
+            wire.counters.repliesWithheld += 1
             return
         }
         sent()
-        bytes.withUnsafeBytes { outbox.send($0, to: address) }
+        bytes.withUnsafeBytes { wire.outbox.send($0, to: address) }
     }
 
     func handleControl(_ envelope: ControlEnvelope, from address: PeerAddress, now: UInt64, wallNanos: UInt64) {
@@ -317,7 +283,7 @@ public final class RelayCore {
             // gets any state, media or room list: a spoofed join reflects one small retry.
             guard provenNow || registry.peer(at: address) != nil || admission.isValid(cookie, from: address, now: now) else {
                 guard admission.takeReply(to: address, now: now) else { return }
-                replyUnproven(.retry(cookie: self.cookie(for: address, now: now)), requestID: id, to: address) { counters.retriesSent += 1 }
+                replyUnproven(.retry(cookie: self.cookie(for: address, now: now)), requestID: id, to: address) { wire.counters.retriesSent += 1 }
                 return
             }
             provenNow = true
@@ -360,7 +326,7 @@ public final class RelayCore {
                 guard let stream = room.streams[info.ssrc], stream.subscriberIndex(peer) == nil else { continue }
                 stream.addSubscriber(peer)
                 changed = true
-                requestKeyframe(stream, now: now)  // a late joiner needs a keyframe to start
+                RTCPTerminator.requestKeyframe(stream, now: now, wire: &wire)  // a late joiner needs a keyframe to start
             }
             if !added.isEmpty { emit(.subscribed(room: room.name, viewer: peer.id, publisher: publisherID, kinds: Array(added).sorted { $0.rawValue < $1.rawValue })) }
             if changed { notifySubscribers(of: publisher) }
@@ -401,7 +367,7 @@ public final class RelayCore {
             do {
                 grant = try authorizer.authorize(token: token, room: name, presenting: role == "presenter", wallNanos: wallNanos)
             } catch {
-                counters.unauthorized += 1
+                wire.counters.unauthorized += 1
                 reject(address, RoomProtocolError(.unauthorized, "join: \(error.description)", requestID: requestID), now: now)
                 return
             }
@@ -436,7 +402,7 @@ public final class RelayCore {
     func publish(_ streams: [StreamInfo], by peer: PeerState, requestID: UInt32, now: UInt64) {
         let room = peer.room
         guard peer.canPublish || streams.isEmpty else {
-            counters.unauthorized += 1
+            wire.counters.unauthorized += 1
             reject(peer.address, RoomProtocolError(.unauthorized, "publish: this peer's token is a viewer's; presenting needs a presenter token", requestID: requestID), now: now)
             return
         }
@@ -459,7 +425,7 @@ public final class RelayCore {
         let publication = registry.publish(streams, by: peer)
         for s in publication.stopped { emit(.substreamStopped(room: room.name, peer: peer.id, stream: s)) }
         for stream in publication.started {
-            if !stream.subscribers.isEmpty { requestKeyframe(stream, now: now) }
+            if !stream.subscribers.isEmpty { RTCPTerminator.requestKeyframe(stream, now: now, wire: &wire) }
             emit(.substreamStarted(room: room.name, peer: peer.id, stream: stream.info))
         }
         broadcast(.streams(version: room.version, peer: peer.id, streams: streams), in: room, except: peer)

@@ -8,12 +8,15 @@ import Basics
 import NetworkAddress
 
 /// RTCP terminated per hop: publishers' reports kept and forwarded, viewers' reports, NACKs,
-/// transport feedback and keyframe requests answered here.
-extension RelayCore {
-    // MARK: - RTCP
+/// transport feedback and keyframe requests answered here; and on the relay's timers, its own
+/// RTCP to the publishers (keyframe requests that were held back, transport feedback, receiver
+/// reports). What it sends goes to the ``RelayWire`` it is handed.
+struct RTCPTerminator {
+    /// When the next receiver reports to the publishers are due.
+    private var nextReport: UInt64 = 0
 
-    func handleRTCP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, wallNanos: UInt64) {
-        guard let packets = try? RTCPPacket.parseCompound(bytes) else { counters.rejected += 1; return }
+    func handle(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, wallNanos: UInt64, wire: inout RelayWire) {
+        guard let packets = try? RTCPPacket.parseCompound(bytes) else { wire.counters.rejected += 1; return }
         let room = peer.room
         var forwardTo: StreamState?
         for packet in packets {
@@ -54,12 +57,12 @@ extension RelayCore {
                     // names its own numbers: the source's packet goes back under them.
                     guard let filter, filter.isShifted else {
                         let outcome = stream.history.retransmit(sequenceNumber: seq, now: now, rtt: 0, allow: allow) {
-                            outbox.send(UnsafeRawBufferPointer($0), to: peer.address)
+                            wire.outbox.send(UnsafeRawBufferPointer($0), to: peer.address)
                         }
-                        if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
+                        if outcome == .sent { wire.counters.retransmitted += 1 } else { wire.counters.retransmitMissed += 1 }
                         return
                     }
-                    guard let source = filter.original(seq) else { counters.retransmitMissed += 1; return }
+                    guard let source = filter.original(seq) else { wire.counters.retransmitMissed += 1; return }
                     let outcome = stream.history.retransmit(sequenceNumber: source, now: now, rtt: 0, allow: allow) { stored in
                         let packet = UnsafeRawBufferPointer(stored)
                         var picture: UInt16?, pictureOffset = 0
@@ -68,9 +71,9 @@ extension RelayCore {
                             picture = d.pictureID.flatMap { filter.outgoingPicture($0) }
                             pictureOffset = offset + 2
                         }
-                        sendEdited(packet, sequence: seq, pictureID: picture, pictureOffset: pictureOffset, to: peer.address)
+                        wire.sendEdited(packet, sequence: seq, pictureID: picture, pictureOffset: pictureOffset, to: peer.address)
                     }
-                    if outcome == .sent { counters.retransmitted += 1 } else { counters.retransmitMissed += 1 }
+                    if outcome == .sent { wire.counters.retransmitted += 1 } else { wire.counters.retransmitMissed += 1 }
                 }
             case .transportFeedback(let feedback):
                 // A viewer's arrivals of a stream it receives: its downlink's estimate, and so
@@ -84,57 +87,109 @@ extension RelayCore {
                 let downlink = stream.subscribers[i].downlink!
                 let before = downlink.layers
                 downlink.onFeedback(feedback, log: stream.forwardLog, rates: stream.layerRates, now: now)
-                counters.viewerFeedbacks += 1
-                tellIfChanged(downlink, was: before, stream: stream, viewer: peer, now: now)
+                wire.counters.viewerFeedbacks += 1
+                Self.tellIfChanged(downlink, was: before, stream: stream, viewer: peer, now: now, wire: &wire)
             case .extendedReport(let xr):
                 // A viewer's RRTR (RFC 3611 §4.4): answered at once with a DLRR, so it learns
                 // its round trip to this relay (which answers its NACKs).
                 guard let t = xr.referenceTime else { break }
                 let item = ExtendedReport.DLRRItem(ssrc: xr.ssrc, lastReceiverReport: t.middle32, delaySinceLastReceiverReport: 0)
-                let n = rtcpBuffer.withUnsafeMutableBytes {
-                    RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [], cname: "screenshare-relay", dlrr: [item], into: $0)
+                let ssrc = wire.ssrc
+                wire.sendRTCP(to: peer.address) {
+                    RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [], cname: Self.cname, dlrr: [item], into: $0)
                 }
-                rtcpBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: peer.address) }
             case .pli(_, let media):
-                if let stream = room.streams[media], stream.subscriberIndex(peer) != nil { requestKeyframe(stream, now: now) }
+                if let stream = room.streams[media], stream.subscriberIndex(peer) != nil { Self.requestKeyframe(stream, now: now, wire: &wire) }
             case .fir(let fir):
                 for entry in fir.entries {
-                    if let stream = room.streams[entry.ssrc], stream.subscriberIndex(peer) != nil { requestKeyframe(stream, now: now) }
+                    if let stream = room.streams[entry.ssrc], stream.subscriberIndex(peer) != nil { Self.requestKeyframe(stream, now: now, wire: &wire) }
                 }
             default:
                 break
             }
         }
         if let stream = forwardTo {
-            outbox.send(bytes, toEach: stream.addresses)
+            wire.outbox.send(bytes, toEach: stream.addresses)
         }
     }
+
+    /// The relay's timers, for RTCP: keyframe requests held back by the spacing; the
+    /// publishers' uplinks (what did not arrive, nor was rebuilt from FEC, is asked for again,
+    /// as a receiver would); the viewers' links (trials, and keyframes for those that get only
+    /// keyframes); transport feedback to the presenters that send its numbers (every poll: the
+    /// core polls every 50 ms); receiver reports once a second.
+    mutating func poll(_ rooms: Dictionary<String, RoomState>.Values, now: UInt64, wire: inout RelayWire) {
+        for room in rooms {
+            for stream in room.streams.values where stream.keyframePending && stream.keyframeRequestDue(now: now) {
+                Self.sendKeyframeRequest(stream, now: now, wire: &wire)
+            }
+            for stream in room.streams.values where stream.uplinkNacks != nil {
+                RelayForwarder.askAgain(stream, now: now, wire: &wire)
+            }
+        }
+        // Viewers' links: trials, and keyframes for those that get only keyframes.
+        for room in rooms {
+            for stream in room.streams.values where stream.downlinks > 0 {
+                for s in stream.subscribers {
+                    guard let downlink = s.downlink else { continue }
+                    let before = downlink.layers
+                    if downlink.poll(rates: stream.layerRates, now: now) { Self.requestKeyframe(stream, now: now, wire: &wire) }
+                    Self.tellIfChanged(downlink, was: before, stream: stream, viewer: s.peer, now: now, wire: &wire)
+                }
+            }
+        }
+        let ssrc = wire.ssrc
+        for room in rooms {
+            for peer in room.peers.values where peer.transportFeedback != nil {
+                guard let fb = peer.transportFeedback?.poll(now: now, senderSSRC: ssrc, mediaSSRC: peer.streams.first?.ssrc ?? 0) else { continue }
+                wire.sendRTCP(to: peer.address) { RTCPPacket.transportFeedback(fb).marshal(into: $0) }
+                wire.counters.transportFeedbacks += 1
+            }
+        }
+        guard now >= nextReport else { return }
+        nextReport = now + 1_000_000_000
+        for room in rooms {
+            for stream in room.streams.values where stream.receive.packetsReceived > 0 {
+                let block = stream.receive.makeReport(now: now)
+                wire.sendRTCP(to: stream.owner.address) {
+                    RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [block], cname: Self.cname, into: $0)
+                }
+            }
+        }
+    }
+
+    /// The CNAME of the relay's own RTCP.
+    static let cname = "screenshare-relay"
 
     /// A viewer's link carries more or less of a stream than before: it is told (`link`). A
     /// viewer that gets fewer layers is told again every 5 s (the message may be lost on the
     /// very link that is short; the viewer says only what changed).
-    func tellIfChanged(_ downlink: ViewerDownlink, was before: LinkLayers, stream: StreamState, viewer: PeerState, now: UInt64) {
+    static func tellIfChanged(_ downlink: ViewerDownlink, was before: LinkLayers, stream: StreamState, viewer: PeerState, now: UInt64,
+                              wire: inout RelayWire) {
         let changed = downlink.layers != before
-        if changed { counters.layerSwitches += 1 }
+        if changed { wire.counters.layerSwitches += 1 }
         guard changed || (downlink.layers != .all && now >= downlink.nextTell) else { return }
         downlink.nextTell = now + 5_000_000_000
-        send(.link(publisher: stream.owner.id, layers: downlink.layers, estimateKbps: Int(downlink.controller.target / 1000)), to: viewer.address)
+        wire.sendControl(.link(publisher: stream.owner.id, layers: downlink.layers, estimateKbps: Int(downlink.controller.target / 1000)), to: viewer.address)
     }
 
-    func requestKeyframe(_ stream: StreamState, now: UInt64) {
+    /// A keyframe of `stream` is wanted (a late joiner, a viewer's PLI or FIR, a link that now
+    /// carries only keyframes): asked of the publisher now, or once the spacing allows
+    /// (at most one request per 300 ms per stream: one keyframe answers a burst of joiners).
+    static func requestKeyframe(_ stream: StreamState, now: UInt64, wire: inout RelayWire) {
         guard stream.info.kind == .screen || stream.info.kind == .main else { return }
         if stream.keyframeRequestDue(now: now) {
-            sendKeyframeRequest(stream, now: now)
+            sendKeyframeRequest(stream, now: now, wire: &wire)
         } else {
             stream.keyframePending = true
         }
     }
 
-    func sendKeyframeRequest(_ stream: StreamState, now: UInt64) {
+    static func sendKeyframeRequest(_ stream: StreamState, now: UInt64, wire: inout RelayWire) {
         stream.lastKeyframeRequest = now
         stream.keyframePending = false
-        counters.keyframeRequests += 1
-        let n = rtcpBuffer.withUnsafeMutableBytes { RTCPPacket.buildPLI(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, into: $0) }
-        rtcpBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
+        wire.counters.keyframeRequests += 1
+        let ssrc = wire.ssrc
+        wire.sendRTCP(to: stream.owner.address) { RTCPPacket.buildPLI(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, into: $0) }
     }
 }

@@ -9,20 +9,20 @@ import NetworkAddress
 
 /// RTP in, RTP out: a publisher's packets to its subscribers — each viewer whose link is
 /// estimated gets the layers that fit it, renumbered when some were left out —, FEC recovering
-/// what the uplink lost, NACKs to the publisher for the rest.
-extension RelayCore {
-    // MARK: - RTP
-
+/// what the uplink lost, NACKs to the publisher for the rest. It keeps no state of its own:
+/// what it needs per stream is the stream's (``StreamState``: history, FEC decoder, layer
+/// rates, the viewers' filters), and what it sends goes to the ``RelayWire`` it is handed.
+enum RelayForwarder {
     /// - Parameter recovered: rebuilt here from the publisher's FEC, not received: forwarded and
     ///   kept for resends, but not counted as an arrival.
-    func forwardRTP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, recovered: Bool = false) {
-        guard bytes.count >= 12 else { counters.rejected += 1; return }
+    static func forwardRTP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, recovered: Bool = false, wire: inout RelayWire) {
+        guard bytes.count >= 12 else { wire.counters.rejected += 1; return }
         let ssrc = UInt32(bytes[8]) << 24 | UInt32(bytes[9]) << 16 | UInt32(bytes[10]) << 8 | UInt32(bytes[11])
         guard let stream = peer.room.streams[ssrc], stream.owner === peer else {
-            counters.rejected += 1  // not published (yet): nobody asked for it
+            wire.counters.rejected += 1  // not published (yet): nobody asked for it
             return
         }
-        guard let (header, offset, length) = try? RTPHeader.parse(bytes) else { counters.rejected += 1; return }
+        guard let (header, offset, length) = try? RTPHeader.parse(bytes) else { wire.counters.rejected += 1; return }
         let transportSequence = TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: bytes)
         if let sequence = transportSequence, !recovered {
             if peer.transportFeedback == nil { peer.transportFeedback = TransportFeedbackRecorder() }
@@ -30,7 +30,7 @@ extension RelayCore {
         }
         if stream.info.kind == .fec {
             forwardFEC(bytes, header: header, payloadOffset: offset, payloadLength: length, transportSequence: transportSequence,
-                       stream: stream, from: peer, now: now)
+                       stream: stream, from: peer, now: now, wire: &wire)
             return
         }
         if !recovered {
@@ -38,7 +38,7 @@ extension RelayCore {
         }
         stream.uplinkNacks?.onPacket(sequenceNumber: header.sequenceNumber, now: now, endsFrame: header.marker, recovered: recovered)
         stream.history.store(bytes, now: now)
-        defer { if !recovered, stream.fec != nil { stream.fec?.addMedia(bytes); recover(stream, from: peer, now: now) } }
+        defer { if !recovered, stream.fec != nil { stream.fec?.addMedia(bytes); recover(stream, from: peer, now: now, wire: &wire) } }
         var descriptor: VP8PayloadDescriptor?
         var keyframe = false
         if stream.info.kind != .audio, length > 0 {
@@ -51,20 +51,18 @@ extension RelayCore {
             }
         }
         guard stream.downlinks > 0, let d = descriptor else {
-            outbox.send(bytes, toEach: stream.addresses)
-            counters.rtpForwarded += stream.addresses.count
-            counters.bytesForwarded += stream.addresses.count * bytes.count
+            wire.forward(bytes, toEach: stream.addresses)
             return
         }
         forwardPerViewer(bytes, header: header, payloadOffset: offset, descriptor: d, keyframe: keyframe,
-                         transportSequence: transportSequence, stream: stream, now: now)
+                         transportSequence: transportSequence, stream: stream, now: now, wire: &wire)
     }
 
     /// A video packet of a stream some viewers of which send transport feedback: each of those
     /// gets the layers its link carries (``ViewerDownlink``), renumbered when some were left
     /// out; the others, and those whose numbers are still the source's, share one fan-out.
-    func forwardPerViewer(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, descriptor d: VP8PayloadDescriptor,
-                                  keyframe: Bool, transportSequence: UInt16?, stream: StreamState, now: UInt64) {
+    static func forwardPerViewer(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, descriptor d: VP8PayloadDescriptor,
+                                 keyframe: Bool, transportSequence: UInt16?, stream: StreamState, now: UInt64, wire: inout RelayWire) {
         if let t = transportSequence { stream.forwardLog.record(t, size: bytes.count + Self.srtpOverhead, now: now) }
         stream.layerRates.add(bytes.count, layer: d.temporalLayer, now: now)
         stream.shared.removeAll(keepingCapacity: true)
@@ -80,27 +78,25 @@ extension RelayCore {
             if out.sequence == header.sequenceNumber && out.pictureID == d.pictureID {
                 stream.shared.append(stream.subscribers[i].address)
             } else {
-                sendEdited(bytes, sequence: out.sequence, pictureID: out.pictureID, pictureOffset: payloadOffset + 2, to: stream.subscribers[i].address)
+                wire.sendEdited(bytes, sequence: out.sequence, pictureID: out.pictureID, pictureOffset: payloadOffset + 2, to: stream.subscribers[i].address)
             }
         }
-        outbox.send(bytes, toEach: stream.shared)
-        counters.rtpForwarded += stream.shared.count
-        counters.bytesForwarded += stream.shared.count * bytes.count
+        wire.forward(bytes, toEach: stream.shared)
     }
 
     /// An FEC packet of a publisher's screen (its `fec` stream): the relay recovers what its
     /// own uplink lost at once (every viewer then gets the packet without a resend from the
     /// presenter), and forwards it to the viewers whose numbers are still the source's (it names
     /// the source's; a viewer left some layers gets renumbered packets, which it cannot repair).
-    func forwardFEC(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, payloadLength: Int,
-                            transportSequence: UInt16?, stream: StreamState, from peer: PeerState, now: UInt64) {
+    static func forwardFEC(_ bytes: UnsafeRawBufferPointer, header: RTPHeader, payloadOffset: Int, payloadLength: Int,
+                           transportSequence: UInt16?, stream: StreamState, from peer: PeerState, now: UInt64, wire: inout RelayWire) {
         guard let screen = stream.protects else {
-            counters.rejected += 1
+            wire.counters.rejected += 1
             return
         }
-        counters.fecIn += 1
+        wire.counters.fecIn += 1
         screen.fec?.addFEC(bytes, payloadOffset: payloadOffset, payloadLength: payloadLength, protectedSSRC: screen.info.ssrc)
-        recover(screen, from: peer, now: now)
+        recover(screen, from: peer, now: now, wire: &wire)
         if let t = transportSequence, screen.downlinks > 0 { screen.forwardLog.record(t, size: bytes.count + Self.srtpOverhead, now: now) }
         stream.shared.removeAll(keepingCapacity: true)
         for s in stream.subscribers {
@@ -109,34 +105,34 @@ extension RelayCore {
             if let t = transportSequence { downlink?.noteForwarded(t, sent: send) }
             if send { stream.shared.append(s.address) }
         }
-        outbox.send(bytes, toEach: stream.shared)
-        counters.rtpForwarded += stream.shared.count
-        counters.bytesForwarded += stream.shared.count * bytes.count
+        wire.forward(bytes, toEach: stream.shared)
     }
 
     /// NACKs the publisher for the stream's holes that are due (the NACK generator's timing:
     /// after the reordering wait, then once per measured round trip).
-    func askAgain(_ stream: StreamState, now: UInt64) {
+    static func askAgain(_ stream: StreamState, now: UInt64, wire: inout RelayWire) {
         guard let rtt = stream.uplinkNacks.map({ $0.measuredRTT ?? 100_000_000 }) else { return }
         stream.uplinkNackList.removeAll(keepingCapacity: true)
         stream.uplinkNacks?.poll(now: now, rtt: rtt, into: &stream.uplinkNackList)  // in place: no copy of its list
         _ = stream.uplinkNacks?.takeLoss()
         guard !stream.uplinkNackList.isEmpty else { return }
-        let n = rtcpBuffer.withUnsafeMutableBytes {
-            RTCPPacket.buildNACK(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, sequenceNumbers: stream.uplinkNackList, into: $0)
+        let ssrc = wire.ssrc
+        var built = false
+        wire.sendRTCP(to: stream.owner.address) {
+            let n = RTCPPacket.buildNACK(senderSSRC: ssrc, mediaSSRC: stream.info.ssrc, sequenceNumbers: stream.uplinkNackList, into: $0)
+            built = n > 0
+            return n
         }
-        guard n > 0 else { return }
-        rtcpBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<n]), to: stream.owner.address) }
-        counters.uplinkNacks += 1
+        if built { wire.counters.uplinkNacks += 1 }
     }
 
     /// Forwards what `screen`'s FEC packets can rebuild of what the publisher's uplink lost.
-    func recover(_ screen: StreamState, from peer: PeerState, now: UInt64) {
+    static func recover(_ screen: StreamState, from peer: PeerState, now: UInt64, wire: inout RelayWire) {
         guard screen.fec?.hasPending == true else { return }
         withUnsafeTemporaryAllocation(byteCount: ULPFEC.maxPacketSize, alignment: 16) { buffer in
             while let n = screen.fec?.recoverOne(into: buffer) {
-                counters.fecRecovered += 1
-                forwardRTP(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), from: peer, now: now, recovered: true)
+                wire.counters.fecRecovered += 1
+                forwardRTP(UnsafeRawBufferPointer(rebasing: buffer[0..<n]), from: peer, now: now, recovered: true, wire: &wire)
             }
         }
     }
@@ -144,26 +140,4 @@ extension RelayCore {
     /// What SRTP adds to a packet on a hop (its authentication tag), counted in what a viewer's
     /// link carries.
     static let srtpOverhead = 10
-
-    /// Sends a copy of a VP8 packet with its sequence number and picture ID (15 or 7 bits, at
-    /// `pictureOffset`, as the descriptor had it) replaced.
-    func sendEdited(_ bytes: UnsafeRawBufferPointer, sequence: UInt16, pictureID: UInt16?, pictureOffset: Int, to address: PeerAddress) {
-        guard bytes.count <= editBuffer.count else { return }
-        editBuffer.withUnsafeMutableBytes { b in
-            b.copyMemory(from: bytes)
-            b[2] = UInt8(sequence >> 8)
-            b[3] = UInt8(sequence & 0xFF)
-            if let pictureID, pictureOffset + 1 < bytes.count, b[pictureOffset - 1] & 0x80 != 0 {  // X byte: I
-                if b[pictureOffset] & 0x80 != 0 {
-                    b[pictureOffset] = 0x80 | UInt8((pictureID >> 8) & 0x7F)
-                    b[pictureOffset + 1] = UInt8(pictureID & 0xFF)
-                } else {
-                    b[pictureOffset] = UInt8(pictureID & 0x7F)
-                }
-            }
-        }
-        editBuffer.withUnsafeBytes { outbox.send(UnsafeRawBufferPointer(rebasing: $0[0..<bytes.count]), to: address) }
-        counters.rtpForwarded += 1
-        counters.bytesForwarded += bytes.count
-    }
 }
