@@ -118,10 +118,18 @@ async def main(url, n, pli_every):
     # At most 20 connecting at once: the relay refuses more than 64 unconnected sessions.
     for first in range(0, n, 20):
         await asyncio.gather(*(connect(i) for i in range(first, min(n, first + 20))))
+    said = 0
     while sum(1 for _, r in viewers if r in COUNTS) < n:
-        if time.monotonic() - start > 60:
+        waited = time.monotonic() - start
+        if waited > 60:
             print(f"only {sum(1 for _, r in viewers if r in COUNTS)} of {n} viewers receive after 60 s", file=sys.stderr)
             break
+        if waited > 10 * (said + 1):
+            # Which viewers wait, and where their connection stands, to read a failure by.
+            said += 1
+            waiting = [(i, pc) for i, (pc, r) in enumerate(viewers) if r not in COUNTS]
+            states = ", ".join(f"{i}: ice {pc.iceConnectionState}, {pc.connectionState}, {locations[i]}" for i, pc in waiting)
+            print(f"{waited:.0f} s: {len(waiting)} of {n} receive nothing yet ({states})", file=sys.stderr, flush=True)
         await asyncio.sleep(0.05)
     print(f"ready {n} {int((time.monotonic() - start) * 1000)}", flush=True)
 
