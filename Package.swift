@@ -1,6 +1,9 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+/// GLib's header directories (Debian's, amd64: the package is built for it), for CGio.
+let glibIncludes = ["/usr/include/glib-2.0", "/usr/lib/x86_64-linux-gnu/glib-2.0/include", "/usr/include/gio-unix-2.0"].flatMap { ["-Xcc", "-I" + $0] }
+
 let package = Package(
     name: "screenshare",
     platforms: [.macOS(.v15)],
@@ -29,6 +32,10 @@ let package = Package(
         .systemLibrary(name: "COpus", pkgConfig: "opus", providers: [.apt(["libopus-dev"])]),
         .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // GLib's GIO: GDBus for the xdg-desktop-portal. Its pkg-config Cflags carry -pthread,
+        // which SwiftPM refuses with a warning: the include paths are given to the one module
+        // that imports it (Portal, `internal import`, so no other module needs them).
+        .systemLibrary(name: "CGio", providers: [.apt(["libglib2.0-dev"])]),
 
         // libavformat's headers (libavformat-dev), and a loader: the libraries are opened with
         // dlopen when a recording starts, never linked (see Sources/CAV/include/cav.h).
@@ -87,6 +94,8 @@ let package = Package(
         .target(name: "ScreenCapture", dependencies: [
             "CX11", "MediaCore", "Basics", .product(name: "Logging", package: "swift-log"),
         ]),
+        // The xdg-desktop-portal's ScreenCast (a Wayland desktop's screen, asked of the user once).
+        .target(name: "Portal", dependencies: ["CGio", "Basics"], swiftSettings: [.unsafeFlags(glibIncludes)]),
         .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore", "Basics"]),
         .target(name: "VP8Codec", dependencies: ["CVPX", "CZeroFill", "MediaCore", "Basics"]),
         .target(name: "Recording", dependencies: ["CAV", "MediaCore", "Basics", .product(name: "Crypto", package: "swift-crypto")]),
@@ -130,7 +139,7 @@ let package = Package(
         .executableTarget(name: "screenshare-fuzz", dependencies: ["FuzzTargets"]),
         .executableTarget(name: "screenshare", dependencies: [
             "CBuildInfo", "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode", "Access", "WebRTC",
-            "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "Basics", "RTP", "AudioIO", "Room", "RoomEvents", "RoomHost", "Congestion",
+            "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "Basics", "RTP", "AudioIO", "Room", "RoomEvents", "RoomHost", "Congestion", "Portal",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -141,6 +150,7 @@ let package = Package(
         .testTarget(name: "RTPSessionTests", dependencies: ["TestSupport", "RTPSession", "RTCP", "RTP"]),
         .testTarget(name: "RoomTests", dependencies: ["TestSupport", "Room", "RoomEvents", "Events", "NetworkAddress", "RTP", "RTCP", "RTPSession"]),
         .testTarget(name: "AccessTests", dependencies: ["Access", "Room", "NetworkAddress", .product(name: "JWTKit", package: "jwt-kit")]),
+        .testTarget(name: "PortalTests", dependencies: ["Portal", "X11TestSupport"], exclude: ["screencast-backend.py"]),
         .testTarget(name: "VideoProcessingTests", dependencies: ["TestSupport", "VideoProcessing", "MediaCore", "Basics"]),
         .testTarget(name: "VP8CodecTests", dependencies: ["VP8Codec", "CZeroFill", "VideoProcessing", "MediaCore", "Basics"]),
         // Shared by the pure tests: a seeded random number generator.

@@ -6,6 +6,7 @@ import FoundationEssentials
 import Logging
 import MediaCore
 import Basics
+import Portal
 import RTP
 import Receiver
 import Relay
@@ -46,6 +47,8 @@ struct Sources: ParsableCommand {
         var logger = Logger(label: "screenshare")
         logger.logLevel = .error
         let audio = Result { try PulseCapture.inventory(logger: logger) }
+        // What a Wayland desktop's portal offers (asked without a dialog).
+        let portal = Result { () throws(PortalError) in try ScreenCastSession.availability() }
         if json {
             func rect(_ r: PixelRect) -> JSONValue {
                 .object(["x": .int(r.x), "y": .int(r.y), "width": .int(r.width), "height": .int(r.height)])
@@ -61,6 +64,7 @@ struct Sources: ParsableCommand {
                              "mapped": .bool(w.mapped), "geometry": rect(w.rect)])
                 }),
                 "audio": Self.audioJSON(audio),
+                "portal": Self.portalJSON(portal),
             ])
             print(value.jsonText)
             return
@@ -75,6 +79,10 @@ struct Sources: ParsableCommand {
         if list.windows.isEmpty { print("  (none with a title)") }
         for w in list.windows {
             print("  0x\(String(w.id, radix: 16))  \(w.rect)\(w.mapped ? "" : "  (not mapped)")  \(w.title)")
+        }
+        switch portal {
+        case .failure(let error): print("portal (Wayland): unavailable (\(error))")
+        case .success(let offered): print("portal (Wayland): \(Self.portalWords(offered))")
         }
         switch audio {
         case .failure(let error):
@@ -97,6 +105,31 @@ struct Sources: ParsableCommand {
             for d in inv.sinks {
                 print("  \(d.name)  \(d.description)\(d.isDefault ? "  default" : "")")
             }
+        }
+    }
+
+    /// What the portal offers, in words: "monitors and windows, the pointer drawn (ScreenCast v4)".
+    static func portalWords(_ offered: ScreenCastAvailability) -> String {
+        let kinds = portalSourceTypes(offered).map { $0 == "monitor" ? "monitors" : $0 == "window" ? "windows" : $0 }
+        let pointer = offered.cursorModes & 6 != 0 ? "the pointer drawn" : "no pointer"
+        return "\(kinds.joined(separator: " and ")), \(pointer) (ScreenCast v\(offered.version))"
+    }
+
+    static func portalSourceTypes(_ offered: ScreenCastAvailability) -> [String] {
+        [(1, "monitor"), (2, "window"), (4, "virtual")].filter { offered.sourceTypes & $0.0 != 0 }.map(\.1)
+    }
+
+    /// The `portal` member of `sources --json` (docs/COMMANDS.md).
+    static func portalJSON(_ portal: Result<ScreenCastAvailability, PortalError>) -> JSONValue {
+        switch portal {
+        case .failure(let error):
+            return .object(["available": .bool(false), "error": .string(error.message)])
+        case .success(let offered):
+            return .object([
+                "available": .bool(true), "version": .int(Int(offered.version)),
+                "source_types": .array(portalSourceTypes(offered).map { .string($0) }),
+                "cursor_modes": .array([(1, "hidden"), (2, "embedded"), (4, "metadata")].filter { offered.cursorModes & $0.0 != 0 }.map { .string($0.1) }),
+            ])
         }
     }
 

@@ -1,0 +1,117 @@
+import Foundation
+import X11TestSupport
+
+/// A desktop's screen-sharing plumbing, private to one test: its own D-Bus session bus
+/// (`dbus-daemon --session`), PipeWire and WirePlumber under a runtime directory of its own, the
+/// real `xdg-desktop-portal`, and the test's ScreenCast backend (`screencast-backend.py`), which
+/// the portal finds through `XDG_DESKTOP_PORTAL_DIR` and answers the dialog with PipeWire node
+/// `node` (or cancels it). Everything it started is stopped when it goes away.
+final class PortalDesktop {
+    let dir: String
+    /// The bus the code under test connects to.
+    let busAddress: String
+    private var children: [Child] = []
+    private var backend: Child?
+
+    enum Setup {
+        /// The portal with the test's ScreenCast backend.
+        case full
+        /// The real portal, but no ScreenCast backend (a desktop without GNOME's, KDE's or wlr's).
+        case noBackend
+        /// A session bus that has no portal and cannot start one.
+        case noPortal
+    }
+
+    init(node: UInt32 = 77, cancel: Bool = false, _ setup: Setup = .full) throws {
+        dir = try makeTempDir()
+        let run = dir + "/run", home = dir + "/home", portals = dir + "/portals"
+        for d in [run, home, portals] { mkdir(d, 0o700) }
+        try """
+        [portal]
+        DBusName=org.freedesktop.impl.portal.desktop.screensharetest
+        Interfaces=org.freedesktop.impl.portal.ScreenCast;
+        UseIn=screensharetest
+
+        """.write(toFile: portals + "/screenshare-test.portal", atomically: true, encoding: .utf8)
+        // The bus daemon's environment is that of the services it starts on demand (the
+        // portal's permission store, which keeps the restore data under HOME).
+        var env = ["XDG_RUNTIME_DIR": run, "PIPEWIRE_RUNTIME_DIR": run, "HOME": home, "XDG_DATA_HOME": home + "/.local/share",
+                   "XDG_CONFIG_HOME": home + "/.config", "XDG_STATE_HOME": home + "/.local/state",
+                   "XDG_CURRENT_DESKTOP": "screensharetest", "XDG_DESKTOP_PORTAL_DIR": portals]
+        // The standard session configuration starts the portal (and its permission store) on
+        // demand; without a portal, a configuration that starts nothing.
+        var config = ["--session"]
+        if setup == .noPortal {
+            try """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>session</type>
+              <listen>unix:path=\(dir)/bus</listen>
+              <auth>EXTERNAL</auth>
+              <policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+            </busconfig>
+            """.write(toFile: dir + "/bus.conf", atomically: true, encoding: .utf8)
+            config = ["--config-file=\(dir)/bus.conf"]
+        }
+        let bus = try Child("/usr/bin/dbus-daemon", config + ["--nofork", "--print-address=1", "--address=unix:path=\(dir)/bus"],
+                            dir: dir, name: "dbus", environment: env)
+        children.append(bus)
+        busAddress = try Self.waitFor(bus, { $0.stdout.contains("\n") }, "the session bus's address")
+            .stdout.split(separator: "\n")[0].trimmingCharacters(in: .whitespaces)
+        env["DBUS_SESSION_BUS_ADDRESS"] = busAddress
+        guard setup != .noPortal else { return }
+        let pipewire = try Child(which("pipewire"), [], dir: dir, name: "pipewire", environment: env)
+        children.append(pipewire)
+        _ = try Self.waitFor(pipewire, { _ in FileManager.default.fileExists(atPath: run + "/pipewire-0") }, "PipeWire's socket")
+        children.append(try Child(which("wireplumber"), [], dir: dir, name: "wireplumber", environment: env))
+        if setup == .full { try startBackend(node: node, cancel: cancel, env: env) }
+        let xdp = try Child("/usr/libexec/xdg-desktop-portal", ["-v"], dir: dir, name: "xdg-desktop-portal", environment: env)
+        children.append(xdp)
+        _ = try Self.waitFor(xdp, { $0.stderr.contains("org.freedesktop.portal.Desktop acquired") }, "xdg-desktop-portal")
+    }
+
+    private func startBackend(node: UInt32, cancel: Bool, env: [String: String]) throws {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("screencast-backend.py").path
+        let backend = try Child("/usr/bin/python3", [script, "--node", "\(node)"] + (cancel ? ["--cancel"] : []), dir: dir, name: "backend",
+                                environment: env)
+        children.append(backend)
+        self.backend = backend
+        _ = try Self.waitFor(backend, { $0.stdout.contains(#""call": "ready""#) }, "the ScreenCast backend")
+    }
+
+    deinit {
+        for child in children.reversed() {
+            kill(child.pid, SIGTERM)
+            child.finish(within: 3, interrupt: false)
+        }
+    }
+
+    /// The backend's calls named `name`, in order: each the options it got.
+    func calls(_ name: String) -> [[String: Any]] {
+        (backend?.stdout ?? "").split(separator: "\n").compactMap { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  object["call"] as? String == name else { return nil }
+            return object["options"] as? [String: Any] ?? [:]
+        }
+    }
+
+    /// Waits until the backend has logged `count` calls named `name` (the portal's calls to it
+    /// may come after our call returned: `Close` is not answered).
+    func waitForCalls(_ name: String, count: Int) throws {
+        guard let backend else { return }
+        _ = try Self.waitFor(backend, { _ in self.calls(name).count >= count }, "\(count) \(name) call(s) at the backend")
+    }
+
+    /// Waits (up to 20 s, looking every 10 ms) until `done` holds of `child`, which must keep running.
+    @discardableResult
+    static func waitFor(_ child: Child, _ done: (Child) -> Bool, _ what: String) throws -> Child {
+        let deadline = Date().addingTimeInterval(20)
+        while !done(child) {
+            guard child.isRunning else { throw TestFailure("\(what): the process ended\n\(child.stdout)\n\(child.stderr)") }
+            guard Date() < deadline else { throw TestFailure("\(what): not ready in 20 s\n\(child.stdout)\n\(child.stderr)") }
+            usleep(10_000)
+        }
+        return child
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import Testing
+import Portal
+import X11TestSupport
+
+/// The xdg-desktop-portal's ScreenCast, through the real `xdg-desktop-portal` and PipeWire on a
+/// private session bus (``PortalDesktop``), with the test's backend in the place of GNOME's or
+/// KDE's dialog.
+@Suite(.serialized) struct PortalTests {
+    /// The first share asks (no restore data reaches the backend) and keeps the token the
+    /// portal gives; the next passes it back, and the portal hands the backend the choice it
+    /// made the first time — the dialog is not shown again.
+    @Test func theFirstShareAsksAndTheNextIsRestored() throws {
+        let desktop = try PortalDesktop(node: 77)
+        let first = try ScreenCastSession.open(ScreenCastRequest(source: .monitor), busAddress: desktop.busAddress)
+        #expect(first.streams == [ScreenCastStream(node: 77, width: 640, height: 360, sourceType: 1)])
+        var info = stat()
+        #expect(fstat(first.pipewireFD, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK, "the PipeWire remote is a socket")
+        #expect(first.cursorMode == 4, "the pointer as metadata when offered")
+        let token = try #require(first.restoreToken, "persist_mode 2 gives a restore token")
+        let selected = try #require(desktop.calls("SelectSources").first)
+        #expect(selected["types"] as? Int == 1 && selected["multiple"] as? Bool == false)
+        #expect(selected["persist_mode"] as? Int == 2 && selected["cursor_mode"] as? Int == 4)
+        #expect(selected["restore_data"] == nil)
+        first.close()
+        try desktop.waitForCalls("Close", count: 1)
+
+        let tokens = RestoreTokens(directory: desktop.dir + "/state/screenshare")
+        try tokens.keep(token, for: .monitor)
+        #expect(tokens.token(for: .monitor) == token)
+        let again = try ScreenCastSession.open(ScreenCastRequest(source: .monitor, restoreToken: tokens.token(for: .monitor)),
+                                               busAddress: desktop.busAddress)
+        defer { again.close() }
+        #expect(again.streams.map(\.node) == [77])
+        let restored = try #require(desktop.calls("SelectSources").last)
+        #expect(restored["restore_data"] as? [Any] != nil, "the portal passed the first choice back: \(restored)")
+        #expect((restored["restore_data"] as? [Any])?.first as? String == "screenshare-test")
+    }
+
+    /// `--no-cursor` asks for a hidden pointer; a window is asked for as a window.
+    @Test func aWindowWithoutThePointer() throws {
+        let desktop = try PortalDesktop(node: 91)
+        let session = try ScreenCastSession.open(ScreenCastRequest(source: .window, drawCursor: false), busAddress: desktop.busAddress)
+        defer { session.close() }
+        #expect(session.cursorMode == 1)
+        let selected = try #require(desktop.calls("SelectSources").first)
+        #expect(selected["types"] as? Int == 2 && selected["cursor_mode"] as? Int == 1)
+    }
+
+    /// The user cancels the dialog: one clear error, and the session the portal made is closed.
+    @Test func aCancelledDialogIsAClearErrorAndTheSessionIsClosed() throws {
+        let desktop = try PortalDesktop(cancel: true)
+        #expect {
+            try ScreenCastSession.open(ScreenCastRequest(), busAddress: desktop.busAddress)
+        } throws: { error in
+            (error as? PortalError)?.kind == .cancelled && "\(error)" == "the screen-sharing dialog was cancelled: nothing is shared"
+        }
+        try desktop.waitForCalls("Close", count: 1)
+    }
+
+    /// A session bus with no portal on it (a desktop without xdg-desktop-portal): one clear
+    /// error that says what to install.
+    @Test func noPortalIsAClearError() throws {
+        let desktop = try PortalDesktop(.noPortal)
+        #expect {
+            try ScreenCastSession.availability(busAddress: desktop.busAddress)
+        } throws: { error in
+            (error as? PortalError)?.kind == .noPortal && "\(error)".contains("install xdg-desktop-portal")
+        }
+    }
+
+    /// The portal runs but no backend of the desktop's can share the screen (it offers no
+    /// source types): one clear error that names the backends, before any dialog.
+    @Test func aPortalWithoutAScreenCastBackendIsAClearError() throws {
+        let desktop = try PortalDesktop(.noBackend)
+        #expect {
+            try ScreenCastSession.open(ScreenCastRequest(), busAddress: desktop.busAddress)
+        } throws: { error in
+            (error as? PortalError)?.kind == .noScreenCast && "\(error)".contains("xdg-desktop-portal-gnome")
+        }
+    }
+
+    /// What the portal offers, asked without a dialog (`sources`).
+    @Test func availabilityAsksNothing() throws {
+        let desktop = try PortalDesktop()
+        let offered = try ScreenCastSession.availability(busAddress: desktop.busAddress)
+        #expect(offered == ScreenCastAvailability(version: 4, sourceTypes: 3, cursorModes: 7) || offered.version >= 4)
+        #expect(desktop.calls("CreateSession").isEmpty)
+    }
+}
+
+/// `screenshare sources` says what the portal offers, or why it cannot be used.
+@Suite(.serialized) struct SourcesPortalTests {
+    static func sources(_ environment: [String: String], json: Bool = false) throws -> String {
+        let xvfb = try PrivateXvfb(width: 640, height: 480)
+        defer { xvfb.stop() }
+        let dir = try makeTempDir()
+        let binary = ProcessInfo.processInfo.environment["SCREENSHARE_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/debug/screenshare"
+        let child = try Child(binary, ["sources", "--display", xvfb.name] + (json ? ["--json"] : []), dir: dir, name: "sources",
+                              environment: environment)
+        #expect(child.finish(within: 30) == 0, "\(child.stderr)")
+        return child.stdout
+    }
+
+    @Test func sourcesNamesWhatThePortalOffers() throws {
+        let desktop = try PortalDesktop()
+        let out = try Self.sources(["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress])
+        #expect(out.contains("portal (Wayland): monitors and windows, the pointer drawn (ScreenCast v4)"), "\(out)")
+        let json = try Self.sources(["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress], json: true)
+        let portal = try #require((try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])?["portal"] as? [String: Any])
+        #expect(portal["available"] as? Bool == true && portal["source_types"] as? [String] == ["monitor", "window"])
+        #expect(portal["cursor_modes"] as? [String] == ["hidden", "embedded", "metadata"])
+        #expect(desktop.calls("CreateSession").isEmpty, "sources asks nothing of the user")
+    }
+
+    @Test func sourcesSaysWhyThereIsNoPortal() throws {
+        let desktop = try PortalDesktop(.noBackend)
+        let out = try Self.sources(["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress])
+        #expect(out.contains("portal (Wayland): unavailable (the desktop's portal has no screen-cast backend: install your desktop's (xdg-desktop-portal-gnome, -kde or -wlr))"), "\(out)")
+        let none = try Self.sources(["DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": desktop.dir + "/nothing"])
+        #expect(none.contains("portal (Wayland): unavailable (no D-Bus session bus"), "\(none)")
+    }
+}
+
+/// The restore tokens kept between shares.
+@Suite struct RestoreTokenTests {
+    @Test func keptPrivateReadBackAndForgotten() throws {
+        let dir = try makeTempDir() + "/a/b/screenshare"
+        let tokens = RestoreTokens(directory: dir)
+        #expect(tokens.token(for: .monitor) == nil)
+        try tokens.keep("3f1c-token", for: .monitor)
+        #expect(tokens.token(for: .monitor) == "3f1c-token" && tokens.token(for: .window) == nil)
+        var info = stat()
+        #expect(stat(dir + "/portal-monitor.token", &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(stat(dir, &info) == 0 && info.st_mode & 0o777 == 0o700)
+        try tokens.keep("next", for: .monitor)  // replaced, not refused
+        #expect(tokens.token(for: .monitor) == "next")
+        chmod(dir + "/portal-monitor.token", 0o644)  // readable by anyone: not trusted
+        #expect(tokens.token(for: .monitor) == nil)
+        try tokens.keep(nil, for: .monitor)  // --ask: forgotten
+        #expect(!FileManager.default.fileExists(atPath: dir + "/portal-monitor.token"))
+    }
+
+    @Test func whereTheyAreKept() {
+        #expect(RestoreTokens.forUser(environment: ["XDG_STATE_HOME": "/s", "HOME": "/h"])?.directory == "/s/screenshare")
+        #expect(RestoreTokens.forUser(environment: ["HOME": "/h"])?.directory == "/h/.local/state/screenshare")
+        #expect(RestoreTokens.forUser(environment: ["XDG_STATE_HOME": "relative", "HOME": "/h"])?.directory == "/h/.local/state/screenshare")
+        #expect(RestoreTokens.forUser(environment: [:]) == nil)
+    }
+}
