@@ -94,8 +94,12 @@ let package = Package(
         .target(name: "ScreenCapture", dependencies: [
             "CX11", "MediaCore", "Basics", .product(name: "Logging", package: "swift-log"),
         ]),
+        // A PipeWire video stream read for capture (libpipewire-0.3-dev): its format builders
+        // are C macros and varargs, so the negotiation is in C behind an opaque API.
+        .target(name: "CPipeWire", cSettings: [.unsafeFlags(["-I/usr/include/pipewire-0.3", "-I/usr/include/spa-0.2", "-D_REENTRANT"])],
+                linkerSettings: [.linkedLibrary("pipewire-0.3")]),
         // The xdg-desktop-portal's ScreenCast (a Wayland desktop's screen, asked of the user once).
-        .target(name: "Portal", dependencies: ["CGio", "Basics"], swiftSettings: [.unsafeFlags(glibIncludes)]),
+        .target(name: "Portal", dependencies: ["CGio", "CPipeWire", "Basics", "MediaCore"], swiftSettings: [.unsafeFlags(glibIncludes)]),
         .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore", "Basics"]),
         .target(name: "VP8Codec", dependencies: ["CVPX", "CZeroFill", "MediaCore", "Basics"]),
         .target(name: "Recording", dependencies: ["CAV", "MediaCore", "Basics", .product(name: "Crypto", package: "swift-crypto")]),

@@ -9,12 +9,12 @@ export PATH="$PATH:/opt/swift/usr/bin"
 # Debian packages: build dependencies, then the real components tests and demos use.
 BUILD_PACKAGES=(pkg-config libx11-dev libxext-dev libxdamage-dev libxfixes-dev libxrandr-dev libxcomposite-dev
                 libyuv-dev libvpx-dev libavformat-dev libopus-dev libpulse-dev zlib1g-dev libssl-dev libsrtp2-dev
-                libqrencode-dev libglib2.0-dev)
+                libqrencode-dev libglib2.0-dev libpipewire-0.3-dev)
 RUNTIME_PACKAGES=(xvfb x11-utils x11-xserver-utils xdotool imagemagick fonts-dejavu-core ffmpeg
                   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-good
                   gstreamer1.0-plugins-bad python3-gi gir1.2-gstreamer-1.0 procps pulseaudio pulseaudio-utils python3 python3-venv
                   chromium chromium-driver firefox-esr zbar-tools iproute2 nftables tshark libnss3-tools openssl curl
-                  dbus-daemon xdg-desktop-portal pipewire wireplumber python3-dbus)
+                  dbus-daemon xdg-desktop-portal pipewire pipewire-bin wireplumber gstreamer1.0-pipewire python3-dbus)
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

@@ -12,6 +12,7 @@ final class PortalDesktop {
     let busAddress: String
     private var children: [Child] = []
     private var backend: Child?
+    private var env: [String: String] = [:]
 
     enum Setup {
         /// The portal with the test's ScreenCast backend.
@@ -60,6 +61,7 @@ final class PortalDesktop {
         busAddress = try Self.waitFor(bus, { $0.stdout.contains("\n") }, "the session bus's address")
             .stdout.split(separator: "\n")[0].trimmingCharacters(in: .whitespaces)
         env["DBUS_SESSION_BUS_ADDRESS"] = busAddress
+        self.env = env
         guard setup != .noPortal else { return }
         let pipewire = try Child(which("pipewire"), [], dir: dir, name: "pipewire", environment: env)
         children.append(pipewire)
@@ -73,8 +75,8 @@ final class PortalDesktop {
 
     private func startBackend(node: UInt32, cancel: Bool, env: [String: String]) throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("screencast-backend.py").path
-        let backend = try Child("/usr/bin/python3", [script, "--node", "\(node)"] + (cancel ? ["--cancel"] : []), dir: dir, name: "backend",
-                                environment: env)
+        let backend = try Child("/usr/bin/python3", [script, "--node", "\(node)", "--node-file", dir + "/granted-node"] + (cancel ? ["--cancel"] : []),
+                                dir: dir, name: "backend", environment: env)
         children.append(backend)
         self.backend = backend
         _ = try Self.waitFor(backend, { $0.stdout.contains(#""call": "ready""#) }, "the ScreenCast backend")
@@ -85,6 +87,38 @@ final class PortalDesktop {
             kill(child.pid, SIGTERM)
             child.finish(within: 3, interrupt: false)
         }
+    }
+
+    /// Starts a PipeWire video source (GStreamer's `pipewiresink mode=provide`) of a solid
+    /// `width`×`height` picture in `argb` (0xAARRGGBB) at `fps`, and has the backend grant its
+    /// node at the next Start. Returns the node's id, read back from `pw-dump`.
+    func provideSolidColor(argb: UInt32, width: Int, height: Int, fps: Int = 10) throws -> UInt32 {
+        let name = "screenshare-test-\(children.count)"
+        let gst = try Child(which("gst-launch-1.0"), [
+            "-q", "videotestsrc", "pattern=solid-color", "foreground-color=\(argb)", "is-live=true", "!",
+            "video/x-raw,format=BGRx,width=\(width),height=\(height),framerate=\(fps)/1", "!",
+            "pipewiresink", "mode=provide", "stream-properties=p,media.class=Video/Source,node.name=\(name)",
+        ], dir: dir, name: "gst", environment: env)
+        children.append(gst)
+        var node: UInt32?
+        _ = try Self.waitFor(gst, { _ in
+            node = self.nodeID(named: name)
+            return node != nil
+        }, "the GStreamer source's PipeWire node")
+        try "\(node!)".write(toFile: dir + "/granted-node", atomically: true, encoding: .utf8)
+        return node!
+    }
+
+    /// The id of the PipeWire node named `name`, from `pw-dump`.
+    private func nodeID(named name: String) -> UInt32? {
+        guard let dump = try? Child(which("pw-dump"), [], dir: dir, name: "pw-dump", environment: env) else { return nil }
+        guard dump.finish(within: 5) == 0,
+              let objects = try? JSONSerialization.jsonObject(with: Data(dump.stdout.utf8)) as? [[String: Any]] else { return nil }
+        for object in objects where object["type"] as? String == "PipeWire:Interface:Node" {
+            let props = (object["info"] as? [String: Any])?["props"] as? [String: Any]
+            if props?["node.name"] as? String == name, let id = object["id"] as? Int { return UInt32(id) }
+        }
+        return nil
     }
 
     /// The backend's calls named `name`, in order: each the options it got.

@@ -37,6 +37,28 @@ import X11TestSupport
         #expect((restored["restore_data"] as? [Any])?.first as? String == "screenshare-test")
     }
 
+    /// The stream the portal grants is read through the remote it opened: the producer's
+    /// picture arrives, its size and its pixels as sent.
+    @Test func theGrantedStreamIsReadThroughThePortalsRemote() throws {
+        let desktop = try PortalDesktop()
+        let node = try desktop.provideSolidColor(argb: 0xFF33_6699, width: 640, height: 360)
+        let session = try ScreenCastSession.open(ScreenCastRequest(), busAddress: desktop.busAddress)
+        defer { session.close() }
+        #expect(session.streams.map(\.node) == [node])
+        let stream = try PipeWireStream(fd: dup(session.pipewireFD), node: node)
+        let deadline = Date().addingTimeInterval(10)
+        var frame: PipeWireStream.Frame?
+        while frame == nil, Date() < deadline {
+            try stream.iterate(timeoutMillis: 100)
+            frame = stream.take()
+        }
+        let f = try #require(frame, "no picture in 10 s (streaming: \(stream.isStreaming), \(stream.error ?? "no error"))")
+        defer { stream.release() }
+        #expect(f.width == 640 && f.height == 360 && f.layout == .bgrx && f.stride >= 640 * 4)
+        let middle = f.pixels.advanced(by: 180 * f.stride + 320 * 4).assumingMemoryBound(to: UInt8.self)
+        #expect((middle[0], middle[1], middle[2]) == (0x99, 0x66, 0x33), "BGR \(middle[0]) \(middle[1]) \(middle[2])")
+    }
+
     /// `--no-cursor` asks for a hidden pointer; a window is asked for as a window.
     @Test func aWindowWithoutThePointer() throws {
         let desktop = try PortalDesktop(node: 91)

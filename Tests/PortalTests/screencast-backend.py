@@ -5,7 +5,10 @@ sends it what a desktop's backend (GNOME's, KDE's) gets. It answers the dialog w
 the stream is PipeWire node NODE, or the user "cancels" (--cancel). Each call is logged to
 stdout as one JSON line with the options it got, for the test to read.
 
-    screencast-backend.py --node N [--cancel]
+    screencast-backend.py --node N [--node-file F] [--cancel]
+
+--node-file: at Start, the node is the number in F when F exists (a producer the test started
+after this backend).
 """
 import json
 import sys
@@ -19,6 +22,7 @@ DBusGMainLoop(set_as_default=True)
 IFACE = "org.freedesktop.impl.portal.ScreenCast"
 NODE = int(sys.argv[sys.argv.index("--node") + 1]) if "--node" in sys.argv else 42
 CANCEL = "--cancel" in sys.argv
+NODE_FILE = sys.argv[sys.argv.index("--node-file") + 1] if "--node-file" in sys.argv else None
 
 
 def log(call, options):
@@ -63,7 +67,14 @@ class ScreenCast(dbus.service.Object):
         log("Start", options)
         if CANCEL:
             return (1, {})
-        stream = (dbus.UInt32(NODE), {"size": dbus.Struct((dbus.Int32(640), dbus.Int32(360)), signature="ii"),
+        node = NODE
+        if NODE_FILE:
+            try:
+                with open(NODE_FILE) as f:
+                    node = int(f.read().strip())
+            except FileNotFoundError:
+                pass
+        stream = (dbus.UInt32(node), {"size": dbus.Struct((dbus.Int32(640), dbus.Int32(360)), signature="ii"),
                                       "source_type": dbus.UInt32(1)})
         return (0, {"streams": dbus.Array([stream], signature="(ua{sv})"), "persist_mode": dbus.UInt32(2),
                     "restore_data": dbus.Struct(("screenshare-test", dbus.UInt32(1), dbus.String("grant", variant_level=1)),

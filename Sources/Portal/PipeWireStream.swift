@@ -1,0 +1,74 @@
+import CPipeWire
+
+/// A PipeWire video stream, read for capture: connected through the portal's remote (or the
+/// default one) to one node, the newest picture always taken (older ones the producer sent
+/// meanwhile are given back, their changes kept), 4 bytes a pixel (BGRx, RGBx, BGRA or RGBA,
+/// shared memory). Its loop runs on the caller's thread: ``iterate(timeoutMillis:)``.
+///
+/// Not `Sendable`: it belongs to the thread that runs its loop.
+public final class PipeWireStream {
+    private let capture: OpaquePointer
+
+    /// A picture, valid until ``release()`` or the next ``take()``.
+    public struct Frame {
+        public var pixels: UnsafeRawPointer
+        public var stride: Int
+        public var width: Int
+        public var height: Int
+        public enum Layout: UInt32, Sendable { case bgrx = 0, rgbx = 1, bgra = 2, rgba = 3 }
+        public var layout: Layout
+        /// The part of the buffer that is the picture.
+        public var crop: (x: Int, y: Int, width: Int, height: Int)
+        /// What changed since the picture taken before: nil when the producer did not say (all of it).
+        public var damage: [(x: Int, y: Int, width: Int, height: Int)]?
+        /// Pictures replaced by a newer one before they were taken.
+        public var skipped: Int
+    }
+
+    /// Connects to node `node` through `fd` (the portal's PipeWire remote: taken), or to the
+    /// default PipeWire when `fd` is nil.
+    /// - Throws: `PortalError` (`failed`) saying why.
+    public init(fd: Int32?, node: UInt32) throws(PortalError) {
+        var message = [CChar](repeating: 0, count: 256)
+        guard let c = ss_pw_open(fd ?? -1, node, &message, message.count) else {
+            let bytes = message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+            throw PortalError(.failed, String(decoding: bytes, as: UTF8.self))
+        }
+        capture = c
+    }
+
+    deinit { ss_pw_close(capture) }
+
+    /// The descriptor to poll for the stream's events.
+    public var pollDescriptor: Int32 { ss_pw_fd(capture) }
+
+    /// Waits up to `timeoutMillis` for the stream's events and handles them.
+    /// - Throws: `PortalError` once the stream failed or ended (the share was stopped, PipeWire went away).
+    public func iterate(timeoutMillis: Int32) throws(PortalError) {
+        if ss_pw_iterate(capture, timeoutMillis) < 0 { throw PortalError(.failed, error ?? "the PipeWire stream failed") }
+    }
+
+    /// Why the stream ended (nil while it is fine).
+    public var error: String? { ss_pw_error(capture).map { String(cString: $0) } }
+
+    /// Whether the stream has a format and flows.
+    public var isStreaming: Bool { ss_pw_streaming(capture) != 0 }
+
+    /// The newest picture not taken yet.
+    public func take() -> Frame? {
+        var f = ss_pw_frame()
+        guard ss_pw_take(capture, &f) == 1, let data = f.data else { return nil }
+        var damage: [(x: Int, y: Int, width: Int, height: Int)]?
+        if f.whole == 0 {
+            damage = withUnsafeBytes(of: f.damage) { raw in
+                raw.bindMemory(to: ss_pw_rect.self).prefix(Int(f.damage_count)).map { (Int($0.x), Int($0.y), Int($0.width), Int($0.height)) }
+            }
+        }
+        return Frame(pixels: UnsafeRawPointer(data), stride: Int(f.stride), width: Int(f.width), height: Int(f.height),
+                     layout: Frame.Layout(rawValue: f.format) ?? .bgrx,
+                     crop: (Int(f.crop.x), Int(f.crop.y), Int(f.crop.width), Int(f.crop.height)), damage: damage, skipped: Int(f.skipped))
+    }
+
+    /// Gives the picture taken back to the producer.
+    public func release() { ss_pw_release(capture) }
+}
