@@ -99,7 +99,7 @@ let package = Package(
         .target(name: "CPipeWire", cSettings: [.unsafeFlags(["-I/usr/include/pipewire-0.3", "-I/usr/include/spa-0.2", "-D_REENTRANT"])],
                 linkerSettings: [.linkedLibrary("pipewire-0.3")]),
         // The xdg-desktop-portal's ScreenCast (a Wayland desktop's screen, asked of the user once).
-        .target(name: "Portal", dependencies: ["CGio", "CPipeWire", "Basics", "MediaCore"], swiftSettings: [.unsafeFlags(glibIncludes)]),
+        .target(name: "Portal", dependencies: ["CGio", "CPipeWire", "Basics", "MediaCore", "ScreenCapture"], swiftSettings: [.unsafeFlags(glibIncludes)]),
         .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore", "Basics"]),
         .target(name: "VP8Codec", dependencies: ["CVPX", "CZeroFill", "MediaCore", "Basics"]),
         .target(name: "Recording", dependencies: ["CAV", "MediaCore", "Basics", .product(name: "Crypto", package: "swift-crypto")]),
@@ -122,7 +122,7 @@ let package = Package(
         ]),
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [
-            "MediaCore", "Basics", "ScreenCapture", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents", "Recording",
+            "MediaCore", "Basics", "ScreenCapture", "Portal", "VideoProcessing", "VP8Codec", "RTP", "RTCP", "RTPSession", "Room", "RoomEvents", "Recording",
             "AudioIO", "OpusCodec", "Transport", "Events", "Control", "SRTP", "RoomLink", "Congestion",
             .product(name: "Logging", package: "swift-log"),
         ]),

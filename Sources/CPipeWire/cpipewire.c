@@ -19,6 +19,11 @@ struct ss_pw_capture {
     struct spa_hook core_listener;
     struct pw_stream *stream;
     struct spa_hook stream_listener;
+    /// The registry, watched for the node going away (the share stopped from the desktop, its
+    /// producer gone): the stream alone would only pause.
+    struct pw_registry *registry;
+    struct spa_hook registry_listener;
+    uint32_t node;
     struct spa_video_info_raw format;
     int negotiated;
     int streaming;
@@ -126,11 +131,29 @@ static void on_core_error(void *data, uint32_t id, int seq, int res, const char 
     }
 }
 
+/// A buffer goes away (a new format, the stream ending): whoever held it holds nothing now.
+static void on_remove_buffer(void *data, struct pw_buffer *b) {
+    struct ss_pw_capture *c = data;
+    if (c->newest == b) c->newest = NULL;
+    if (c->taken == b) c->taken = NULL;
+}
+
 static const struct pw_stream_events stream_events = {
     PW_VERSION_STREAM_EVENTS,
+    .remove_buffer = on_remove_buffer,
     .state_changed = on_state_changed,
     .param_changed = on_param_changed,
     .process = on_process,
+};
+
+static void on_global_remove(void *data, uint32_t id) {
+    struct ss_pw_capture *c = data;
+    if (id == c->node) fail(c, "the PipeWire stream of the shared screen was removed (the share was stopped on the desktop, or its source ended)");
+}
+
+static const struct pw_registry_events registry_events = {
+    PW_VERSION_REGISTRY_EVENTS,
+    .global_remove = on_global_remove,
 };
 
 static const struct pw_core_events core_events = {
@@ -151,7 +174,6 @@ ss_pw_capture *ss_pw_open(int fd, uint32_t node, char *error, size_t error_size)
         ss_pw_close(c);
         return NULL;
     }
-    pw_loop_enter(c->loop);
     c->core = fd >= 0 ? pw_context_connect_fd(c->context, fd, NULL, 0) : pw_context_connect(c->context, NULL, 0);
     if (!c->core) {
         snprintf(error, error_size, "cannot connect to PipeWire: %s", strerror(errno));
@@ -159,6 +181,9 @@ ss_pw_capture *ss_pw_open(int fd, uint32_t node, char *error, size_t error_size)
         return NULL;
     }
     pw_core_add_listener(c->core, &c->core_listener, &core_events, c);
+    c->node = node;
+    c->registry = pw_core_get_registry(c->core, PW_VERSION_REGISTRY, 0);
+    if (c->registry) pw_registry_add_listener(c->registry, &c->registry_listener, &registry_events, c);
     c->stream = pw_stream_new(c->core, "screenshare", pw_properties_new(
         PW_KEY_MEDIA_TYPE, "Video", PW_KEY_MEDIA_CATEGORY, "Capture", PW_KEY_MEDIA_ROLE, "Screen", NULL));
     if (!c->stream) {
@@ -178,7 +203,7 @@ ss_pw_capture *ss_pw_open(int fd, uint32_t node, char *error, size_t error_size)
         SPA_FORMAT_VIDEO_size, SPA_POD_CHOICE_RANGE_Rectangle(&SPA_RECTANGLE(1920, 1080), &SPA_RECTANGLE(1, 1), &SPA_RECTANGLE(8192, 8192)),
         SPA_FORMAT_VIDEO_framerate, SPA_POD_CHOICE_RANGE_Fraction(&SPA_FRACTION(0, 1), &SPA_FRACTION(0, 1), &SPA_FRACTION(360, 1)));
     int rc = pw_stream_connect(c->stream, PW_DIRECTION_INPUT, node,
-                               PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
+                               PW_STREAM_FLAG_AUTOCONNECT | PW_STREAM_FLAG_MAP_BUFFERS | PW_STREAM_FLAG_DONT_RECONNECT, params, 1);
     if (rc < 0) {
         snprintf(error, error_size, "cannot connect to PipeWire node %u: %s", node, spa_strerror(rc));
         ss_pw_close(c);
@@ -190,7 +215,11 @@ ss_pw_capture *ss_pw_open(int fd, uint32_t node, char *error, size_t error_size)
 int ss_pw_fd(ss_pw_capture *c) { return pw_loop_get_fd(c->loop); }
 
 int ss_pw_iterate(ss_pw_capture *c, int timeout_ms) {
+    // Entered and left around each turn: the thread that closes the capture (or opened it)
+    // need not be the one that runs its loop.
+    pw_loop_enter(c->loop);
     int rc = pw_loop_iterate(c->loop, timeout_ms);
+    pw_loop_leave(c->loop);
     if (rc < 0 && rc != -EINTR) {
         char what[256];
         snprintf(what, sizeof what, "PipeWire's loop failed: %s", spa_strerror(rc));
@@ -248,6 +277,8 @@ const char *ss_pw_error(ss_pw_capture *c) { return c->error[0] ? c->error : NULL
 
 int ss_pw_streaming(ss_pw_capture *c) { return c->streaming; }
 
+int ss_pw_holds_frame(ss_pw_capture *c) { return c->taken != NULL; }
+
 void ss_pw_close(ss_pw_capture *c) {
     if (!c) return;
     if (c->stream) {
@@ -255,8 +286,11 @@ void ss_pw_close(ss_pw_capture *c) {
         if (c->newest) pw_stream_queue_buffer(c->stream, c->newest);
         pw_stream_destroy(c->stream);
     }
+    if (c->registry) {
+        spa_hook_remove(&c->registry_listener);
+        pw_proxy_destroy((struct pw_proxy *)c->registry);
+    }
     if (c->core) pw_core_disconnect(c->core);
-    if (c->loop) pw_loop_leave(c->loop);
     if (c->context) pw_context_destroy(c->context);
     if (c->loop) pw_loop_destroy(c->loop);
     free(c);

@@ -69,6 +69,10 @@ public final class PipeWireStream {
                      crop: (Int(f.crop.x), Int(f.crop.y), Int(f.crop.width), Int(f.crop.height)), damage: damage, skipped: Int(f.skipped))
     }
 
+    /// Whether the picture taken is still there to read (it goes with its buffer when the
+    /// format changes or the stream ends).
+    public var holdsFrame: Bool { ss_pw_holds_frame(capture) != 0 }
+
     /// Gives the picture taken back to the producer.
     public func release() { ss_pw_release(capture) }
 }

@@ -5,6 +5,7 @@ import Logging
 import MediaCore
 import Basics
 import ScreenCapture
+import Portal
 import VideoProcessing
 
 /// The capture thread: grabs pictures (X11 or a raw file), converts and scales them into pooled
@@ -72,6 +73,9 @@ extension Broadcaster {
         switch source {
         case .x11(let display, let spec, let drawCursor):
             return try X11ScreenCapturer(display: display, source: spec, drawCursor: drawCursor, clock: clock, logger: logger)
+        case .portal(let window, let region, let drawCursor, let ask):
+            return try PortalScreenCapturer(window: window, region: region, drawCursor: drawCursor, ask: ask,
+                                            tokens: RestoreTokens.forUser(environment: ProcessInfo.processInfo.environment), clock: clock)
         case .raw:
             return nil
         }

@@ -26,6 +26,10 @@ public enum VideoSource: Sendable, Equatable {
     case x11(display: String?, source: CaptureSourceSpec, drawCursor: Bool)
     /// Raw frames from a file or "-" (standard input), paced at `fps`.
     case raw(path: String, format: RawPixelFormat, size: PixelSize, fps: Double)
+    /// A Wayland desktop's monitor (or a window) through the xdg-desktop-portal and PipeWire,
+    /// the part `region` of it (nil: all); `ask`: show the dialog even when a restore token
+    /// is kept.
+    case portal(window: Bool, region: PixelRect?, drawCursor: Bool, ask: Bool)
 }
 
 extension VideoSource {
@@ -37,6 +41,9 @@ extension VideoSource {
         case .x11(_, .monitor(let name), _): "monitor \(name)"
         case .x11(_, .window(let w), _): "window '\(w.count > 32 ? String(w.prefix(31)) + "…" : w)'"
         case .raw(let path, _, _, _): path == "-" ? "frames from standard input" : "frames from \(path.split(separator: "/").last ?? "")"
+        case .portal(let window, let region, _, _):
+            (window ? "the window chosen in the desktop's dialog" : "the screen chosen in the desktop's dialog")
+                + (region.map { ", region \($0.width)x\($0.height)+\($0.x)+\($0.y)" } ?? "")
         }
     }
 }

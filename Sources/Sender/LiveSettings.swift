@@ -112,7 +112,7 @@ public struct LiveSettings: Sendable, Equatable {
                 }
             case "source":
                 guard case .x11(let display, _, let cursor) = s.source else {
-                    throw bad("the source can be switched only when capturing the screen (not with --input)")
+                    throw bad("the source can be switched only when capturing an X11 screen (not with --input, nor through the portal: its dialog chooses)")
                 }
                 s.source = .x11(display: display, source: try Self.parseSource(value, key: key), drawCursor: cursor)
             default:
@@ -156,6 +156,8 @@ public struct LiveSettings: Sendable, Equatable {
             case .window(let w): f["source"] = .string("window:\(w)")
             }
         case .raw(let path, _, _, _): f["source"] = .string("input:\(path)")
+        case .portal(let window, let region, _, _):
+            f["source"] = .string("portal:\(window ? "window" : "monitor")" + (region.map { ":region:\($0)" } ?? ""))
         }
         return f
     }

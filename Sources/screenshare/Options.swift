@@ -189,6 +189,11 @@ struct EncodingOptions: ParsableArguments {
 
 /// Which part of the X screen to capture: one of `--region`, `--monitor` or `--window`
 /// (none: the whole screen). Flags of `start` and of `ctl set`.
+/// `start --capture`: how the screen is captured.
+enum CaptureMethod: String, ExpressibleByArgument, CaseIterable {
+    case auto, x11, portal
+}
+
 struct CaptureSelection: ParsableArguments {
     @Option(help: ArgumentHelp("Capture a region, X11 geometry WxH+X+Y.", valueName: "geometry"), transform: Parse.region)
     var region: PixelRect?

@@ -57,8 +57,8 @@ struct Screenshare: ParsableCommand {
               screenshare serve --open          a relay for many rooms
               screenshare start --to HOST:PORT --sdp s.sdp   plain RTP (ffmpeg, VLC)
 
-            X11 screens, windows and regions are shared; on a Wayland desktop, only the \
-            windows of X11 programs (XWayland), for now.
+            X11 screens, windows and regions are shared; on a Wayland desktop, the screen or \
+            window chosen in the desktop's dialog (xdg-desktop-portal and PipeWire, asked once).
             """,
         version: String(cString: screenshare_version()),
         subcommands: [Start.self, Watch.self, Serve.self, Token.self, Sources.self, Ctl.self]

@@ -97,6 +97,12 @@ struct Start: ParsableCommand {
     @Option(help: ArgumentHelp("X display to capture (default: $DISPLAY).", valueName: ":N"))
     var display: String?
 
+    @Option(name: .customLong("capture"), help: ArgumentHelp("How to capture: x11, portal (a Wayland desktop: the xdg-desktop-portal asks once which screen or window, then PipeWire), or auto: the portal on a Wayland session, else X11.", valueName: "auto|x11|portal"))
+    var captureMethod = CaptureMethod.auto
+
+    @Flag(help: "With the portal: show its dialog again instead of sharing what was chosen last time.")
+    var ask = false
+
     @OptionGroup var capture: CaptureSelection
 
     @Flag(help: "Do not draw the cursor into the picture.")
@@ -198,6 +204,12 @@ struct Start: ParsableCommand {
         if let cpuUsed, !(-16...16).contains(cpuUsed) { throw ValidationError("--cpu-used \(cpuUsed): must be from -16 to 16") }
         let sourceFlags = capture.given + (input != nil ? ["--input"] : [])
         if sourceFlags.count > 1 { throw ValidationError("\(sourceFlags.joined(separator: " and ")) cannot be used together: choose one source") }
+        if usesPortal {
+            if display != nil { throw ValidationError("--display is for X11: the portal shares what its dialog chooses (or use --capture x11)") }
+            if capture.monitor != nil { throw ValidationError("--monitor is for X11: through the portal its dialog chooses the monitor (or use --capture x11)") }
+        } else if ask, input == nil {
+            throw ValidationError("--ask is for the portal (--capture portal, or auto on a Wayland session)")
+        }
         if input != nil, inputSize == nil { throw ValidationError("--input needs --input-size WxH") }
         if let inputFps, !(inputFps > 0 && inputFps <= 240) { throw ValidationError("--input-fps \(inputFps): must be from 0 to 240") }
         _ = try encoding.settings(source: videoSource())
@@ -226,7 +238,21 @@ struct Start: ParsableCommand {
         if let input, let inputSize {
             return .raw(path: input, format: inputFormat, size: inputSize, fps: inputFps ?? Double(encoding.fps ?? 15))
         }
+        if usesPortal {
+            return .portal(window: capture.window != nil, region: capture.region, drawCursor: !noCursor, ask: ask)
+        }
         return .x11(display: display, source: capture.spec ?? .screen, drawCursor: !noCursor)
+    }
+
+    /// Whether the screen is captured through the portal: asked for, or `auto` on a Wayland
+    /// session (never for --input).
+    var usesPortal: Bool {
+        guard input == nil else { return false }
+        switch captureMethod {
+        case .portal: return true
+        case .x11: return false
+        case .auto: return Self.isWaylandSession
+        }
     }
 
     func run() throws {

@@ -109,6 +109,14 @@ final class PortalDesktop {
         return node!
     }
 
+    /// Stops the video sources started with ``provideSolidColor(argb:width:height:fps:)``: their nodes go away.
+    func stopProducers() {
+        for child in children where URL(fileURLWithPath: child.stdoutPath).lastPathComponent == "gst.out" {
+            kill(child.pid, SIGTERM)
+            child.finish(within: 5, interrupt: false)
+        }
+    }
+
     /// The id of the PipeWire node named `name`, from `pw-dump`.
     private func nodeID(named name: String) -> UInt32? {
         guard let dump = try? Child(which("pw-dump"), [], dir: dir, name: "pw-dump", environment: env) else { return nil }

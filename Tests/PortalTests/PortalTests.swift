@@ -16,11 +16,11 @@ import X11TestSupport
         #expect(first.streams == [ScreenCastStream(node: 77, width: 640, height: 360, sourceType: 1)])
         var info = stat()
         #expect(fstat(first.pipewireFD, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK, "the PipeWire remote is a socket")
-        #expect(first.cursorMode == 4, "the pointer as metadata when offered")
+        #expect(first.cursorMode == 2, "the pointer embedded in the picture")
         let token = try #require(first.restoreToken, "persist_mode 2 gives a restore token")
         let selected = try #require(desktop.calls("SelectSources").first)
         #expect(selected["types"] as? Int == 1 && selected["multiple"] as? Bool == false)
-        #expect(selected["persist_mode"] as? Int == 2 && selected["cursor_mode"] as? Int == 4)
+        #expect(selected["persist_mode"] as? Int == 2 && selected["cursor_mode"] as? Int == 2)
         #expect(selected["restore_data"] == nil)
         first.close()
         try desktop.waitForCalls("Close", count: 1)
@@ -141,6 +141,121 @@ import X11TestSupport
         #expect(out.contains("portal (Wayland): unavailable (the desktop's portal has no screen-cast backend: install your desktop's (xdg-desktop-portal-gnome, -kde or -wlr))"), "\(out)")
         let none = try Self.sources(["DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": desktop.dir + "/nothing"])
         #expect(none.contains("portal (Wayland): unavailable (no D-Bus session bus"), "\(none)")
+    }
+}
+
+/// `screenshare start --capture portal`: the desktop's dialog (the test's backend), PipeWire,
+/// and the sender's own pipeline; what is sent is recorded (`--record`) and decoded by ffmpeg.
+@Suite(.serialized) struct PortalShareTests {
+    static var binary: String {
+        ProcessInfo.processInfo.environment["SCREENSHARE_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/debug/screenshare"
+    }
+
+    /// Runs `start --capture portal` for `seconds` to a UDP socket of the test's, recording.
+    static func share(_ desktop: PortalDesktop, _ extra: [String] = [], seconds: Int = 4, name: String) throws -> (Child, String) {
+        let receiver = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(receiver) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(receiver, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(receiver, $0, &length) } }
+        let port = UInt16(bigEndian: address.sin_port)
+        let recording = desktop.dir + "/\(name).webm"
+        let child = try Child(binary, ["start", "--capture", "portal", "--to", "127.0.0.1:\(port)", "--no-audio", "--duration", "\(seconds)",
+                                       "--record", recording, "--json"] + extra,
+                              dir: desktop.dir, name: name,
+                              environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress, "XDG_STATE_HOME": desktop.dir + "/state",
+                                            "DISPLAY": "", "WAYLAND_DISPLAY": "wayland-test"])
+        #expect(child.finish(within: Double(seconds) + 20) == 0, "\(child.stderr)")
+        #expect(!child.stderr.contains("failed at"), "an assertion of PipeWire's: \(child.stderr)")
+        return (child, recording)
+    }
+
+    /// The last picture of a recording, decoded by ffmpeg: its mean colour in the middle.
+    static func middleColour(_ recording: String, width: Int, height: Int) throws -> (Double, Double, Double) {
+        let raw = recording + ".rgb"
+        let ffmpeg = try Child(which("ffmpeg"), ["-v", "error", "-y", "-sseof", "-1", "-i", recording, "-frames:v", "1", "-f", "rawvideo",
+                                                 "-pix_fmt", "rgb24", raw], dir: URL(fileURLWithPath: recording).deletingLastPathComponent().path,
+                               name: "ffmpeg")
+        #expect(ffmpeg.finish(within: 30) == 0, "\(ffmpeg.stderr)")
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw)))
+        try #require(bytes.count == width * height * 3, "decoded \(bytes.count) bytes")
+        var sum = (0.0, 0.0, 0.0), n = 0.0
+        for y in (height / 4)..<(height * 3 / 4) {
+            for x in (width / 4)..<(width * 3 / 4) {
+                let i = (y * width + x) * 3
+                sum.0 += Double(bytes[i]); sum.1 += Double(bytes[i + 1]); sum.2 += Double(bytes[i + 2])
+                n += 1
+            }
+        }
+        return (sum.0 / n, sum.1 / n, sum.2 / n)
+    }
+
+    @Test func theChosenScreenIsSentAndTheNextShareAsksNothing() throws {
+        let desktop = try PortalDesktop()
+        _ = try desktop.provideSolidColor(argb: 0xFF33_6699, width: 640, height: 360)
+        let (first, recording) = try Self.share(desktop, name: "first")
+        let started = first.stdout.split(separator: "\n").first { $0.contains(#""event":"started""#) }
+        #expect(started?.contains("the screen chosen in the desktop's dialog") == true, "\(first.stdout.prefix(2000))")
+        #expect(first.stdout.contains(#""width":640"#) && first.stdout.contains(#""height":360"#), "\(first.stdout.suffix(2000))")
+        let (r, g, b) = try Self.middleColour(recording, width: 640, height: 360)
+        #expect(abs(r - 0x33) < 6 && abs(g - 0x66) < 6 && abs(b - 0x99) < 6, "decoded \(r) \(g) \(b), sent 51 102 153")
+        // The token is kept, private, and the next share passes it: the portal restores the
+        // choice (its backend gets the restore data) instead of asking.
+        var info = stat()
+        #expect(stat(desktop.dir + "/state/screenshare/portal-monitor.token", &info) == 0 && info.st_mode & 0o777 == 0o600)
+        _ = try Self.share(desktop, seconds: 2, name: "second")
+        let selections = desktop.calls("SelectSources")
+        #expect(selections.count == 2 && selections[0]["restore_data"] == nil && selections[1]["restore_data"] != nil, "\(selections)")
+        // --ask forgets it: the dialog again.
+        _ = try Self.share(desktop, ["--ask"], seconds: 2, name: "third")
+        #expect(desktop.calls("SelectSources").last?["restore_data"] == nil)
+    }
+
+    /// The stream goes away mid-share (the producer, or PipeWire, stops; the user stops sharing
+    /// from the desktop's indicator): the share stops cleanly, and says why in one line.
+    @Test func theStreamGoingAwayEndsTheShareSayingWhy() throws {
+        let desktop = try PortalDesktop()
+        _ = try desktop.provideSolidColor(argb: 0xFF33_6699, width: 640, height: 360)
+        let child = try Child(Self.binary, ["start", "--capture", "portal", "--to", "127.0.0.1:9", "--no-audio", "--duration", "30", "--json"],
+                              dir: desktop.dir, name: "gone",
+                              environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress, "XDG_STATE_HOME": desktop.dir + "/state"])
+        _ = try PortalDesktop.waitFor(child, { $0.stdout.contains(#""event":"first_frame_sent""#) }, "the first frame sent")
+        desktop.stopProducers()
+        let status = child.finish(within: 10, interrupt: false)
+        #expect(status == 69, "exit \(status): \(child.stderr)")
+        #expect(child.stderr.contains("PipeWire stream"), "\(child.stderr)")
+        #expect(!child.stderr.contains("failed at"), "an assertion of PipeWire's: \(child.stderr)")
+    }
+
+    /// A still screen: the portal sends no new pictures, and the share keeps `--min-fps` by
+    /// repeating the last one (held, not copied).
+    @Test func aStillScreenKeepsTheMinimumFrameRate() throws {
+        let desktop = try PortalDesktop()
+        _ = try desktop.provideSolidColor(argb: 0xFF33_6699, width: 640, height: 360, fps: 1)
+        let (child, _) = try Self.share(desktop, ["--fps", "15", "--min-fps", "5"], seconds: 4, name: "still")
+        let stopped = try #require(child.stdout.split(separator: "\n").last { $0.contains(#""event":"stopped""#) })
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(stopped.utf8)) as? [String: Any])
+        let sent = object["frames_sent"] as? Int ?? 0
+        #expect(sent >= 15, "\(sent) frames sent in 4 s of a screen that changed once a second: \(stopped)")
+    }
+
+    /// `--region` crops the stream; a cancelled dialog stops `start` with one line, exit 69,
+    /// before anything is sent.
+    @Test func aRegionOfTheStreamAndACancelledDialog() throws {
+        let desktop = try PortalDesktop()
+        _ = try desktop.provideSolidColor(argb: 0xFF33_6699, width: 640, height: 360)
+        let (cropped, _) = try Self.share(desktop, ["--region", "320x180+100+50"], seconds: 2, name: "cropped")
+        #expect(cropped.stdout.contains(#""width":320"#) && cropped.stdout.contains(#""height":180"#), "\(cropped.stdout.suffix(1500))")
+
+        let refusing = try PortalDesktop(cancel: true)
+        let child = try Child(Self.binary, ["start", "--capture", "portal", "--to", "127.0.0.1:9", "--no-audio", "--duration", "2"],
+                              dir: refusing.dir, name: "cancelled",
+                              environment: ["DBUS_SESSION_BUS_ADDRESS": refusing.busAddress, "XDG_STATE_HOME": refusing.dir + "/state"])
+        #expect(child.finish(within: 20) == 69, "\(child.stderr)")
+        #expect(child.stderr.contains("the screen-sharing dialog was cancelled: nothing is shared"), "\(child.stderr)")
     }
 }
 

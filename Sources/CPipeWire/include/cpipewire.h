@@ -40,6 +40,9 @@ int ss_pw_fd(ss_pw_capture *c);
 int ss_pw_iterate(ss_pw_capture *c, int timeout_ms);
 /// 1 and the newest picture not taken yet, else 0.
 int ss_pw_take(ss_pw_capture *c, ss_pw_frame *frame);
+/// 1 while the picture taken is still there to read: a buffer goes away with a new format or
+/// the stream's end, and the picture taken with it.
+int ss_pw_holds_frame(ss_pw_capture *c);
 /// Gives the picture taken back to the producer.
 void ss_pw_release(ss_pw_capture *c);
 /// NULL while the stream is fine; why it ended otherwise.

@@ -1,0 +1,190 @@
+import MediaCore
+import Basics
+import ScreenCapture
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A Wayland desktop's screen (or a window) through the xdg-desktop-portal and PipeWire, behind
+/// the same ``ScreenCapturer`` protocol as X11: the capture loop, the pacing, the keep-alive
+/// of a still screen and the placeholder are the sender's, shared.
+///
+/// The portal is asked when it is made (the dialog, once: the restore token is kept); the
+/// PipeWire stream is opened on the capture thread at its first use, so its loop runs there.
+/// The producer's damage says what changed; a still screen sends nothing, and the capture loop
+/// repeats the last picture (`--min-fps`), which this keeps (the buffer is held until the next
+/// one comes). `--region` crops the stream.
+public final class PortalScreenCapturer: ScreenCapturer {
+    private let session: ScreenCastSession
+    private let node: UInt32
+    private let region: PixelRect?
+    private let clock: any MediaClock
+    private var stream: PipeWireStream?
+    /// The newest picture taken from the stream and not captured yet (or, once captured, the
+    /// last one, kept for a forced capture).
+    private var frame: PipeWireStream.Frame?
+    private var pending = false
+    /// What changed since the picture last captured, in the stream's pixels (nil: all of it).
+    private var damage: [PixelRect]? = []
+    private var changedAtNanos: UInt64 = 0
+    private var failed: String?
+    private var areas: [PixelRect] = []
+    private var changed: [PixelRect] = []
+    /// A band in BGRA for the producers that send RGB order (made once, grown as needed).
+    private var swapped: UnsafeMutableRawPointer?
+    private var swappedBytes = 0
+    public private(set) var outputSize: PixelSize
+
+    /// Asks the portal (the dialog, unless `tokens` has a token for this kind of source and
+    /// `ask` is false) and keeps the token it gives.
+    /// - Parameters:
+    ///   - window: a window rather than a monitor (the portal's dialog lets the user pick which).
+    ///   - region: the part of the stream to send (nil: all of it).
+    /// - Throws: `CaptureError` (`displayUnavailable`) saying why, in one line.
+    public init(window: Bool, region: PixelRect?, drawCursor: Bool, ask: Bool, tokens: RestoreTokens?, clock: any MediaClock,
+                busAddress: String? = nil) throws {
+        let source: ScreenCastRequest.Source = window ? .window : .monitor
+        if ask { try? tokens?.keep(nil, for: source) }
+        let request = ScreenCastRequest(source: source, drawCursor: drawCursor, restoreToken: ask ? nil : tokens?.token(for: source))
+        do {
+            session = try ScreenCastSession.open(request, busAddress: busAddress)
+        } catch {
+            throw CaptureError(.displayUnavailable, error.message)
+        }
+        // Kept for the next share; a token the portal did not renew is forgotten.
+        try? tokens?.keep(session.restoreToken, for: source)
+        let granted = session.streams[0]
+        node = granted.node
+        self.region = region
+        self.clock = clock
+        let streamSize = PixelSize(width: Int(granted.width ?? 0), height: Int(granted.height ?? 0))
+        outputSize = region.map { PixelSize(width: $0.width, height: $0.height) } ?? streamSize
+    }
+
+    deinit {
+        swapped?.deallocate()
+        stream = nil
+        session.close()
+    }
+
+    /// Opens the stream (on the capture thread, at first use) and handles its events, waiting
+    /// up to `timeoutMillis`; takes the newest picture.
+    private func pump(timeoutMillis: Int32) {
+        guard failed == nil else { return }
+        do {
+            if stream == nil { stream = try PipeWireStream(fd: dup(session.pipewireFD), node: node) }
+            try stream!.iterate(timeoutMillis: timeoutMillis)
+        } catch {
+            failed = error.message
+            return
+        }
+        guard let next = stream!.take() else { return }
+        if !pending { changedAtNanos = clock.nowNanos() }
+        pending = true
+        // The picture replaces the one held; what changed adds up until it is captured.
+        if let d = next.damage, damage != nil, frame.map({ $0.width == next.width && $0.height == next.height }) ?? false {
+            damage!.append(contentsOf: d.map { PixelRect(x: $0.x, y: $0.y, width: $0.width, height: $0.height) })
+            if damage!.count > 64 { damage = nil }
+        } else {
+            damage = nil
+        }
+        frame = next
+    }
+
+    public func changePending() -> Bool {
+        pump(timeoutMillis: 0)
+        return pending || failed != nil
+    }
+
+    public func settle(nanos: UInt64) {
+        guard pending else { return }
+        while true {
+            let now = clock.nowNanos()
+            guard now < changedAtNanos &+ nanos else { return }
+            pump(timeoutMillis: Int32(max(1, (changedAtNanos &+ nanos &- now) / 1_000_000)))
+            if failed != nil { return }
+        }
+    }
+
+    /// The portal cannot tell a change beginning from one done: false.
+    public func awaitNextChange(timeoutNanos: UInt64) -> Bool { false }
+
+    public func waitForChange(timeoutNanos: UInt64) -> Bool {
+        if pending || failed != nil { return true }
+        pump(timeoutMillis: Int32(min(UInt64(Int32.max), timeoutNanos / 1_000_000)))
+        return pending || failed != nil
+    }
+
+    public func capture(force: Bool, into sink: CaptureSink) -> CaptureOutcome {
+        pump(timeoutMillis: 0)
+        if let failed { return .permanentError(failed) }
+        // The picture held went with its buffer (a new size): the next one is awaited.
+        if frame != nil, stream?.holdsFrame != true {
+            frame = nil
+            pending = false
+        }
+        guard let f = frame, pending || force else { return .unchanged }
+        // The picture: the producer's crop, then --region inside it.
+        var picture = PixelRect(x: f.crop.x, y: f.crop.y, width: f.crop.width, height: f.crop.height)
+            .intersection(PixelRect(x: 0, y: 0, width: f.width, height: f.height)) ?? PixelRect(x: 0, y: 0, width: f.width, height: f.height)
+        if let region {
+            guard let inside = PixelRect(x: picture.x + region.x, y: picture.y + region.y, width: region.width, height: region.height)
+                .intersection(picture), !inside.isEmpty else {
+                return .temporaryError("--region \(region) is outside the shared \(picture.width)x\(picture.height) picture")
+            }
+            picture = inside
+        }
+        let size = PixelSize(width: picture.width, height: picture.height)
+        outputSize = size
+        areas.removeAll(keepingCapacity: true)
+        if let damage, !force {
+            changed.removeAll(keepingCapacity: true)
+            for d in damage {
+                if let r = d.intersection(picture) { changed.append(PixelRect(x: r.x - picture.x, y: r.y - picture.y, width: r.width, height: r.height)) }
+            }
+            changed.withUnsafeBufferPointer { sink.begin(size: size, changed: $0, areas: &areas) }
+        } else {
+            sink.begin(size: size, changed: nil, areas: &areas)
+        }
+        let whole = PixelRect(x: 0, y: 0, width: size.width, height: size.height)
+        for asked in areas {
+            guard let area = asked.intersection(whole) else { continue }
+            let base = f.pixels.advanced(by: (picture.y + area.y) * f.stride + (picture.x + area.x) * 4)
+            if f.layout == .bgrx || f.layout == .bgra {
+                sink.write(BGRAImageView(base: base, stride: f.stride, width: area.width, height: area.height), x: area.x, y: area.y)
+            } else {
+                writeSwapped(base, stride: f.stride, area: area, into: sink)
+            }
+        }
+        sink.end()
+        pending = false
+        damage = []
+        return .captured
+    }
+
+    /// An area of an RGBx/RGBA picture, handed over in BGRA bands.
+    private func writeSwapped(_ base: UnsafeRawPointer, stride: Int, area: PixelRect, into sink: CaptureSink) {
+        let rowBytes = area.width * 4
+        let rows = max(1, min(area.height, (1 << 20) / max(rowBytes, 1)))
+        if swappedBytes < rows * rowBytes {
+            swapped?.deallocate()
+            swappedBytes = rows * rowBytes
+            swapped = UnsafeMutableRawPointer.allocate(byteCount: swappedBytes, alignment: 64)
+        }
+        guard let swapped else { return }
+        var y = 0
+        while y < area.height {
+            let n = min(rows, area.height - y)
+            for r in 0..<n {
+                let src = base.advanced(by: (y + r) * stride).assumingMemoryBound(to: UInt32.self)
+                let dst = swapped.advanced(by: r * rowBytes).assumingMemoryBound(to: UInt32.self)
+                for x in 0..<area.width {
+                    let p = src[x]  // R G B A in memory: little-endian 0xAABBGGRR → 0xAARRGGBB
+                    dst[x] = (p & 0xFF00_FF00) | ((p & 0xFF) << 16) | ((p >> 16) & 0xFF)
+                }
+            }
+            sink.write(BGRAImageView(base: UnsafeRawPointer(swapped), stride: rowBytes, width: area.width, height: n), x: area.x, y: area.y + y)
+            y += n
+        }
+    }
+}
