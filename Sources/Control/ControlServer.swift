@@ -67,10 +67,14 @@ public final class ControlServer: Sendable {
         var tv = timeval(tv_sec: 2, tv_usec: 0)
         setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let line = ControlSocket.readLine(client, limit: ControlProtocol.maxRequestBytes)
+        // A client that sent nothing (it only looked whether anyone listens: `ctl`) gets nothing.
+        guard !line.isEmpty else { return }
         let response = Self.respond(to: line, handler)
         guard var out = try? ControlCoding.encode(response) else { return }
         out.append(0x0A)
-        _ = out.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+        // MSG_NOSIGNAL: a client gone before the answer is an EPIPE here, not a SIGPIPE that
+        // ends the broadcast.
+        _ = out.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
     }
 
     /// The answer to one request line: the handler's, or an error naming what is wrong with it.

@@ -75,7 +75,7 @@ public enum ControlSocket {
         }
         var line = try ControlCoding.encode(request)
         line.append(0x0A)
-        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        _ = line.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         let response = readLine(fd, limit: ControlProtocol.maxRequestBytes)
         guard let answer = try? ControlCoding.decoder.decode(ControlResponse.self, from: response) else {
             throw ControlError("the broadcaster at \(socketPath) sent no answer")

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import Control
+import Synchronization
 
 /// The ctl protocol (version 1) as bytes: what `ctl` sends, what a broadcaster answers, and
 /// what it answers to lines that are not requests.
@@ -91,6 +92,39 @@ import TestSupport
     func mode(_ path: String) -> mode_t {
         var st = stat()
         return stat(path, &st) == 0 ? st.st_mode & 0o777 : 0
+    }
+
+    /// A client that goes before the answer (or only looks whether anyone listens, as `ctl`
+    /// does with each socket) costs the broadcast nothing: no SIGPIPE (which would end this
+    /// process), and the next request is answered.
+    @Test func aClientGoneBeforeTheAnswerDoesNotEndTheBroadcast() throws {
+        let base = "/tmp/screenshare-ctl-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let served = Mutex(0)
+        let server = try ControlServer(path: "\(base)/a.sock", handler: { _ in
+            served.withLock { $0 += 1 }
+            return ControlResponse()
+        })
+        defer { server.close() }
+        func connected() throws -> Int32 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = try ControlSocket.unixAddress("\(base)/a.sock")
+            let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            try #require(rc == 0)
+            return fd
+        }
+        close(try connected())  // looked and left
+        let asked = try connected()  // asked and left before the answer
+        let line = Array(#"{"cmd":"status","v":1}"#.utf8) + [0x0A]
+        _ = line.withUnsafeBytes { send(asked, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var linger = linger(l_onoff: 1, l_linger: 0)  // a reset, not a clean close
+        setsockopt(asked, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+        close(asked)
+        for _ in 0..<3 {
+            let answer = try ControlSocket.request(ControlRequest(.status), socketPath: "\(base)/a.sock")
+            #expect(answer.ok)
+        }
+        #expect(served.withLock { $0 } >= 3)
     }
 
     @Test func onlyADirectoryTheServerMakesIsMadePrivate() throws {
