@@ -51,6 +51,16 @@ struct RTCPTerminator {
                 let filter = downlink?.filter
                 // A viewer whose link is estimated gets resends within what its link has left.
                 let allow: (Int) -> Bool = { downlink?.allowResend($0, now: now) ?? true }
+                // A packet resent again and again and still asked for will not get through
+                // (each resend has its number, and something drops that number): a keyframe
+                // will. Only resends that left count (not those over the link's budget).
+                func resent(_ seq: UInt16, wire: inout RelayWire) {
+                    wire.counters.retransmitted += 1
+                    if stream.subscribers[i].resends.asked(seq, now: now) {
+                        wire.counters.lostForGood += 1
+                        Self.requestKeyframe(stream, now: now, wire: &wire)
+                    }
+                }
                 nack.forEachSequenceNumber { seq in
                     // Each viewer's NackGenerator spaces its own retries, so each request is
                     // answered (no cross-viewer RTT gate). A viewer that was left some layers
@@ -59,7 +69,7 @@ struct RTCPTerminator {
                         let outcome = stream.history.retransmit(sequenceNumber: seq, now: now, rtt: 0, allow: allow) {
                             wire.outbox.send(UnsafeRawBufferPointer($0), to: peer.address)
                         }
-                        if outcome == .sent { wire.counters.retransmitted += 1 } else { wire.counters.retransmitMissed += 1 }
+                        if outcome == .sent { resent(seq, wire: &wire) } else { wire.counters.retransmitMissed += 1 }
                         return
                     }
                     guard let source = filter.original(seq) else { wire.counters.retransmitMissed += 1; return }
@@ -73,7 +83,7 @@ struct RTCPTerminator {
                         }
                         wire.sendEdited(packet, sequence: seq, pictureID: picture, pictureOffset: pictureOffset, to: peer.address)
                     }
-                    if outcome == .sent { wire.counters.retransmitted += 1 } else { wire.counters.retransmitMissed += 1 }
+                    if outcome == .sent { resent(seq, wire: &wire) } else { wire.counters.retransmitMissed += 1 }
                 }
             case .transportFeedback(let feedback):
                 // A viewer's arrivals of a stream it receives: its downlink's estimate, and so

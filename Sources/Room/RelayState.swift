@@ -62,9 +62,48 @@ struct Subscriber {
     var rttNanos: UInt64?
     /// Its link's estimate and the layers it gets, once it sends transport feedback.
     var downlink: ViewerDownlink?
+    /// The packets it asks for again and again.
+    var resends = ResendWatch()
     init(peer: PeerState) {
         self.peer = peer
         address = peer.address
+    }
+}
+
+/// The packets resent to one viewer again and again: a packet resent a fourth time, 300 ms or
+/// more after the first, will not get through this way (something on the path drops it every
+/// time — a resend has the same number). Its frame, and every frame after it,
+/// wait for a keyframe; a browser asks for one itself only after 3 s without a picture
+/// (libwebrtc's wait for a decodable frame), so the relay asks the presenter then, once per
+/// packet. Eight packets are watched, the oldest forgotten first: nothing grows.
+struct ResendWatch {
+    private struct Entry {
+        var sequence: UInt16 = 0
+        var asks: UInt8 = 0
+        var firstAsked: UInt64 = 0
+        var given = false
+    }
+    /// Made once with the subscriber (eight entries); changed in place.
+    private var entries = [Entry](repeating: Entry(), count: 8)
+    private var next = 0
+    /// Resends of one packet after which it is taken for lost for good.
+    static let asksBeforeKeyframe: UInt8 = 4
+    /// ...if the first was this long before.
+    static let spanBeforeKeyframe: UInt64 = 300_000_000
+
+    /// `sequence` was resent to the viewer at `now`: true when this makes it lost for good (once per packet).
+    mutating func asked(_ sequence: UInt16, now: UInt64) -> Bool {
+        guard let i = entries.firstIndex(where: { $0.asks > 0 && $0.sequence == sequence }) else {
+            entries[next] = Entry(sequence: sequence, asks: 1, firstAsked: now)
+            next = (next + 1) % entries.count
+            return false
+        }
+        if entries[i].asks < UInt8.max { entries[i].asks += 1 }
+        guard !entries[i].given, entries[i].asks >= Self.asksBeforeKeyframe, now &- entries[i].firstAsked >= Self.spanBeforeKeyframe else {
+            return false
+        }
+        entries[i].given = true
+        return true
     }
 }
 

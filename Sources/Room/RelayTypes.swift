@@ -58,6 +58,9 @@ public struct RelayCounters: Sendable, Equatable {
     public var retransmitted = 0
     public var retransmitMissed = 0
     public var keyframeRequests = 0
+    /// Packets a viewer asked for again and again (``ResendWatch``): taken for lost for good,
+    /// each answered with a keyframe request.
+    public var lostForGood = 0
     /// Malformed or unexpected datagrams (bad control messages, RTP of unpublished SSRCs…).
     public var rejected = 0
     /// Datagrams from addresses that are not in any room.

@@ -112,6 +112,49 @@ let ms: UInt64 = 1_000_000
         #expect(relay.counters.retransmitMissed == 1)
     }
 
+    /// A packet a viewer asks for a fourth time, 300 ms after the first, will not get through
+    /// (the path drops it every time): the relay asks the presenter for a keyframe then, once
+    /// — not after the browser's own 3 s wait. A viewer that asks once or twice does not.
+    @Test func aPacketAskedForAgainAndAgainGetsAKeyframe() throws {
+        _ = setUp()
+        for seq in UInt16(100)...110 { relay.receive(vp8Packet(ssrc: screen.ssrc, seq: seq), from: presenter, now: 10 * ms) }
+        func ask(_ seqs: [UInt16], from who: PeerAddress, at t: UInt64) {
+            var nack = [UInt8](repeating: 0, count: 64)
+            let n = nack.withUnsafeMutableBytes { RTCPPacket.buildNACK(senderSSRC: 7, mediaSSRC: screen.ssrc, sequenceNumbers: seqs, into: $0) }
+            relay.receive(Array(nack[0..<n]), from: who, now: t)
+        }
+        func plis() -> Int {
+            wire.take(presenter).filter { bytes in
+                let packets = bytes.withUnsafeBytes { try? RTCPPacket.parseCompound($0) } ?? []
+                return packets.contains { if case .pli = $0 { true } else { false } }
+            }.count
+        }
+        wire.sent.removeAll()
+        let before = relay.counters.keyframeRequests
+        // Another packet lost once and resent: nothing more.
+        ask([104], from: viewer, at: 20 * ms)
+        for k in UInt64(0)..<3 { ask([103], from: viewer, at: (100 + 100 * k) * ms) }
+        #expect(plis() == 0 && relay.counters.keyframeRequests == before, "three asks are resends only")
+        ask([103], from: viewer, at: 400 * ms)  // the fourth, 300 ms after the first
+        #expect(plis() == 1 && relay.counters.lostForGood == 1)
+        ask([103], from: viewer, at: 800 * ms)  // asked again: not a second keyframe for it
+        #expect(plis() == 0 && relay.counters.lostForGood == 1)
+        #expect(relay.counters.retransmitted == 6, "every ask is still answered")
+    }
+
+    /// Four asks within 300 ms are a link's retries, not a lost cause.
+    @Test func quickRetriesAreNotALostCause() {
+        var watch = ResendWatch()
+        func ask(_ seq: UInt16, _ t: UInt64) -> Bool { watch.asked(seq, now: t) }
+        for k in UInt64(0)..<6 { #expect(!ask(7, k * 50 * ms)) }
+        #expect(ask(7, 300 * ms))
+        #expect(!ask(7, 900 * ms))
+        // Eight other packets push it out; asked again, it starts over.
+        for seq in UInt16(20)..<28 { _ = ask(seq, 1000 * ms) }
+        for k in UInt64(0)..<3 { #expect(!ask(7, (2000 + 200 * k) * ms)) }
+        #expect(ask(7, 2600 * ms))
+    }
+
     /// A presenter's screen with its FEC stream (`--fec`): a packet lost on the way in is
     /// recovered by the relay from the FEC packet and forwarded to the viewer as if it had
     /// arrived (and kept: a NACK for it is answered); the FEC packet goes to the viewer who
