@@ -1,4 +1,5 @@
 import CPipeWire
+import MediaCore
 
 /// A PipeWire video stream, read for capture: connected through the portal's remote (or the
 /// default one) to one node, the newest picture always taken (older ones the producer sent
@@ -8,6 +9,8 @@ import CPipeWire
 /// Not `Sendable`: it belongs to the thread that runs its loop.
 public final class PipeWireStream {
     private let capture: OpaquePointer
+    /// The picture taken last, as the C side described it (its damage is read from here).
+    private var last = ss_pw_frame()
 
     /// A picture, valid until ``release()`` or the next ``take()``.
     public struct Frame {
@@ -19,8 +22,9 @@ public final class PipeWireStream {
         public var layout: Layout
         /// The part of the buffer that is the picture.
         public var crop: (x: Int, y: Int, width: Int, height: Int)
-        /// What changed since the picture taken before: nil when the producer did not say (all of it).
-        public var damage: [(x: Int, y: Int, width: Int, height: Int)]?
+        /// How many rectangles say what changed since the picture taken before (read them with
+        /// ``PipeWireStream/forEachDamage(_:)``); nil when the producer did not say (all of it).
+        public var damageCount: Int?
         /// Pictures replaced by a newer one before they were taken.
         public var skipped: Int
     }
@@ -58,15 +62,10 @@ public final class PipeWireStream {
     public func take() -> Frame? {
         var f = ss_pw_frame()
         guard ss_pw_take(capture, &f) == 1, let data = f.data else { return nil }
-        var damage: [(x: Int, y: Int, width: Int, height: Int)]?
-        if f.whole == 0 {
-            damage = withUnsafeBytes(of: f.damage) { raw in
-                raw.bindMemory(to: ss_pw_rect.self).prefix(Int(f.damage_count)).map { (Int($0.x), Int($0.y), Int($0.width), Int($0.height)) }
-            }
-        }
+        last = f
         return Frame(pixels: UnsafeRawPointer(data), stride: Int(f.stride), width: Int(f.width), height: Int(f.height),
                      layout: Frame.Layout(rawValue: f.format) ?? .bgrx,
-                     crop: (Int(f.crop.x), Int(f.crop.y), Int(f.crop.width), Int(f.crop.height)), damage: damage, skipped: Int(f.skipped))
+                     crop: (Int(f.crop.x), Int(f.crop.y), Int(f.crop.width), Int(f.crop.height)), damageCount: f.whole == 0 ? Int(f.damage_count) : nil, skipped: Int(f.skipped))
     }
 
     /// Whether the picture taken is still there to read (it goes with its buffer when the
@@ -75,4 +74,15 @@ public final class PipeWireStream {
 
     /// Gives the picture taken back to the producer.
     public func release() { ss_pw_release(capture) }
+
+    /// The rectangles that changed, of the picture taken last (none when it did not say): read
+    /// from where the stream keeps them, so taking a picture allocates nothing.
+    public func forEachDamage(_ body: (PixelRect) -> Void) {
+        guard last.whole == 0 else { return }
+        withUnsafeBytes(of: last.damage) { raw in
+            for r in raw.bindMemory(to: ss_pw_rect.self).prefix(Int(last.damage_count)) {
+                body(PixelRect(x: Int(r.x), y: Int(r.y), width: Int(r.width), height: Int(r.height)))
+            }
+        }
+    }
 }

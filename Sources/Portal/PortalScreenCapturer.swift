@@ -24,8 +24,12 @@ public final class PortalScreenCapturer: ScreenCapturer {
     /// last one, kept for a forced capture).
     private var frame: PipeWireStream.Frame?
     private var pending = false
-    /// What changed since the picture last captured, in the stream's pixels (nil: all of it).
-    private var damage: [PixelRect]? = []
+    /// What changed since the picture last captured, in the stream's pixels, unless
+    /// `wholeChanged` (kept with its capacity: nothing allocated per picture).
+    private var damage: [PixelRect] = []
+    private var wholeChanged = true
+    /// More rectangles than this are taken as all of it.
+    private static let maxDamage = 64
     private var changedAtNanos: UInt64 = 0
     private var failed: String?
     private var areas: [PixelRect] = []
@@ -59,6 +63,7 @@ public final class PortalScreenCapturer: ScreenCapturer {
         self.clock = clock
         let streamSize = PixelSize(width: Int(granted.width ?? 0), height: Int(granted.height ?? 0))
         outputSize = region.map { PixelSize(width: $0.width, height: $0.height) } ?? streamSize
+        damage.reserveCapacity(Self.maxDamage)
     }
 
     deinit {
@@ -71,8 +76,14 @@ public final class PortalScreenCapturer: ScreenCapturer {
     /// up to `timeoutMillis`; takes the newest picture.
     private func pump(timeoutMillis: Int32) {
         guard failed == nil else { return }
-        do {
-            if stream == nil { stream = try PipeWireStream(fd: dup(session.pipewireFD), node: node) }
+        do throws(PortalError) {
+            if stream == nil {
+                // A copy of the portal's descriptor (the stream closes its own); never -1, which
+                // would mean PipeWire's default remote rather than the portal's.
+                let fd = dup(session.pipewireFD)
+                guard fd >= 0 else { throw PortalError(.failed, "cannot use the portal's PipeWire descriptor: \(SystemError.current)") }
+                stream = try PipeWireStream(fd: fd, node: node)
+            }
             try stream!.iterate(timeoutMillis: timeoutMillis)
         } catch {
             failed = error.message
@@ -82,11 +93,12 @@ public final class PortalScreenCapturer: ScreenCapturer {
         if !pending { changedAtNanos = clock.nowNanos() }
         pending = true
         // The picture replaces the one held; what changed adds up until it is captured.
-        if let d = next.damage, damage != nil, frame.map({ $0.width == next.width && $0.height == next.height }) ?? false {
-            damage!.append(contentsOf: d.map { PixelRect(x: $0.x, y: $0.y, width: $0.width, height: $0.height) })
-            if damage!.count > 64 { damage = nil }
+        let sameSize = frame.map { $0.width == next.width && $0.height == next.height } ?? false
+        if !wholeChanged, sameSize, let count = next.damageCount, damage.count + count <= Self.maxDamage {
+            stream!.forEachDamage { damage.append($0) }
         } else {
-            damage = nil
+            wholeChanged = true
+            damage.removeAll(keepingCapacity: true)
         }
         frame = next
     }
@@ -137,7 +149,7 @@ public final class PortalScreenCapturer: ScreenCapturer {
         let size = PixelSize(width: picture.width, height: picture.height)
         outputSize = size
         areas.removeAll(keepingCapacity: true)
-        if let damage, !force {
+        if !wholeChanged, !force {
             changed.removeAll(keepingCapacity: true)
             for d in damage {
                 if let r = d.intersection(picture) { changed.append(PixelRect(x: r.x - picture.x, y: r.y - picture.y, width: r.width, height: r.height)) }
@@ -158,7 +170,8 @@ public final class PortalScreenCapturer: ScreenCapturer {
         }
         sink.end()
         pending = false
-        damage = []
+        damage.removeAll(keepingCapacity: true)
+        wholeChanged = false
         return .captured
     }
 
