@@ -52,6 +52,16 @@ public struct VP8Packetizer: Sendable {
         pictureID = initialPictureID & 0x7FFF
     }
 
+    /// The packets a frame of `frameBytes` becomes and their bytes with their headers, as
+    /// ``packetize(frame:rtpTimestamp:temporalLayer:into:emit:)`` splits it: what a frame will
+    /// cost on the wire before it is sent.
+    public func wireSize(frameBytes: Int) -> (packets: Int, bytes: Int) {
+        guard frameBytes > 0 else { return (0, 0) }
+        let perPacket = maxPayloadSize - descriptorLength - (headerSize - RTPHeader.fixedSize)
+        let count = (frameBytes + perPacket - 1) / perPacket
+        return (count, frameBytes + count * (headerSize + descriptorLength))
+    }
+
     /// Packetizes one encoded frame, calling `emit` with each packet (valid only during the call).
     /// - Parameter buffer: at least 12 + `maxPayloadSize` bytes, reused for every packet.
     /// - Returns: the number of packets emitted (0 for an empty frame).

@@ -11,53 +11,32 @@ import Glibc
 #endif
 
 /// The encode thread: takes the newest picture from the mailbox, lets `EncodeScheduler` decide
-/// (encode, keep for later, repeat, force a keyframe), encodes it with libvpx, and sends it as
-/// paced RTP packets, keeping each in the history for NACKs.
+/// (encode, keep for later, repeat, force a keyframe), encodes it with libvpx, and hands the
+/// frame to the send stage (``SendStage``, its own thread) through ``EncodedFrameQueue``. It
+/// never waits for the pacer: it waits for room in the queue before it takes a picture, so the
+/// picture it encodes is the newest when the send stage can take another.
 extension Broadcaster {
-    /// Bytes of a frame sent without pacing.
-    static let unpacedBytes = 16_000
-
-    /// What sending one encoded frame did.
-    struct SentFrame {
-        var packets: UInt32 = 0
-        var octets = 0
-        /// Packets the socket refused; `busy` of them because the local send queue was full.
-        var errors = 0
-        var busy = 0
-        /// Time spent sending (pacing waits included), not encoding.
-        var nanos: UInt64 = 0
-        /// FEC packets among them, and their bytes.
-        var fecPackets = 0
-        var fecBytes = 0
-    }
-
-    func encodeLoop() {
-        let recording = self.recording.withLock { $0 }
-        var encoder: VP8Encoder?
-        var scheduler = EncodeScheduler(settings: settings)
+    /// The video packetizer: made once, owned by the send stage; the encode thread keeps a copy
+    /// to know what a frame will cost on the wire (``VP8Packetizer/wireSize(frameBytes:)``).
+    func makePacketizer() -> VP8Packetizer {
         var packetizer = VP8Packetizer(ssrc: ssrc, initialSequence: UInt16.random(in: 0...UInt16.max),
                                        initialPictureID: UInt16.random(in: 0...0x7FFF))
         if congestion != nil { packetizer.transportSequenceID = TransportWideSequence.defaultID }
         // In a room the relay forwards to each viewer the layers its link carries.
         packetizer.temporalLayers = config.room != nil
+        return packetizer
+    }
+
+    func encodeLoop(sizing: VP8Packetizer) {
+        let recording = self.recording.withLock { $0 }
+        var encoder: VP8Encoder?
+        var scheduler = EncodeScheduler(settings: settings)
         var networkTarget = 0
         var adapter = ResolutionAdapter()
-        var pacer = PacketPacer()
-        let packetBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1500, alignment: 16)
-        defer { packetBuffer.deallocate() }
-        // Forward error correction: each frame's packets kept as sent, then its FEC packets.
-        let fec = FECFrame()
-        // Probes resend the newest packets (made once: up to 16 of them).
-        let probeBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.maxProbePackets * 1500, alignment: 16)
-        defer { probeBuffer.deallocate() }
-        var probeLengths: [Int] = []
-        probeLengths.reserveCapacity(Self.maxProbePackets)
-        var lastTimestamp: UInt32?
-        var firstSent = false
-        var lastSendWarning: UInt64 = 0
         var generation = liveGeneration.load(ordering: .sequentiallyConsistent)
         // The macroblocks to encode (what changed lately).
         var active = ActiveMacroblocks()
+        var lastTimestamp: UInt32?
 
         while true {
             let g = liveGeneration.load(ordering: .sequentiallyConsistent)
@@ -81,16 +60,18 @@ extension Broadcaster {
                     encoder?.setMaxIntraBitratePercent(Self.congestedMaxIntraPercent)
                     encoder?.endOpening()
                 }
-                if networkTarget == 0 {
-                    // What was sent before the path had a rate (the opening, the first keyframe)
-                    // is not a debt the next frames pay by waiting, and not the size's fault.
-                    pacer.reset()
-                    adapter.pathStarted()
-                }
+                // What was sent before the path had a rate is not the size's fault.
+                if networkTarget == 0 { adapter.pathStarted() }
                 networkTarget = target
                 if scheduler.setNetworkTarget(target == 0 ? nil : Bitrate(bitsPerSecond: target)) == .reconfigure {
                     reconfigure(&encoder, &scheduler)
                 }
+            }
+            // The send stage is a frame behind (the pacer holds one back): wait for it, not for
+            // a picture that would be stale by the time it could go.
+            if !sendQueue.waitForRoom(timeoutNanos: Self.lentWaitNanos) {
+                if !isRunning { break }
+                continue
             }
             let before = clock.nowNanos()
             // While the capture has the picture (lent), wait for it to come back instead of
@@ -150,18 +131,20 @@ extension Broadcaster {
             lastTimestamp = ts
             let started = clock.nowNanos()
             var produced = false, key = false
-            var sent = SentFrame()
+            var wire = WireCost()
+            let protection = congestion?.withLock { $0.fec.protection } ?? 0
+            let size = PixelSize(width: frame.width, height: frame.height)
             do {
-                fec.protection = congestion?.withLock { $0.fec.protection } ?? 0
                 try encoder!.encode(frame, pts: Int64(ts &- rtpBase), duration: UInt(90_000 / max(current.fps, 1))) { data, info in
                     produced = true
                     key = key || info.isKeyframe
-                    fec.keyframe = info.isKeyframe
-                    recording?.video(data, keyframe: info.isKeyframe, size: PixelSize(width: frame.width, height: frame.height),
-                                     timestampNanos: isNew ? frame.timestampNanos : now)
-                    send(data, timestamp: ts, layer: info.temporalLayer ?? 0, bitrate: scheduler.bitrate, packetizer: &packetizer, buffer: packetBuffer,
-                         pacer: &pacer, networkLimited: networkTarget != 0 && current.content == .motion && !info.isKeyframe,
-                         fec: fec, into: &sent)
+                    recording?.video(data, keyframe: info.isKeyframe, size: size, timestampNanos: isNew ? frame.timestampNanos : now)
+                    wire.add(WireCost(frameBytes: data.count, keyframe: info.isKeyframe, protection: protection, sizing: sizing))
+                    sendQueue.push(data, EncodedFrameQueue.Frame(
+                        rtpTimestamp: ts, temporalLayer: info.temporalLayer ?? 0, keyframe: info.isKeyframe,
+                        bitsPerSecond: scheduler.bitrate.bitsPerSecond,
+                        networkLimited: networkTarget != 0 && current.content == .motion && !info.isKeyframe,
+                        size: size, captureNanos: frame.timestampNanos))
                 }
             } catch {
                 events.emit(.error(.encodeFailure, "\(error)"))
@@ -169,8 +152,8 @@ extension Broadcaster {
                 encoder = nil  // re-created on the next frame, which will be a keyframe
                 continue
             }
-            let encodeMillis = Double(clock.nowNanos() &- started &- sent.nanos) / 1e6
-            scheduler.encoded(isNew: isNew, bytes: produced ? sent.octets : nil, keyframe: key, at: now)
+            let encodeMillis = Double(clock.nowNanos() &- started) / 1e6
+            scheduler.encoded(isNew: isNew, bytes: produced ? wire.media + wire.fec : nil, keyframe: key, at: now)
             if key { active.touchAll(columns: columns, rows: rows) }  // coarse and all new: refine everything
             let quantizer = produced ? encoder?.lastQuantizer() : nil
             // `motion` under congestion control keeps its frame rate: a smaller picture when the
@@ -178,7 +161,7 @@ extension Broadcaster {
             // encoder's output (the target is the encoder's share, FEC's taken off): counted in,
             // 5 % loss (FEC at 15-19 %) read as an overshoot and scaled 1280 down to 640.
             if networkTarget != 0, current.content == .motion,
-               let level = adapter.encoded(bits: (sent.octets - sent.fecBytes) * 8, keyframe: key, quantizer: quantizer,
+               let level = adapter.encoded(bits: wire.media * 8, keyframe: key, quantizer: quantizer,
                                           maxQuantizer: encoder?.maxQuantizer ?? 63, target: scheduler.bitrate.bitsPerSecond,
                                           fps: Double(max(current.fps, 1)), now: now) {
                 scaleLevel.store(level, ordering: .relaxed)
@@ -187,68 +170,45 @@ extension Broadcaster {
                 c.framesEncoded += 1
                 if !isNew { c.repeatsEncoded += 1 }
                 if c.encodeMillis.count < 512 { c.encodeMillis.append(encodeMillis) }
-                if produced && c.sendMillis.count < 512 { c.sendMillis.append(Double(sent.nanos) / 1e6) }
-                if produced {
-                    c.framesSent += 1
-                    if key { c.keyframesSent += 1 }
-                    c.packetsSent &+= sent.packets
-                    c.octetsSent &+= UInt32(truncatingIfNeeded: sent.octets - Int(sent.packets) * packetizer.headerSize)
-                    c.bytesSent += sent.octets
-                    c.fecPackets += sent.fecPackets
-                    c.fecBytes += sent.fecBytes
-                    c.lastRTPTimestamp = ts
-                    if let quantizer {
-                        c.quantizerSum += quantizer
-                        c.quantizerFrames += 1
-                    }
-                }
-                c.sendErrors += sent.errors
-            }
-            if produced, let probe = congestion?.withLock({ $0.takeProbe(now: clock.nowNanos()) }) {
-                sendProbe(probe, buffer: probeBuffer, lengths: &probeLengths)
-            }
-            if produced && !firstSent {
-                firstSent = true
-                events.emit(FirstFrameSent(size: PixelSize(width: frame.width, height: frame.height), keyframe: key,
-                                           latencyMillis: Double(clock.nowNanos() &- frame.timestampNanos) / 1e6))
-            }
-            if sent.errors > 0 && now &- lastSendWarning > 5_000_000_000 {
-                lastSendWarning = now
-                if sent.busy > 0 {
-                    warnNetworkBusy("the local send queue is full: \(sent.busy) of \(sent.packets) packets of a frame dropped")
-                } else {
-                    events.emit(.warning(.sendFailed, "packets to \(config.destination) are refused (is a receiver listening?)"))
+                if let quantizer {
+                    c.quantizerSum += quantizer
+                    c.quantizerFrames += 1
                 }
             }
         }
+        sendQueue.close()
         if let last = held.withLock({ h -> VideoFrame? in defer { h.frame = nil }; return h.frame }) { pool.recycle(last) }
     }
 
-    /// How long the encode thread waits for a lent picture to come back before it looks again.
+    /// How long the encode thread waits for a lent picture to come back (or for room in the
+    /// send queue) before it looks again.
     static let lentWaitNanos: UInt64 = 100_000_000
 
-    /// The most packets one probe resends.
-    static let maxProbePackets = 16
+    /// What an encoded frame costs on the wire, known as it is encoded (the send stage sends it
+    /// later): its packets with their headers, as the packetizer splits it, and an estimate of
+    /// the FEC packets the send stage will add at `protection` (twice that for a keyframe, as
+    /// ``SendStage`` gives it) — what the bit budget and the resolution adapter count.
+    struct WireCost: Equatable {
+        var media = 0
+        var fec = 0
 
-    /// Sends a probe (congestion control asks how much more the path carries): the newest
-    /// packets again, back to back at the probe's rate, each with a new transport-wide number
-    /// and the cluster's tag. Receivers drop them as duplicates; their arrival says the rate.
-    func sendProbe(_ probe: ProbeCluster, buffer: UnsafeMutableRawBufferPointer, lengths: inout [Int]) {
-        let wanted = min(Self.maxProbePackets, probe.packets(of: 1200))
-        let copied = history.withLock { $0.copyNewest(wanted, into: buffer, slotSize: 1500, lengths: &lengths) }
-        guard copied > 0 else { return }
-        let start = clock.nowNanos()
-        var bytes = 0
-        for i in 0..<wanted {
-            let k = i % copied, length = lengths[k]
-            if bytes > 0 {
-                let due = start + UInt64(Double(bytes * 8) / probe.bitsPerSecond * 1e9)
-                while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
+        init() {}
+
+        init(frameBytes: Int, keyframe: Bool, protection: Double, sizing: VP8Packetizer) {
+            let (packets, bytes) = sizing.wireSize(frameBytes: frameBytes)
+            media = bytes
+            let p = keyframe ? min(0.5, 2 * protection) : protection
+            if packets > 0 && p > 0 {
+                // An FEC packet is as long as the longest it protects, plus its own headers.
+                let longest = (bytes + packets - 1) / packets
+                fec = ULPFEC.fecCount(media: packets, protection: p) * (longest + ULPFEC.headerSize + 8)
             }
-            _ = sendRTP(UnsafeMutableRawBufferPointer(rebasing: buffer[(k * 1500)..<(k * 1500 + length)]), probeCluster: probe.id)
-            bytes += length
         }
-        counters.withLock { $0.probesSent += 1; $0.probeBytes += bytes }
+
+        mutating func add(_ other: WireCost) {
+            media += other.media
+            fec += other.fec
+        }
     }
 
     /// libvpx takes the scheduler's bit rate (the settings', or congestion control's target).
@@ -261,94 +221,6 @@ extension Broadcaster {
             encoder = nil
         }
     }
-
-    /// Packetizes one encoded frame and sends it, each packet when ``PacketPacer`` says, and
-    /// keeps each in the history for NACKs. Under congestion control `motion`'s budget holds the
-    /// stream to 1.1 × the target with a tenth of a second of burst (a burst lands in the path's
-    /// queue whole; 0.25 s of it made queues of 200–250 ms on a 1 or 0.5 Mbit/s path). While a
-    /// packet waits the encode thread waits with it, and the latest-frame mailbox skips the
-    /// pictures meanwhile (libwebrtc's pacer queue does the same job). (`detail` waits for its
-    /// own bit budget before encoding, in `EncodeScheduler`.)
-    func send(_ data: UnsafeRawBufferPointer, timestamp: UInt32, layer: UInt8, bitrate: Bitrate, packetizer: inout VP8Packetizer,
-              buffer: UnsafeMutableRawBufferPointer, pacer: inout PacketPacer, networkLimited: Bool, fec: FECFrame,
-              into sent: inout SentFrame) {
-        let sendStart = clock.nowNanos()
-        // `bitrate` is the encoder's: FEC comes on top of it (congestion control took its share
-        // off the encoder's target), so the budget and the pacer make room for it.
-        let fecShare = 1 + fec.protection
-        let budgetRate = Int(Double(bitrate.bitsPerSecond) * Self.budgetHeadroom * fecShare)
-        let burstBits = Double(bitrate.bitsPerSecond) * Self.budgetBurstSeconds * fecShare
-        // Until the receiver's transport feedback comes there is no congestion control to pace
-        // for (ffmpeg, GStreamer and VLC as `--sdp` receivers send none): the plain pacer, so a
-        // 1080p30 frame of 8 kB leaves at once instead of over 10 ms.
-        let paced = congestion?.withLock { $0.hasFeedback } ?? false
-        let paceBitsPerSecond = (paced ? Double(bitrate.bitsPerSecond) * 2.5 : Double(max(bitrate.bitsPerSecond * 4, 8_000_000))) * fecShare
-        pacer.startFrame(at: sendStart, rates: PacketPacer.Rates(
-            paceBitsPerSecond: paceBitsPerSecond, unpacedBytes: paced ? 2400 : Self.unpacedBytes,
-            budgetBitsPerSecond: budgetRate, burstBits: burstBits, networkLimited: networkLimited))
-        var frame = SentFrame()
-        // A keyframe's loss costs the most (everything after it waits): twice the protection,
-        // as libwebrtc gives key frames their own, higher FEC rate.
-        let protection = fec.keyframe ? min(0.5, 2 * fec.protection) : fec.protection
-        let protecting = protection > 0
-        func out(_ packet: UnsafeMutableRawBufferPointer, keep: Bool = true) {
-            let due = pacer.sendTime(bytes: packet.count, now: clock.nowNanos())
-            while clock.nowNanos() < due && isRunning { clock.sleep(untilNanos: due) }
-            pacer.sent(bytes: packet.count, at: clock.nowNanos())
-            frame.octets += packet.count
-            let rc = sendRTP(packet)  // stamps the transport-wide number: FEC protects the bytes as sent
-            if rc != 0 {
-                frame.errors += 1
-                if rc == ENOBUFS || rc == EAGAIN { frame.busy += 1 }
-            }
-            if keep { history.withLock { _ = $0.store(UnsafeRawBufferPointer(packet), now: sendStart) } }
-        }
-        frame.packets = UInt32(packetizer.packetize(frame: data, rtpTimestamp: timestamp, temporalLayer: layer, into: buffer) { packet in
-            let p = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<packet.count])
-            out(p)
-            if protecting { fec.encoder.add(UnsafeRawBufferPointer(p)) }
-        })
-        if protecting {
-            // The FEC packets follow the frame's, numbered after them.
-            // Plain mode: in the video stream, numbered after the frame's packets (as GStreamer
-            // takes them). A room: a stream of their own, so no viewer sees holes in the video's
-            // numbers (the relay gives FEC only to the viewers it helps).
-            let count = fec.encoder.fecCount(protection: protection)
-            let own = config.room != nil
-            let first = own ? fec.sequence : packetizer.reserveSequenceNumbers(count)
-            if own { fec.sequence &+= UInt16(truncatingIfNeeded: count) }
-            fec.encoder.finish(protection: protection, payloadType: ULPFEC.payloadType, sequence: first, ssrc: own ? fecSSRC : nil,
-                               transportSequenceID: packetizer.transportSequenceID, into: fec.buffer) { packet in
-                out(packet, keep: !own)
-                frame.packets += 1
-                frame.fecPackets += 1
-                frame.fecBytes += packet.count
-            }
-        }
-        sent.packets += frame.packets
-        sent.octets += frame.octets
-        sent.errors += frame.errors
-        sent.busy += frame.busy
-        sent.fecPackets += frame.fecPackets
-        sent.fecBytes += frame.fecBytes
-        sent.nanos &+= clock.nowNanos() &- sendStart
-    }
-
-    /// The encode thread's FEC state: the protection for the frame being sent, the frame's
-    /// packets, and a buffer for the FEC packets (made once).
-    final class FECFrame {
-        var protection = 0.0
-        /// The next sequence number of a room's FEC stream.
-        var sequence = UInt16.random(in: 0...UInt16.max)
-        var keyframe = false
-        var encoder = ULPFECEncoder()
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ULPFEC.maxPacketSize, alignment: 16)
-        deinit { buffer.deallocate() }
-    }
-
-    /// The send budget under congestion control: its rate over the target, and its burst.
-    static let budgetHeadroom = 1.1
-    static let budgetBurstSeconds = 0.1
 
     /// `motion`'s largest keyframe under congestion control, in percent of an average frame.
     static let congestedMaxIntraPercent = 300

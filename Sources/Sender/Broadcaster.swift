@@ -177,6 +177,8 @@ public final class Broadcaster: Sendable {
     let logger: Logger
     let clock: MediaClock
     let mailbox = LatestFrameMailbox<VideoFrame>()
+    /// Encoded frames, encode thread → send thread (``SendStage``).
+    let sendQueue = EncodedFrameQueue()
     /// The picture the encoder repeats: the encode thread's, lent to the capture thread while
     /// the encoder is idle (``lend()``), so on a still screen a change is converted into it in
     /// place rather than into a second frame (one resident picture instead of two).
@@ -291,6 +293,7 @@ public final class Broadcaster: Sendable {
         stopState.withLock { if $0 == nil { $0 = (reason, detail) } }
         running.store(false, ordering: .sequentiallyConsistent)
         mailbox.close()
+        sendQueue.close()
     }
 
     var isRunning: Bool { running.load(ordering: .sequentiallyConsistent) }
@@ -336,7 +339,9 @@ public final class Broadcaster: Sendable {
             },
             shared: config.source.words))
         spawn("screenshare-capture", producer)
-        spawn("screenshare-encode") { [self] in encodeLoop() }
+        let packetizer = makePacketizer()
+        spawn("screenshare-encode") { [self] in encodeLoop(sizing: packetizer) }
+        spawn("screenshare-send") { [self] in SendStage(broadcaster: self, queue: sendQueue, packetizer: packetizer).run() }
         spawn("screenshare-rtcp") { [self] in rtcpLoop() }
         if let audioSender {
             spawn("screenshare-audio") { [self] in audioSender.run(while: { isRunning }, paused: { settings.paused }, recording: recording) }
@@ -371,6 +376,7 @@ public final class Broadcaster: Sendable {
             }
         }
         mailbox.close()
+        sendQueue.close()
         done.wait()
         control?.close()
         // The media threads are done: the recording gets its index and duration.

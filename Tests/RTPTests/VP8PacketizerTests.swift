@@ -249,4 +249,19 @@ import TestSupport
             }
         }
     }
+
+    /// What a frame costs on the wire, known before it is sent (the encode thread counts it
+    /// while the send thread sends): exactly what `packetize` then emits, in every shape.
+    @Test(arguments: [(false, false), (true, false), (false, true), (true, true)])
+    func theWireSizeIsWhatPacketizeEmits(layers: Bool, transportWide: Bool) {
+        var p = VP8Packetizer(ssrc: 7, initialSequence: 1, initialPictureID: 1)
+        p.temporalLayers = layers
+        if transportWide { p.transportSequenceID = 3 }
+        for bytes in [0, 1, 1100, 1173, 1174, 1175, 1200, 5_000, 64_321] {
+            let predicted = p.wireSize(frameBytes: bytes)
+            let packets = packetize(&p, [UInt8](repeating: 0x5A, count: bytes), timestamp: 1)
+            #expect(predicted.packets == packets.count, "\(bytes) bytes")
+            #expect(predicted.bytes == packets.reduce(0) { $0 + $1.count }, "\(bytes) bytes")
+        }
+    }
 }
