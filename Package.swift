@@ -141,6 +141,10 @@ let package = Package(
         // `screenshare-fuzz TARGET FILE...` runs files once (a crash found, reproduced) and
         // `--seed DIR` writes the seed corpus.
         .executableTarget(name: "screenshare-fuzz", dependencies: ["FuzzTargets"]),
+        // The portal tests' PipeWire video source that sends damage and cursor metadata.
+        .executableTarget(name: "ss-test-pw-producer", path: "Tests/PipeWireProducer",
+                          cSettings: [.unsafeFlags(["-I/usr/include/pipewire-0.3", "-I/usr/include/spa-0.2", "-D_REENTRANT"])],
+                          linkerSettings: [.linkedLibrary("pipewire-0.3")]),
         .executableTarget(name: "screenshare", dependencies: [
             "CBuildInfo", "Sender", "Receiver", "Relay", "Control", "Events", "Transport", "QRCode", "Access", "WebRTC",
             "ScreenCapture", "VideoProcessing", "VP8Codec", "MediaCore", "Basics", "RTP", "AudioIO", "Room", "RoomEvents", "RoomHost", "Congestion", "Portal",

@@ -37,7 +37,15 @@ struct ss_pw_capture {
     uint32_t damage_count;
     ss_pw_rect damage[SS_PW_MAX_DAMAGE];
     uint32_t skipped;
+    /// The pointer from the cursor metadata, and whether it changed since it was last read.
+    int cursor_visible, cursor_changed;
+    int32_t cursor_x, cursor_y, hot_x, hot_y;
+    uint32_t cursor_width, cursor_height, cursor_serial;
+    uint32_t cursor_pixels[SS_PW_MAX_CURSOR * SS_PW_MAX_CURSOR];
 };
+
+/// The metadata's size for a cursor image of w × h (4 bytes a pixel).
+#define SS_PW_CURSOR_META_SIZE(w, h) (sizeof(struct spa_meta_cursor) + sizeof(struct spa_meta_bitmap) + (w) * (h) * 4)
 
 static void fail(struct ss_pw_capture *c, const char *what) {
     if (c->error[0] == 0) snprintf(c->error, sizeof c->error, "%s", what);
@@ -57,12 +65,79 @@ static void add_damage(struct ss_pw_capture *c, struct pw_buffer *b) {
     if (!any) c->whole = 1;
 }
 
+/// Reads the cursor metadata of a buffer (an empty buffer may carry only that: the pointer
+/// moved over a still screen). Everything is checked against the metadata's size: a producer's
+/// offsets are not trusted.
+static void read_cursor(struct ss_pw_capture *c, struct pw_buffer *b) {
+    struct spa_meta *meta = spa_buffer_find_meta(b->buffer, SPA_META_Cursor);
+    if (!meta || meta->size < sizeof(struct spa_meta_cursor)) return;
+    struct spa_meta_cursor *cursor = meta->data;
+    if (!spa_meta_cursor_is_valid(cursor)) return;  // nothing new
+    if (cursor->bitmap_offset >= sizeof *cursor && cursor->bitmap_offset <= meta->size - sizeof(struct spa_meta_bitmap)) {
+        struct spa_meta_bitmap *bitmap = SPA_PTROFF(cursor, cursor->bitmap_offset, struct spa_meta_bitmap);
+        uint32_t room = meta->size - cursor->bitmap_offset;
+        uint32_t w = bitmap->size.width, h = bitmap->size.height;
+        int32_t stride = bitmap->stride > 0 ? bitmap->stride : (int32_t)(w * 4);
+        if (bitmap->offset == 0 || w == 0 || h == 0) {
+            c->cursor_width = c->cursor_height = 0;  // no image: hidden
+            c->cursor_serial++;
+        } else if (spa_meta_bitmap_is_valid(bitmap) && w <= SS_PW_MAX_CURSOR && h <= SS_PW_MAX_CURSOR
+                   && (uint32_t)stride >= w * 4 && bitmap->offset >= sizeof *bitmap
+                   && (uint64_t)bitmap->offset + (uint64_t)stride * (h - 1) + w * 4 <= room) {
+            // Into 0xAARRGGBB from the bytes' order in memory.
+            int a, r, g, bl;
+            switch (bitmap->format) {
+            case SPA_VIDEO_FORMAT_BGRA: bl = 0; g = 1; r = 2; a = 3; break;
+            case SPA_VIDEO_FORMAT_RGBA: r = 0; g = 1; bl = 2; a = 3; break;
+            case SPA_VIDEO_FORMAT_ARGB: a = 0; r = 1; g = 2; bl = 3; break;
+            case SPA_VIDEO_FORMAT_ABGR: a = 0; bl = 1; g = 2; r = 3; break;
+            default: a = -1; r = g = bl = 0; break;
+            }
+            if (a >= 0) {
+                const uint8_t *pixels = SPA_PTROFF(bitmap, bitmap->offset, const uint8_t);
+                for (uint32_t y = 0; y < h; y++) {
+                    const uint8_t *row = pixels + (size_t)y * (size_t)stride;
+                    for (uint32_t x = 0; x < w; x++) {
+                        const uint8_t *p = row + x * 4;
+                        c->cursor_pixels[y * w + x] = (uint32_t)p[a] << 24 | (uint32_t)p[r] << 16 | (uint32_t)p[g] << 8 | p[bl];
+                    }
+                }
+                c->cursor_width = w;
+                c->cursor_height = h;
+                c->hot_x = cursor->hotspot.x;
+                c->hot_y = cursor->hotspot.y;
+                c->cursor_serial++;
+            }
+        }
+    }
+    c->cursor_x = cursor->position.x;
+    c->cursor_y = cursor->position.y;
+    c->cursor_visible = c->cursor_width > 0;
+    c->cursor_changed = 1;
+}
+
+int ss_pw_cursor_read(ss_pw_capture *c, ss_pw_cursor *out) {
+    out->visible = c->cursor_visible;
+    out->x = c->cursor_x;
+    out->y = c->cursor_y;
+    out->hot_x = c->hot_x;
+    out->hot_y = c->hot_y;
+    out->width = c->cursor_width;
+    out->height = c->cursor_height;
+    out->serial = c->cursor_serial;
+    out->pixels = c->cursor_pixels;
+    int changed = c->cursor_changed;
+    c->cursor_changed = 0;
+    return changed;
+}
+
 static void on_process(void *data) {
     struct ss_pw_capture *c = data;
     struct pw_buffer *b;
     while ((b = pw_stream_dequeue_buffer(c->stream)) != NULL) {
         struct spa_data *d = &b->buffer->datas[0];
         struct spa_meta_header *h = spa_buffer_find_meta_data(b->buffer, SPA_META_Header, sizeof *h);
+        read_cursor(c, b);
         // An empty buffer (no new picture: some compositors send only cursor updates) or a
         // corrupted one: given back at once.
         if (d->data == NULL || d->chunk->size == 0 || (h && (h->flags & SPA_META_HEADER_FLAG_CORRUPTED))) {
@@ -87,9 +162,9 @@ static void on_param_changed(void *data, uint32_t id, const struct spa_pod *para
     c->format = info;
     c->negotiated = 1;
     c->whole = 1;
-    uint8_t buffer[1024];
+    uint8_t buffer[2048];
     struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, sizeof buffer);
-    const struct spa_pod *params[4];
+    const struct spa_pod *params[5];
     uint32_t stride = SPA_ROUND_UP_N(info.size.width * 4, 4);
     params[0] = spa_pod_builder_add_object(&b, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers,
         SPA_PARAM_BUFFERS_buffers, SPA_POD_CHOICE_RANGE_Int(4, 2, 16),
@@ -105,7 +180,13 @@ static void on_param_changed(void *data, uint32_t id, const struct spa_pod *para
         SPA_PARAM_META_type, SPA_POD_Id(SPA_META_VideoDamage),
         SPA_PARAM_META_size, SPA_POD_CHOICE_RANGE_Int(sizeof(struct spa_meta_region) * SS_PW_MAX_DAMAGE,
                                                       sizeof(struct spa_meta_region) * 1, sizeof(struct spa_meta_region) * SS_PW_MAX_DAMAGE));
-    pw_stream_update_params(c->stream, params, 4);
+    // The pointer as metadata (the portal's cursor mode "metadata"): drawn here, so it is not
+    // baked into every picture, and a move over a still screen sends no picture.
+    params[4] = spa_pod_builder_add_object(&b, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
+        SPA_PARAM_META_type, SPA_POD_Id(SPA_META_Cursor),
+        SPA_PARAM_META_size, SPA_POD_CHOICE_RANGE_Int(SS_PW_CURSOR_META_SIZE(64, 64), SS_PW_CURSOR_META_SIZE(1, 1),
+                                                      SS_PW_CURSOR_META_SIZE(SS_PW_MAX_CURSOR, SS_PW_MAX_CURSOR)));
+    pw_stream_update_params(c->stream, params, 5);
 }
 
 static void on_state_changed(void *data, enum pw_stream_state old, enum pw_stream_state state, const char *error) {

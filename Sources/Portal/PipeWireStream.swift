@@ -72,6 +72,30 @@ public final class PipeWireStream {
     /// format changes or the stream ends).
     public var holdsFrame: Bool { ss_pw_holds_frame(capture) != 0 }
 
+    /// The pointer as the producer's cursor metadata says (the portal's cursor mode
+    /// "metadata"), its image valid until the next ``iterate(timeoutMillis:)``.
+    public struct Cursor {
+        /// False while there is no pointer to draw.
+        public var visible: Bool
+        /// The hot spot's place in the stream's pixels.
+        public var x: Int, y: Int
+        public var hotX: Int, hotY: Int
+        public var width: Int, height: Int
+        /// Changes with each new image.
+        public var serial: UInt32
+        /// `width × height` premultiplied ARGB pixels.
+        public var pixels: UnsafePointer<UInt32>?
+    }
+
+    /// The pointer, and whether it moved, changed its image, or was shown or hidden since the
+    /// last call.
+    public func readCursor() -> (changed: Bool, cursor: Cursor) {
+        var c = ss_pw_cursor()
+        let changed = ss_pw_cursor_read(capture, &c) == 1
+        return (changed, Cursor(visible: c.visible != 0, x: Int(c.x), y: Int(c.y), hotX: Int(c.hot_x), hotY: Int(c.hot_y),
+                                width: Int(c.width), height: Int(c.height), serial: c.serial, pixels: c.pixels))
+    }
+
     /// Gives the picture taken back to the producer.
     public func release() { ss_pw_release(capture) }
 

@@ -13,7 +13,10 @@ import Glibc
 /// PipeWire stream is opened on the capture thread at its first use, so its loop runs there.
 /// The producer's damage says what changed; a still screen sends nothing, and the capture loop
 /// repeats the last picture (`--min-fps`), which this keeps (the buffer is held until the next
-/// one comes). `--region` crops the stream.
+/// one comes). `--region` crops the stream. The pointer comes as the producer's cursor metadata
+/// (the portal's cursor mode "metadata", asked for when offered) and is drawn here by the same
+/// ``CursorComposer`` as on X11: its old and new places are re-read from the held picture, so
+/// a pointer moving over a still slide costs two small rectangles, not a picture.
 public final class PortalScreenCapturer: ScreenCapturer {
     private let session: ScreenCastSession
     private let node: UInt32
@@ -37,6 +40,11 @@ public final class PortalScreenCapturer: ScreenCapturer {
     /// A band in BGRA for the producers that send RGB order (made once, grown as needed).
     private var swapped: UnsafeMutableRawPointer?
     private var swappedBytes = 0
+    private let drawCursor: Bool
+    private var cursor = CursorComposer()
+    private var cursorSerial: UInt32?
+    /// Where the pointer's hot spot is, in the stream's pixels (nil: not drawn).
+    private var pointer: (x: Int, y: Int)?
     public private(set) var outputSize: PixelSize
 
     /// Asks the portal (the dialog, unless `tokens` has a token for this kind of source and
@@ -61,6 +69,7 @@ public final class PortalScreenCapturer: ScreenCapturer {
         node = granted.node
         self.region = region
         self.clock = clock
+        self.drawCursor = drawCursor
         let streamSize = PixelSize(width: Int(granted.width ?? 0), height: Int(granted.height ?? 0))
         outputSize = region.map { PixelSize(width: $0.width, height: $0.height) } ?? streamSize
         damage.reserveCapacity(Self.maxDamage)
@@ -88,6 +97,21 @@ public final class PortalScreenCapturer: ScreenCapturer {
         } catch {
             failed = error.message
             return
+        }
+        if drawCursor {
+            let (moved, c) = stream!.readCursor()
+            if moved {
+                if c.serial != cursorSerial, let pixels = c.pixels {
+                    cursorSerial = c.serial
+                    cursor.setImage(width: c.width, height: c.height, hotX: c.hotX, hotY: c.hotY) { pixels[$0] }
+                }
+                pointer = c.visible ? (c.x, c.y) : nil
+                // Over the picture held: its old and new places are drawn again from it.
+                if frame != nil {
+                    if !pending { changedAtNanos = clock.nowNanos() }
+                    pending = true
+                }
+            }
         }
         guard let next = stream!.take() else { return }
         if !pending { changedAtNanos = clock.nowNanos() }
@@ -149,23 +173,30 @@ public final class PortalScreenCapturer: ScreenCapturer {
         let size = PixelSize(width: picture.width, height: picture.height)
         outputSize = size
         areas.removeAll(keepingCapacity: true)
-        if !wholeChanged, !force {
-            changed.removeAll(keepingCapacity: true)
+        let known = !wholeChanged && !force
+        changed.removeAll(keepingCapacity: true)
+        if known {
             for d in damage {
                 if let r = d.intersection(picture) { changed.append(PixelRect(x: r.x - picture.x, y: r.y - picture.y, width: r.width, height: r.height)) }
             }
+        }
+        // The pointer's old and new places changed too (it is drawn in; no damage says so).
+        if drawCursor { cursor.place(pointer: pointer, origin: (picture.x, picture.y), changed: &changed, known: known) }
+        if known {
             changed.withUnsafeBufferPointer { sink.begin(size: size, changed: $0, areas: &areas) }
         } else {
             sink.begin(size: size, changed: nil, areas: &areas)
         }
         let whole = PixelRect(x: 0, y: 0, width: size.width, height: size.height)
+        let swap = f.layout == .rgbx || f.layout == .rgba
         for asked in areas {
             guard let area = asked.intersection(whole) else { continue }
             let base = f.pixels.advanced(by: (picture.y + area.y) * f.stride + (picture.x + area.x) * 4)
-            if f.layout == .bgrx || f.layout == .bgra {
-                sink.write(BGRAImageView(base: base, stride: f.stride, width: area.width, height: area.height), x: area.x, y: area.y)
+            let underPointer = drawCursor && cursor.rect.flatMap { $0.intersection(area) } != nil
+            if swap || underPointer {
+                writeCopied(base, stride: f.stride, area: area, swap: swap, pointer: underPointer, into: sink)
             } else {
-                writeSwapped(base, stride: f.stride, area: area, into: sink)
+                sink.write(BGRAImageView(base: base, stride: f.stride, width: area.width, height: area.height), x: area.x, y: area.y)
             }
         }
         sink.end()
@@ -175,8 +206,10 @@ public final class PortalScreenCapturer: ScreenCapturer {
         return .captured
     }
 
-    /// An area of an RGBx/RGBA picture, handed over in BGRA bands.
-    private func writeSwapped(_ base: UnsafeRawPointer, stride: Int, area: PixelRect, into sink: CaptureSink) {
+    /// An area handed over in BGRA bands copied out of the producer's buffer (never written
+    /// to: it is the producer's): swapped from RGB order when `swap`, the pointer drawn over
+    /// it when `pointer`.
+    private func writeCopied(_ base: UnsafeRawPointer, stride: Int, area: PixelRect, swap: Bool, pointer: Bool, into sink: CaptureSink) {
         let rowBytes = area.width * 4
         let rows = max(1, min(area.height, (1 << 20) / max(rowBytes, 1)))
         if swappedBytes < rows * rowBytes {
@@ -189,14 +222,21 @@ public final class PortalScreenCapturer: ScreenCapturer {
         while y < area.height {
             let n = min(rows, area.height - y)
             for r in 0..<n {
-                let src = base.advanced(by: (y + r) * stride).assumingMemoryBound(to: UInt32.self)
-                let dst = swapped.advanced(by: r * rowBytes).assumingMemoryBound(to: UInt32.self)
-                for x in 0..<area.width {
-                    let p = src[x]  // R G B A in memory: little-endian 0xAABBGGRR → 0xAARRGGBB
-                    dst[x] = (p & 0xFF00_FF00) | ((p & 0xFF) << 16) | ((p >> 16) & 0xFF)
+                let source = base.advanced(by: (y + r) * stride)
+                if swap {
+                    let src = source.assumingMemoryBound(to: UInt32.self)
+                    let dst = swapped.advanced(by: r * rowBytes).assumingMemoryBound(to: UInt32.self)
+                    for x in 0..<area.width {
+                        let p = src[x]  // R G B A in memory: little-endian 0xAABBGGRR → 0xAARRGGBB
+                        dst[x] = (p & 0xFF00_FF00) | ((p & 0xFF) << 16) | ((p >> 16) & 0xFF)
+                    }
+                } else {
+                    swapped.advanced(by: r * rowBytes).copyMemory(from: source, byteCount: rowBytes)
                 }
             }
-            sink.write(BGRAImageView(base: UnsafeRawPointer(swapped), stride: rowBytes, width: area.width, height: n), x: area.x, y: area.y + y)
+            let band = PixelRect(x: area.x, y: area.y + y, width: area.width, height: n)
+            if pointer { cursor.blend(into: swapped, stride: rowBytes, band: band) }
+            sink.write(BGRAImageView(base: UnsafeRawPointer(swapped), stride: rowBytes, width: area.width, height: n), x: band.x, y: band.y)
             y += n
         }
     }

@@ -87,7 +87,7 @@ public final class ScreenCastSession {
     public let streams: [ScreenCastStream]
     /// The token to pass next time instead of asking (nil: the portal gave none).
     public let restoreToken: String?
-    /// The cursor mode asked for: 2 embedded in the picture, 4 as metadata, 1 hidden.
+    /// The cursor mode asked for: 4 as metadata (preferred), 2 embedded in the picture, 1 hidden.
     public let cursorMode: UInt32
 
     static let destination = "org.freedesktop.portal.Desktop"
@@ -204,10 +204,10 @@ public final class ScreenCastSession {
             _ = try? bus.call(destination, handle, "org.freedesktop.portal.Session", "Close", nil, timeoutMillis: 2_000)
             return error
         }
-        // SelectSources: one source, the pointer as asked (embedded in the picture by the
-        // compositor; as metadata only where that is all it offers — drawing it from the
-        // metadata is to come), kept until revoked.
-        let cursorMode: UInt32 = !request.drawCursor ? 1 : offered.cursorModes & 2 != 0 ? 2 : offered.cursorModes & 4 != 0 ? 4 : 1
+        // SelectSources: one source, the pointer as asked (as metadata where it is offered,
+        // drawn by the capturer, so a pointer moving over a still slide sends no picture; else
+        // embedded in the picture by the compositor), kept until revoked.
+        let cursorMode: UInt32 = !request.drawCursor ? 1 : offered.cursorModes & 4 != 0 ? 4 : offered.cursorModes & 2 != 0 ? 2 : 1
         do {
             let selected = try ask("SelectSources", "choose what to share") { handleToken in
                 var options: [(String, OpaquePointer)] = [

@@ -37,48 +37,63 @@ struct Sources: ParsableCommand {
     var json = false
 
     func run() throws {
-        let list: DisplaySources
+        // What a Wayland desktop's portal offers (asked without a dialog).
+        let portal = Result { () throws(PortalError) in try ScreenCastSession.availability() }
+        // A Wayland session without X (no XWayland) still shares through the portal: the X
+        // display's absence is said, not fatal, unless nothing can be shared at all.
+        let x11: Result<DisplaySources, CaptureError>
         do {
-            list = try listDisplaySources(display: display)
+            x11 = .success(try listDisplaySources(display: display))
         } catch let error as CaptureError {
-            printError("screenshare: \(error)")
+            x11 = .failure(error)
+        }
+        if case .failure(let error) = x11, case .failure(let why) = portal {
+            printError("screenshare: \(error); and no portal either (\(why))")
             throw Exit.sourceUnavailable
         }
         var logger = Logger(label: "screenshare")
         logger.logLevel = .error
         let audio = Result { try PulseCapture.inventory(logger: logger) }
-        // What a Wayland desktop's portal offers (asked without a dialog).
-        let portal = Result { () throws(PortalError) in try ScreenCastSession.availability() }
         if json {
             func rect(_ r: PixelRect) -> JSONValue {
                 .object(["x": .int(r.x), "y": .int(r.y), "width": .int(r.width), "height": .int(r.height)])
             }
-            let value: JSONValue = .object([
-                "display": .string(list.display),
-                "screen": .object(["width": .int(list.screen.width), "height": .int(list.screen.height)]),
-                "monitors": .array(list.monitors.map { m in
+            var value: [String: JSONValue] = ["audio": Self.audioJSON(audio), "portal": Self.portalJSON(portal)]
+            switch x11 {
+            case .success(let list):
+                value["display"] = .string(list.display)
+                value["screen"] = .object(["width": .int(list.screen.width), "height": .int(list.screen.height)])
+                value["monitors"] = .array(list.monitors.map { m in
                     .object(["index": .int(m.index), "name": .string(m.name), "primary": .bool(m.primary), "geometry": rect(m.rect)])
-                }),
-                "windows": .array(list.windows.map { w in
+                })
+                value["windows"] = .array(list.windows.map { w in
                     .object(["id": .string("0x" + String(w.id, radix: 16)), "title": .string(w.title),
                              "mapped": .bool(w.mapped), "geometry": rect(w.rect)])
-                }),
-                "audio": Self.audioJSON(audio),
-                "portal": Self.portalJSON(portal),
-            ])
-            print(value.jsonText)
+                })
+            case .failure(let error):
+                value["display"] = .null
+                value["display_error"] = .string("\(error)")
+                value["monitors"] = .array([])
+                value["windows"] = .array([])
+            }
+            print(JSONValue.object(value).jsonText)
             return
         }
-        print("display \(list.display): screen \(list.screen)")
-        print("monitors:")
-        if list.monitors.isEmpty { print("  (none reported by RandR)") }
-        for m in list.monitors {
-            print("  \(m.index)  \(m.name)  \(m.rect)\(m.primary ? "  primary" : "")")
-        }
-        print("windows:")
-        if list.windows.isEmpty { print("  (none with a title)") }
-        for w in list.windows {
-            print("  0x\(String(w.id, radix: 16))  \(w.rect)\(w.mapped ? "" : "  (not mapped)")  \(w.title)")
+        switch x11 {
+        case .success(let list):
+            print("display \(list.display): screen \(list.screen)")
+            print("monitors:")
+            if list.monitors.isEmpty { print("  (none reported by RandR)") }
+            for m in list.monitors {
+                print("  \(m.index)  \(m.name)  \(m.rect)\(m.primary ? "  primary" : "")")
+            }
+            print("windows:")
+            if list.windows.isEmpty { print("  (none with a title)") }
+            for w in list.windows {
+                print("  0x\(String(w.id, radix: 16))  \(w.rect)\(w.mapped ? "" : "  (not mapped)")  \(w.title)")
+            }
+        case .failure(let error):
+            print("X11: unavailable (\(error)); the portal below shares the screen")
         }
         switch portal {
         case .failure(let error): print("portal (Wayland): unavailable (\(error))")

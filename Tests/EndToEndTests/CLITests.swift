@@ -62,6 +62,10 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         (["token", "--room", "a", "--role", "viewer", "--secret-file", "x", "--ttl", "forever"], "--ttl"),
         (["token", "--room", "a b", "--role", "viewer", "--secret-file", "x"], "--room"),
         (["start", "--to", "127.0.0.1:5004", "--cpu-used", "20"], "--cpu-used"),
+        (["start", "--to", "127.0.0.1:5004", "--capture", "portal", "--display", ":0"], "--display is for X11"),
+        (["start", "--to", "127.0.0.1:5004", "--capture", "portal", "--monitor", "1"], "--monitor is for X11"),
+        (["start", "--to", "127.0.0.1:5004", "--capture", "x11", "--ask"], "--ask is for the portal"),
+        (["start", "--to", "127.0.0.1:5004", "--capture", "wayland"], "--capture"),
     ])
     func roomFlagsAreCheckedAndNamed(args: [String], message: String) throws {
         let r = try runScreenshare(args)

@@ -109,6 +109,21 @@ final class PortalDesktop {
         return node!
     }
 
+    /// A PipeWire video source of the test's own (`ss-test-pw-producer`), `width`×`height`,
+    /// grey, driven by ``ScriptedSource/send(_:)``; the backend grants its node at the next Start.
+    func provideScripted(width: Int, height: Int) throws -> ScriptedSource {
+        let name = "screenshare-scripted-\(children.count)", fifo = dir + "/\(name).fifo"
+        guard mkfifo(fifo, 0o600) == 0 else { throw TestFailure("mkfifo \(fifo): \(String(cString: strerror(errno)))") }
+        let binary = URL(fileURLWithPath: PortalShareTests.binary).deletingLastPathComponent().appendingPathComponent("ss-test-pw-producer").path
+        let producer = try Child(binary, [name, "\(width)", "\(height)", fifo], dir: dir, name: "gst", environment: env)
+        children.append(producer)
+        let line = try Self.waitFor(producer, { $0.stdout.contains("node ") }, "the scripted source's PipeWire node")
+            .stdout.split(separator: "\n").first { $0.hasPrefix("node ") }
+        guard let node = line.flatMap({ UInt32($0.dropFirst(5)) }) else { throw TestFailure("no node: \(producer.stdout)") }
+        try "\(node)".write(toFile: dir + "/granted-node", atomically: true, encoding: .utf8)
+        return ScriptedSource(child: producer, fifo: fifo, node: node)
+    }
+
     /// Stops the video sources started with ``provideSolidColor(argb:width:height:fps:)``: their nodes go away.
     func stopProducers() {
         for child in children where URL(fileURLWithPath: child.stdoutPath).lastPathComponent == "gst.out" {
@@ -155,5 +170,26 @@ final class PortalDesktop {
             usleep(10_000)
         }
         return child
+    }
+}
+
+/// The test's PipeWire source (`Tests/PipeWireProducer/producer.c`), told what to draw and send.
+struct ScriptedSource {
+    let child: Child
+    let fifo: String
+    let node: UInt32
+
+    /// Buffers it has sent.
+    var sent: Int { child.stdout.split(separator: "\n").filter { $0.hasPrefix("sent ") }.count }
+
+    /// Writes commands (one a line) to it; `frame` sends what they changed.
+    func send(_ lines: String...) throws {
+        let fd = open(fifo, O_WRONLY | O_NONBLOCK)
+        guard fd >= 0 else { throw TestFailure("\(fifo): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let text = lines.joined(separator: "\n") + "\n"
+        guard text.utf8.count < 512, text.withCString({ write(fd, $0, strlen($0)) }) == text.utf8.count else {
+            throw TestFailure("cannot write \(lines) to the scripted source")
+        }
     }
 }

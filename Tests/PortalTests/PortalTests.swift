@@ -1,4 +1,5 @@
 import Foundation
+import MediaCore
 import Testing
 import Portal
 import X11TestSupport
@@ -16,11 +17,11 @@ import X11TestSupport
         #expect(first.streams == [ScreenCastStream(node: 77, width: 640, height: 360, sourceType: 1)])
         var info = stat()
         #expect(fstat(first.pipewireFD, &info) == 0 && info.st_mode & S_IFMT == S_IFSOCK, "the PipeWire remote is a socket")
-        #expect(first.cursorMode == 2, "the pointer embedded in the picture")
+        #expect(first.cursorMode == 4, "the pointer as metadata, offered and preferred")
         let token = try #require(first.restoreToken, "persist_mode 2 gives a restore token")
         let selected = try #require(desktop.calls("SelectSources").first)
         #expect(selected["types"] as? Int == 1 && selected["multiple"] as? Bool == false)
-        #expect(selected["persist_mode"] as? Int == 2 && selected["cursor_mode"] as? Int == 2)
+        #expect(selected["persist_mode"] as? Int == 2 && selected["cursor_mode"] as? Int == 4)
         #expect(selected["restore_data"] == nil)
         first.close()
         try desktop.waitForCalls("Close", count: 1)
@@ -57,6 +58,90 @@ import X11TestSupport
         #expect(f.width == 640 && f.height == 360 && f.layout == .bgrx && f.stride >= 640 * 4)
         let middle = f.pixels.advanced(by: 180 * f.stride + 320 * 4).assumingMemoryBound(to: UInt8.self)
         #expect((middle[0], middle[1], middle[2]) == (0x99, 0x66, 0x33), "BGR \(middle[0]) \(middle[1]) \(middle[2])")
+    }
+
+    /// A sink that keeps the whole picture as it is delivered, asks for exactly what the
+    /// capturer says changed, and remembers what that was.
+    final class PictureSink: CaptureSink {
+        var pixels: [UInt32] = []
+        var size = PixelSize(width: 0, height: 0)
+        /// What the last capture said changed (nil: all of it).
+        var changed: [PixelRect]?
+        func begin(size: PixelSize, changed: UnsafeBufferPointer<PixelRect>?, areas: inout [PixelRect]) {
+            if size != self.size {
+                self.size = size
+                pixels = [UInt32](repeating: 0, count: size.area)
+            }
+            self.changed = changed.map(Array.init)
+            areas.append(contentsOf: self.changed ?? [PixelRect(x: 0, y: 0, width: size.width, height: size.height)])
+        }
+        func write(_ band: BGRAImageView, x: Int, y: Int) {
+            for row in 0..<band.height {
+                let source = band.base.advanced(by: row * band.stride).assumingMemoryBound(to: UInt32.self)
+                for column in 0..<band.width { pixels[(y + row) * size.width + x + column] = source[column] & 0xFF_FFFF }
+            }
+        }
+        func end() {}
+        func cancel() {}
+        func at(_ x: Int, _ y: Int) -> UInt32 { pixels[y * size.width + x] }
+    }
+
+    /// Captures the next change (10 s at most).
+    static func captureNext(_ capturer: PortalScreenCapturer, into sink: PictureSink, _ what: String, _ source: ScriptedSource) throws {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            _ = capturer.waitForChange(timeoutNanos: 100_000_000)
+            switch capturer.capture(force: false, into: sink) {
+            case .captured: return
+            case .permanentError(let why): throw TestFailure(why)
+            default: continue
+            }
+        }
+        throw TestFailure("\(what): nothing captured in 10 s (the source sent \(source.sent) buffers)\n\(source.child.stdout)\n\(source.child.stderr)")
+    }
+
+    /// The producer's metadata drives what is read (real PipeWire, the test's producer): the
+    /// damage it reports is read again, and only that — a change it does not report stays
+    /// unseen; the pointer comes as cursor metadata, is drawn in by the capturer, and moves
+    /// over a still picture in a buffer with no picture, its old and new places read again
+    /// from the picture held. Without `drawCursor` it is never drawn.
+    @Test(arguments: [true, false])
+    func damageAndThePointerMetadataDecideWhatIsRead(drawCursor: Bool) throws {
+        let desktop = try PortalDesktop()
+        let source = try desktop.provideScripted(width: 640, height: 360)
+        let capturer = try PortalScreenCapturer(window: false, region: nil, drawCursor: drawCursor, ask: false, tokens: nil,
+                                                clock: SystemClock(), busAddress: desktop.busAddress)
+        let sink = PictureSink()
+        try Self.captureNext(capturer, into: sink, "step 1", source)
+        #expect(sink.changed == nil && sink.size == PixelSize(width: 640, height: 360), "the first picture is read whole")
+        #expect(sink.at(320, 180) == 0x808080)
+        let pointerAt100 = PixelRect(x: 92, y: 92, width: 16, height: 16), pointerAt300 = PixelRect(x: 292, y: 242, width: 16, height: 16)
+        // The pointer appears: a buffer that carries only it (none is read without drawCursor).
+        try source.send("cursor 100 100 FF0000", "frame")
+        if drawCursor {
+            try Self.captureNext(capturer, into: sink, "step 2", source)
+            #expect(sink.changed == [pointerAt100], "\(sink.changed ?? [])")
+            #expect(sink.at(100, 100) == 0xFF0000 && sink.at(91, 100) == 0x808080)
+        }
+        // A change reported (blue) and one not (green), in one picture: only the blue is read.
+        try source.send("sneak 400 40 100 100 00FF00", "rect 40 200 120 100 0000FF", "frame")
+        try Self.captureNext(capturer, into: sink, "step 3", source)
+        let blue = PixelRect(x: 40, y: 200, width: 120, height: 100)
+        #expect(sink.changed == (drawCursor ? [blue, pointerAt100, pointerAt100] : [blue]), "\(sink.changed ?? [])")
+        #expect(sink.at(100, 250) == 0x0000FF && sink.at(450, 90) == 0x808080)
+        // The pointer moves: its old place is read again from the picture held.
+        try source.send("cursor 300 250 FF0000", "frame")
+        if drawCursor {
+            try Self.captureNext(capturer, into: sink, "step 4", source)
+            #expect(sink.changed == [pointerAt100, pointerAt300], "\(sink.changed ?? [])")
+            #expect(sink.at(100, 100) == 0x808080 && sink.at(300, 250) == 0xFF0000)
+        }
+        // A whole picture reported: the green is seen now; the pointer is drawn only if asked.
+        try source.send("fill 808080", "rect 400 40 100 100 00FF00", "frame")
+        try Self.captureNext(capturer, into: sink, "step 5", source)
+        #expect(sink.at(450, 90) == 0x00FF00 && sink.at(100, 250) == 0x808080)
+        #expect(sink.at(300, 250) == (drawCursor ? 0xFF0000 : 0x808080), "the pointer with drawCursor \(drawCursor)")
+        #expect(!sink.pixels.contains(0xFF0000) || drawCursor)
     }
 
     /// `--no-cursor` asks for a hidden pointer; a window is asked for as a window.
@@ -113,15 +198,28 @@ import X11TestSupport
 
 /// `screenshare sources` says what the portal offers, or why it cannot be used.
 @Suite(.serialized) struct SourcesPortalTests {
-    static func sources(_ environment: [String: String], json: Bool = false) throws -> String {
-        let xvfb = try PrivateXvfb(width: 640, height: 480)
-        defer { xvfb.stop() }
+    static func sources(_ environment: [String: String], json: Bool = false, x11: Bool = true, status: Int32 = 0) throws -> String {
+        let xvfb = x11 ? try PrivateXvfb(width: 640, height: 480) : nil
+        defer { xvfb?.stop() }
         let dir = try makeTempDir()
         let binary = ProcessInfo.processInfo.environment["SCREENSHARE_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/debug/screenshare"
-        let child = try Child(binary, ["sources", "--display", xvfb.name] + (json ? ["--json"] : []), dir: dir, name: "sources",
-                              environment: environment)
-        #expect(child.finish(within: 30) == 0, "\(child.stderr)")
-        return child.stdout
+        let child = try Child(binary, ["sources"] + (xvfb.map { ["--display", $0.name] } ?? []) + (json ? ["--json"] : []), dir: dir,
+                              name: "sources", environment: environment.merging(x11 ? [:] : ["DISPLAY": ""]) { a, _ in a })
+        #expect(child.finish(within: 30) == status, "\(child.stderr)")
+        return child.stdout + child.stderr
+    }
+
+    /// A Wayland session without X (no XWayland): the portal is listed, the missing display
+    /// said; with neither, one line and exit 69.
+    @Test func sourcesWithoutAnXDisplayListsThePortal() throws {
+        let desktop = try PortalDesktop()
+        let out = try Self.sources(["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress], x11: false)
+        #expect(out.contains("X11: unavailable (") && out.contains("portal (Wayland): monitors and windows"), "\(out)")
+        let json = try Self.sources(["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress], json: true, x11: false)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        #expect(object["display"] is NSNull && object["display_error"] is String && (object["portal"] as? [String: Any])?["available"] as? Bool == true)
+        let nothing = try Self.sources(["DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": desktop.dir + "/nothing"], x11: false, status: 69)
+        #expect(nothing.contains("and no portal either (no D-Bus session bus"), "\(nothing)")
     }
 
     @Test func sourcesNamesWhatThePortalOffers() throws {
@@ -212,6 +310,128 @@ import X11TestSupport
         // --ask forgets it: the dialog again.
         _ = try Self.share(desktop, ["--ask"], seconds: 2, name: "third")
         #expect(desktop.calls("SelectSources").last?["restore_data"] == nil)
+    }
+
+    /// Every picture of a recording, decoded by ffmpeg as they were sent (no frame added or
+    /// dropped), `width`×`height` RGB.
+    static func pictures(_ recording: String, width: Int, height: Int) throws -> [[UInt8]] {
+        let raw = recording + ".all.rgb"
+        let ffmpeg = try Child(which("ffmpeg"), ["-v", "error", "-y", "-i", recording, "-vsync", "0", "-f", "rawvideo", "-pix_fmt", "rgb24", raw],
+                               dir: URL(fileURLWithPath: recording).deletingLastPathComponent().path, name: "ffmpeg-all")
+        #expect(ffmpeg.finish(within: 60) == 0, "\(ffmpeg.stderr)")
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: raw)))
+        let size = width * height * 3
+        return stride(from: 0, to: bytes.count - size + 1, by: size).map { Array(bytes[$0..<($0 + size)]) }
+    }
+
+    /// The mean colour of the 6×6 pixels around (x, y) of a picture `width` wide.
+    static func colour(_ picture: [UInt8], width: Int, at x: Int, _ y: Int) -> (Int, Int, Int) {
+        var sum = (0, 0, 0)
+        for j in (y - 3)..<(y + 3) {
+            for i in (x - 3)..<(x + 3) {
+                let k = (j * width + i) * 3
+                sum.0 += Int(picture[k]); sum.1 += Int(picture[k + 1]); sum.2 += Int(picture[k + 2])
+            }
+        }
+        return (sum.0 / 36, sum.1 / 36, sum.2 / 36)
+    }
+
+    static func near(_ c: (Int, Int, Int), _ rgb: UInt32) -> Bool {
+        abs(c.0 - Int(rgb >> 16 & 0xFF)) < 24 && abs(c.1 - Int(rgb >> 8 & 0xFF)) < 24 && abs(c.2 - Int(rgb & 0xFF)) < 24
+    }
+
+    /// What `start --json` has captured so far, from its stats (one line a second, each with
+    /// the count since the start), and how many stats lines there are.
+    static func captured(_ child: Child) -> (frames: Int, lines: Int) {
+        var frames = 0, lines = 0
+        for line in child.stdout.split(separator: "\n") where line.contains(#""event":"stats""#) {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { continue }
+            frames = object["frames_captured"] as? Int ?? frames
+            lines += 1
+        }
+        return (frames, lines)
+    }
+
+    /// Sends `lines` to the source, then waits until the share has captured what they sent and
+    /// then a whole stats second passed with nothing captured (so the next step's capture is
+    /// told apart from this one's).
+    static func step(_ source: ScriptedSource, _ child: Child, _ lines: String...) throws {
+        let before = captured(child).frames
+        try source.send(lines.joined(separator: "\n"))
+        _ = try PortalDesktop.waitFor(child, { captured($0).frames > before }, "the share capturing \(lines)")
+        var last = captured(child)
+        _ = try PortalDesktop.waitFor(child, { c in
+            let now = captured(c)
+            if now.frames != last.frames { last = now; return false }
+            return now.lines >= last.lines + 1
+        }, "a stats second with nothing captured after \(lines)")
+    }
+
+    /// The pointer from the stream's cursor metadata, end to end: drawn where it is, moved over
+    /// a still picture (a buffer with no picture), its old place clean again in what is
+    /// sent; with `--no-cursor`, never drawn.
+    @Test func thePointerFromTheStreamsMetadataIsSent() throws {
+        let desktop = try PortalDesktop()
+        let source = try desktop.provideScripted(width: 640, height: 360)
+        let grey: UInt32 = 0x808080, red: UInt32 = 0xFF0000, blue: UInt32 = 0x0000FF
+        for drawn in [true, false] {
+            let name = drawn ? "pointer" : "no-pointer", recording = desktop.dir + "/\(name).webm"
+            let child = try Child(Self.binary, ["start", "--capture", "portal", "--to", "127.0.0.1:9", "--no-audio", "--duration", "60",
+                                                "--record", recording, "--json"] + (drawn ? [] : ["--no-cursor"]),
+                                  dir: desktop.dir, name: name,
+                                  environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress, "XDG_STATE_HOME": desktop.dir + "/state"])
+            _ = try PortalDesktop.waitFor(child, { $0.stdout.contains(#""event":"first_frame_sent""#) }, "the first frame sent")
+            if drawn {
+                // The pointer appears over the still grey picture, then moves.
+                try Self.step(source, child, "cursor 100 100 FF0000", "frame")
+                try Self.step(source, child, "cursor 300 250 FF0000", "frame")
+            } else {
+                // Nothing to capture for a pointer that is not drawn: a picture comes with it.
+                try Self.step(source, child, "cursor 300 250 FF0000", "rect 40 200 120 100 0000FF", "frame")
+            }
+            #expect(child.finish(within: 0) == 130, "interrupted: \(child.stderr)")
+            #expect(!child.stderr.contains("failed at"), "an assertion of PipeWire's: \(child.stderr)")
+            let pictures = try Self.pictures(recording, width: 640, height: 360)
+            let last = try #require(pictures.last)
+            func at(_ x: Int, _ y: Int) -> (Int, Int, Int) { Self.colour(last, width: 640, at: x, y) }
+            #expect(Self.near(at(100, 100), grey), "the pointer's old place: \(at(100, 100))")
+            if drawn {
+                #expect(pictures.contains { Self.near(Self.colour($0, width: 640, at: 100, 100), red) }, "the pointer never drawn at its first place")
+                #expect(Self.near(at(300, 250), red), "the pointer: \(at(300, 250))")
+            } else {
+                #expect(Self.near(at(100, 250), blue), "the picture sent with the pointer: \(at(100, 250))")
+                #expect(!pictures.contains { Self.near(Self.colour($0, width: 640, at: 300, 250), red) }, "the pointer drawn with --no-cursor")
+            }
+            // The next share starts from a grey picture without a pointer.
+            try source.send("hide", "fill 808080", "frame")
+        }
+    }
+
+    /// The source changes size mid-share (a monitor's resolution, a window resized): the share
+    /// says so and sends the new size from a keyframe.
+    @Test func aNewSizeIsSentFromAKeyframe() throws {
+        let desktop = try PortalDesktop()
+        let source = try desktop.provideScripted(width: 640, height: 360)
+        let recording = desktop.dir + "/resized.webm"
+        let child = try Child(Self.binary, ["start", "--capture", "portal", "--to", "127.0.0.1:9", "--no-audio", "--duration", "60",
+                                            "--record", recording, "--json"],
+                              dir: desktop.dir, name: "resized",
+                              environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress, "XDG_STATE_HOME": desktop.dir + "/state"])
+        _ = try PortalDesktop.waitFor(child, { $0.stdout.contains(#""event":"first_frame_sent""#) }, "the first frame sent")
+        try Self.step(source, child, "size 800 450")
+        try Self.step(source, child, "rect 40 40 100 100 0000FF", "frame")
+        #expect(child.finish(within: 0) == 130, "interrupted: \(child.stderr)")
+        #expect(child.stdout.contains("source is now 800x450 (was 640x360)"), "\(child.stdout.suffix(3000))")
+        let probe = try Child(which("ffprobe"), ["-v", "error", "-select_streams", "v", "-show_entries", "frame=width,height,key_frame",
+                                                 "-of", "json", recording], dir: desktop.dir, name: "ffprobe")
+        #expect(probe.finish(within: 30) == 0, "\(probe.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(probe.stdout.utf8)) as? [String: Any])
+        let frames = try #require(object["frames"] as? [[String: Any]])
+        let sizes = frames.map { ($0["width"] as? Int ?? 0, $0["height"] as? Int ?? 0, $0["key_frame"] as? Int ?? 0) }
+        let first = try #require(sizes.firstIndex { $0.0 == 800 }, "no picture at the new size: \(sizes.suffix(10))")
+        #expect(first > 0 && sizes[first].1 == 450 && sizes[first].2 == 1, "the first picture at 800x450 is not a keyframe: \(sizes[first])")
+        #expect(sizes[first...].allSatisfy { $0.0 == 800 && $0.1 == 450 }, "\(sizes.suffix(10))")
+        #expect(sizes[..<first].allSatisfy { $0.0 == 640 && $0.1 == 360 })
     }
 
     /// The stream goes away mid-share (the producer, or PipeWire, stops; the user stops sharing

@@ -31,6 +31,25 @@ typedef struct {
     uint32_t skipped;
 } ss_pw_frame;
 
+#define SS_PW_MAX_CURSOR 256
+
+/// The pointer as the producer's cursor metadata describes it (the portal's cursor mode
+/// "metadata"): where its hot spot is and its image.
+typedef struct {
+    /// 0 while there is no pointer to draw (none said yet, or its image is empty: hidden).
+    int visible;
+    /// The hot spot's place in the stream's pixels.
+    int32_t x, y;
+    /// The hot spot in the image.
+    int32_t hot_x, hot_y;
+    uint32_t width, height;
+    /// Changes with each new image.
+    uint32_t serial;
+    /// width × height premultiplied ARGB pixels (0xAARRGGBB), row after row; valid until the
+    /// next ss_pw_iterate.
+    const uint32_t *pixels;
+} ss_pw_cursor;
+
 /// Connects to PipeWire through `fd` (the portal's remote; taken, closed with the capture), or
 /// to the default remote when `fd` < 0, and to node `node`. NULL on failure (`error` says why).
 ss_pw_capture *ss_pw_open(int fd, uint32_t node, char *error, size_t error_size);
@@ -38,6 +57,9 @@ ss_pw_capture *ss_pw_open(int fd, uint32_t node, char *error, size_t error_size)
 int ss_pw_fd(ss_pw_capture *c);
 /// Runs the loop: waits up to `timeout_ms` (0: not at all) and dispatches. < 0 once the stream failed.
 int ss_pw_iterate(ss_pw_capture *c, int timeout_ms);
+/// The pointer (cursor metadata); 1 when it moved, changed its image, or was shown or hidden
+/// since the last call, else 0.
+int ss_pw_cursor_read(ss_pw_capture *c, ss_pw_cursor *cursor);
 /// 1 and the newest picture not taken yet, else 0.
 int ss_pw_take(ss_pw_capture *c, ss_pw_frame *frame);
 /// 1 while the picture taken is still there to read: a buffer goes away with a new format or
