@@ -21,6 +21,20 @@ import Transport
         }
     }
 
+    /// Runs a broadcast on a test clock, on a thread of its own; `finished` is signalled when
+    /// `run` returns.
+    static func start(_ config: BroadcastConfig) throws -> (Broadcaster, ManualClock, EventRecorder, DispatchSemaphore) {
+        let clock = ManualClock()
+        let events = EventRecorder()
+        let broadcaster = try Broadcaster(config: config, events: events, logger: Logger(label: "test"), clock: clock)
+        let finished = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? broadcaster.run()
+            finished.signal()
+        }.start()
+        return (broadcaster, clock, events, finished)
+    }
+
     @Test func aTestClockDrivesTheDurationAndTheStats() throws {
         // A raw 64x64 NV12 source whose every frame differs.
         let size = PixelSize(width: 64, height: 64)
@@ -81,14 +95,7 @@ import Transport
         var config = BroadcastConfig(source: .raw(path: path, format: .nv12, size: size, fps: 10),
                                      destination: Endpoint(host: "127.0.0.1", port: sink.port), cname: "bye-test")
         config.durationSeconds = 2
-        let clock = ManualClock()
-        let events = EventRecorder()
-        let broadcaster = try Broadcaster(config: config, events: events, logger: Logger(label: "test"), clock: clock)
-        let finished = DispatchSemaphore(value: 0)
-        Thread {
-            _ = try? broadcaster.run()
-            finished.signal()
-        }.start()
+        let (broadcaster, clock, events, finished) = try Self.start(config)
         try waitUntil("the first frame") { !events.all(FirstFrameSent.self).isEmpty }
         clock.advance(nanos: 3_000_000_000)
         let ended = finished.wait(timeout: .now() + 20)
@@ -139,14 +146,7 @@ import Transport
         // the test clock would hold the second picture there, not at the pacer.
         config.content = .motion
         config.fps = 30
-        let clock = ManualClock()
-        let events = EventRecorder()
-        let broadcaster = try Broadcaster(config: config, events: events, logger: Logger(label: "test"), clock: clock)
-        let finished = DispatchSemaphore(value: 0)
-        Thread {
-            _ = try? broadcaster.run()
-            finished.signal()
-        }.start()
+        let (broadcaster, clock, events, finished) = try Self.start(config)
         defer {
             broadcaster.stop()
             _ = finished.wait(timeout: .now() + 20)

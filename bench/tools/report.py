@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import latency  # noqa: E402
 import sender_events  # noqa: E402
 
-TOOLS = ["screenshare", "ffmpeg", "gstreamer"]
+TOOLS = ["screenshare", "ffmpeg", "gstreamer", "portal"]
 CONTENTS = ["slides", "motion", "scroll", "latency", "clip"]
 STAGES = ["capture", "convert", "encode", "send"]
 # screenshare's threads whose CPU the stage table shows (their kernel names, Broadcaster.spawn).
@@ -80,6 +80,7 @@ def run_record(d):
         "sender_exit_status": meta["sender_exit_status"],
         "loadavg": meta.get("loadavg"),
         "quantizer_mean": meta.get("quantizer_mean"),
+        "bridge_cpu_per_s": meta.get("bridge_cpu_per_s"),
     }
     t2, tend = meta.get("thread_ticks_2s") or {}, meta.get("thread_ticks_end") or {}
     if tend:
@@ -92,7 +93,7 @@ def run_record(d):
         r["_latency_values"] = lat.pop("values_ms")
         r["latency"] = lat
         r["latency_p50_ms"] = lat.get("p50_ms")
-    if meta["tool"] == "screenshare":
+    if meta["tool"] in ("screenshare", "portal"):
         events = sender_events.read(os.path.join(d, "sender.out"))
         stopped = next((e for e in events if e.get("event") == "stopped"), None)
         stats = [e for e in events if e.get("event") == "stats"]
@@ -170,7 +171,7 @@ def main():
         groups.setdefault((r["content"], r["tool"]), []).append(r)
     summary = []
     keys = [c[0] for c in COLUMNS] + ["cpu_steady_per_s", "fps_on_wire", "keyframes", "psnr_min",
-                                      "receiver_cpu_per_s", "content_generator_cpu_per_s"]
+                                      "receiver_cpu_per_s", "content_generator_cpu_per_s", "bridge_cpu_per_s"]
     for (content, tool), rs in groups.items():
         entry = {"content": content, "tool": tool, "runs": len(rs), "fps_target": rs[0]["fps_target"]}
         for k in keys:
@@ -220,6 +221,11 @@ def main():
               "samples, and their median (one poor sample, such as a first keyframe kept small, pulls the "
               "mean down and leaves the median).",
               "- **lost pkts**: RTP sequence gaps seen by the relay.",
+              "- **portal** (when measured): screenshare through the xdg-desktop-portal and PipeWire "
+              "(`--capture portal`), the same content bridged into PipeWire by GStreamer's ximagesrc → "
+              "pipewiresink as whole pictures with no damage metadata (a compositor that reports none: "
+              "the portal's worst case). The bridge stands for the compositor: its CPU is not the "
+              "sender's, and is listed below the table.",
               "- **Xvfb CPU**: X server CPU during the run; it includes drawing the content and the copies "
               "each sender's screen grabs cost the server.",
               "- **latency**: capture-to-decode. The content loop draws a barcode of the current time "
@@ -229,6 +235,10 @@ def main():
               "(depacketize, decode, crop, pipe), the same for every sender: see the table below. "
               "Not measured on slides (a barcode would make the still slides move).",
               ""]
+    bridges = [e for e in ordered if e["tool"] == "portal" and e.get("bridge_cpu_per_s")]
+    if bridges:
+        lines += ["The portal's bridge (the compositor's part, not the sender's), CPU s/s: "
+                  + ", ".join(f"{e['content']} {cell(e['bridge_cpu_per_s'], '{:.2f}')}" for e in bridges) + ".", ""]
     lat_rows = [e for e in ordered if e.get("latency")]
     if lat_rows:
         lines += ["Latency in detail (all runs pooled; sender part = barcode drawn → the frame's last packet "
@@ -314,7 +324,7 @@ def draw(summary, path):
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.8 * rows), squeeze=False)
     axes = axes.reshape(-1)
     width = 0.8 / max(len(tools), 1)
-    colors = {"screenshare": "#1a3d7c", "ffmpeg": "#c0392b", "gstreamer": "#27ae60"}
+    colors = {"screenshare": "#1a3d7c", "ffmpeg": "#c0392b", "gstreamer": "#27ae60", "portal": "#8e44ad"}
     for ax, (key, title) in zip(axes, metrics):
         for i, tool in enumerate(tools):
             med, lo, hi = [], [], []

@@ -61,6 +61,7 @@ def main():
                  "sender-exit-status", "sender-stop-s", "content-loop-alive", "content-loop-exit-status",
                  "sender-pid", "xloop-pid"):
         p.add_argument("--" + name, type=int, required=True)
+    p.add_argument("--bridge-ticks", type=int, default=0)  # the portal tool's screen → PipeWire bridge
     p.add_argument("--thread-ticks-2s", default="")
     p.add_argument("--thread-ticks-end", default="")
     a = p.parse_args()
@@ -76,8 +77,9 @@ def main():
             "content_loop_exit_status": a.content_loop_exit_status, "pids": {"sender": a.sender_pid, "xloop": a.xloop_pid},
             "thread_ticks_2s": thread_ticks(a.thread_ticks_2s), "thread_ticks_end": thread_ticks(a.thread_ticks_end),
             "loadavg": open("/proc/loadavg").read().split()[:3],
+            "bridge_cpu_per_s": a.bridge_ticks / a.tick_hz / (a.t1 - a.t0) if a.tool == "portal" else None,
             "quantizer_mean": sender_events.quantizer_mean(sender_events.read(os.path.join(d, "sender.out")))
-            if a.tool == "screenshare" else None}
+            if a.tool in ("screenshare", "portal") else None}
     json.dump(meta, open(os.path.join(d, "meta.json"), "w"), indent=1)
 
     try:
@@ -94,6 +96,8 @@ def main():
         lat = (f", latency p50 {s.get('p50_ms', nan):.0f} p95 {s.get('p95_ms', nan):.0f} ms "
                f"(receiver p50 {s.get('receiver_p50_ms', nan):.0f})")
     q = f", quantizer {meta['quantizer_mean']:4.1f}" if meta["quantizer_mean"] is not None else ""
+    if meta["bridge_cpu_per_s"] is not None:
+        q += f", bridge CPU {meta['bridge_cpu_per_s']:4.2f} s/s"
     print(f"  {meta['content']:7} {meta['tool']:11} run {meta['run']}: {meta['frames_decoded'] / meta['duration_s']:5.1f} fps decoded, "
           f"CPU {cpu:4.2f} s/s{q}, {wire}{lat}, exit {meta['sender_exit_status']}")
 
