@@ -132,6 +132,14 @@ final class PortalDesktop {
         }
     }
 
+    /// Kills the PipeWire daemon (as a crash would): every client loses its connection.
+    func killPipeWire() {
+        for child in children where URL(fileURLWithPath: child.stdoutPath).lastPathComponent == "pipewire.out" {
+            kill(child.pid, SIGKILL)
+            child.finish(within: 5, interrupt: false)
+        }
+    }
+
     /// The id of the PipeWire node named `name`, from `pw-dump`.
     private func nodeID(named name: String) -> UInt32? {
         guard let dump = try? Child(which("pw-dump"), [], dir: dir, name: "pw-dump", environment: env) else { return nil }

@@ -454,6 +454,22 @@ import X11TestSupport
         #expect(!child.stderr.contains("failed at"), "an assertion of PipeWire's: \(child.stderr)")
     }
 
+    /// PipeWire itself dies mid-share (a crash, a session restart): the share stops cleanly,
+    /// exit 69, and says why in one line.
+    @Test func pipeWireDyingEndsTheShareSayingWhy() throws {
+        let desktop = try PortalDesktop()
+        _ = try desktop.provideSolidColor(argb: 0xFF33_6699, width: 640, height: 360)
+        let child = try Child(Self.binary, ["start", "--capture", "portal", "--to", "127.0.0.1:9", "--no-audio", "--duration", "30", "--json"],
+                              dir: desktop.dir, name: "pipewire-gone",
+                              environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress, "XDG_STATE_HOME": desktop.dir + "/state"])
+        _ = try PortalDesktop.waitFor(child, { $0.stdout.contains(#""event":"first_frame_sent""#) }, "the first frame sent")
+        desktop.killPipeWire()
+        let status = child.finish(within: 10, interrupt: false)
+        #expect(status == 69, "exit \(status): \(child.stderr)")
+        #expect(child.stderr.contains("PipeWire"), "\(child.stderr)")
+        #expect(!child.stderr.contains("failed at"), "an assertion of PipeWire's: \(child.stderr)")
+    }
+
     /// A still screen: the portal sends no new pictures, and the share keeps `--min-fps` by
     /// repeating the last one (held, not copied).
     @Test func aStillScreenKeepsTheMinimumFrameRate() throws {
