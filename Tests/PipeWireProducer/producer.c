@@ -13,6 +13,7 @@
 //   hide                     no pointer
 //   frame                    sends what changed: a picture, or only the pointer
 //   size W H                 a new size (the format is negotiated again), filled grey, sent whole
+//   load PATH                the picture from a raw BGRx file of the current size, all of it damaged
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -226,6 +227,13 @@ static void command(struct producer *p, char *line) {
         struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, sizeof buffer);
         const struct spa_pod *params[1] = { format_param(p, &b, SPA_PARAM_EnumFormat) };
         pw_stream_update_params(p->stream, params, 1);
+    } else if (strncmp(line, "load ", 5) == 0) {
+        FILE *f = fopen(line + 5, "rb");
+        size_t want = (size_t)p->width * p->height * 4;
+        if (!f || fread(p->screen, 1, want, f) != want) fprintf(stderr, "cannot load %s\n", line + 5);
+        if (f) fclose(f);
+        for (size_t i = 0; i < (size_t)p->width * p->height; i++) p->screen[i] |= 0xFF000000u;
+        p->whole = p->picture_due = 1;
     } else if (line[0]) {
         fprintf(stderr, "unknown command: %s\n", line);
     }

@@ -411,6 +411,61 @@ import X11TestSupport
         }
     }
 
+    /// A slide through the portal, end to end: text-like lines, a title bar and a chart, sent
+    /// still; what `start --capture portal` records decodes (ffmpeg) at Y-PSNR ≥ 40 dB against
+    /// the slide (its luma as libyuv's BT.601 conversion gives it).
+    @Test func aSlideArrivesSharp() throws {
+        let (w, h) = (960, 540)
+        var slide = [UInt32](repeating: 0xFFFF_FFFF, count: w * h)
+        func fill(_ x: Int, _ y: Int, _ rw: Int, _ rh: Int, _ argb: UInt32) {
+            for j in y..<min(h, y + rh) { for i in x..<min(w, x + rw) { slide[j * w + i] = argb } }
+        }
+        var seed: UInt32 = 12345
+        func next(_ n: Int) -> Int { seed = seed &* 1_103_515_245 &+ 12345; return Int((seed >> 16) % UInt32(n)) }
+        fill(0, 0, w, 80, 0xFF1A_3D7C)  // the title bar, its "words" white
+        var x = 40
+        while x < w - 120 { let word = 30 + next(90); fill(x, 28, word, 24, 0xFFFF_FFFF); x += word + 18 }
+        for line in 0..<14 {  // lines of text: black "words" with gaps
+            var x = 60
+            let y = 110 + line * 28
+            while x < w / 2 + 100 { let word = 12 + next(70); fill(x, y, word, 14, 0xFF10_1010); x += word + 10 }
+        }
+        for bar in 0..<6 { let bh = 40 + next(200); fill(640 + bar * 45, 480 - bh, 32, bh, [0xFFC0_392B, 0xFF27_AE60, 0xFF8E_44AD][bar % 3]) }
+        let desktop = try PortalDesktop()
+        let path = desktop.dir + "/slide.bgrx"
+        try slide.withUnsafeBytes { try Data($0).write(to: URL(fileURLWithPath: path)) }
+        let source = try desktop.provideScripted(width: w, height: h)
+        let recording = desktop.dir + "/slide.webm"
+        let child = try Child(Self.binary, ["start", "--capture", "portal", "--to", "127.0.0.1:9", "--no-audio", "--duration", "60",
+                                            "--record", recording, "--json"],
+                              dir: desktop.dir, name: "slide",
+                              environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.busAddress, "XDG_STATE_HOME": desktop.dir + "/state"])
+        _ = try PortalDesktop.waitFor(child, { $0.stdout.contains(#""event":"first_frame_sent""#) }, "the first frame sent")
+        try Self.step(source, child, "load \(path)", "frame")
+        // The still slide is refined by the repeats that follow it: three more seconds.
+        let lines = Self.captured(child).lines
+        _ = try PortalDesktop.waitFor(child, { Self.captured($0).lines >= lines + 3 }, "three stats seconds of the still slide")
+        #expect(child.finish(within: 0) == 130, "interrupted: \(child.stderr)")
+        // The last picture's luma, as decoded.
+        let yuv = recording + ".yuv"
+        let ffmpeg = try Child(which("ffmpeg"), ["-v", "error", "-y", "-sseof", "-1", "-i", recording, "-frames:v", "1", "-f", "rawvideo",
+                                                 "-pix_fmt", "yuv420p", yuv], dir: desktop.dir, name: "ffmpeg-slide")
+        #expect(ffmpeg.finish(within: 30) == 0, "\(ffmpeg.stderr)")
+        let decoded = try [UInt8](Data(contentsOf: URL(fileURLWithPath: yuv)))
+        try #require(decoded.count == w * h * 3 / 2, "decoded \(decoded.count) bytes")
+        var squared = 0.0
+        for i in 0..<(w * h) {
+            let p = slide[i], r = Int(p >> 16 & 0xFF), g = Int(p >> 8 & 0xFF), b = Int(p & 0xFF)
+            let y = ((66 * r + 129 * g + 25 * b + 128) >> 8) + 16
+            let d = Double(y - Int(decoded[i]))
+            squared += d * d
+        }
+        let mse = max(squared / Double(w * h), 1e-10)
+        let psnr = 10 * log10(255 * 255 / mse)
+        #expect(psnr >= 40, "Y-PSNR \(psnr) dB")
+        print("slide through the portal: Y-PSNR \(String(format: "%.1f", psnr)) dB")
+    }
+
     /// The source changes size mid-share (a monitor's resolution, a window resized): the share
     /// says so and sends the new size from a keyframe.
     @Test func aNewSizeIsSentFromAKeyframe() throws {
