@@ -37,6 +37,7 @@ extension Broadcaster {
         // The macroblocks to encode (what changed lately).
         var active = ActiveMacroblocks()
         var lastTimestamp: UInt32?
+        var timeline = EncoderTimeline()
 
         while true {
             let g = liveGeneration.load(ordering: .sequentiallyConsistent)
@@ -129,13 +130,15 @@ extension Broadcaster {
             var ts = rtpTimestamp(at: isNew ? frame.timestampNanos : now)
             if let prev = lastTimestamp, Int32(bitPattern: ts &- prev) <= 0 { ts = prev &+ 1 }
             lastTimestamp = ts
+            timeline.captured(counters.withLock { $0.framesCaptured }, at: now)
+            let pts = timeline.next(rtp: ts, budgeted: networkTarget != 0 && current.content == .motion, fps: current.fps)
             let started = clock.nowNanos()
             var produced = false, key = false
             var wire = WireCost()
             let protection = congestion?.withLock { $0.fec.protection } ?? 0
             let size = PixelSize(width: frame.width, height: frame.height)
             do {
-                try encoder!.encode(frame, pts: Int64(ts &- rtpBase), duration: UInt(90_000 / max(current.fps, 1))) { data, info in
+                try encoder!.encode(frame, pts: pts, duration: UInt(90_000 / max(current.fps, 1))) { data, info in
                     produced = true
                     key = key || info.isKeyframe
                     recording?.video(data, keyframe: info.isKeyframe, size: size, timestampNanos: isNew ? frame.timestampNanos : now)

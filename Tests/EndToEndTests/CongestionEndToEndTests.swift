@@ -139,7 +139,9 @@ import X11TestSupport
     }
 
     /// 10 % random loss on a 1 Mbit/s link: no collapse (at least half of it used after 10 s),
-    /// and the losses repaired.
+    /// the losses repaired, and the frame rate kept (at least 80 % of the 750 frames decoded).
+    /// Before libvpx was given the capture's frame rate (``EncoderTimeline``) a run in three
+    /// fell to 9-15 fps once FEC came on: 295-320 frames.
     @Test func randomLossDoesNotCollapseTheRate() throws {
         let dir = try makeTempDir()
         let input = try PlainSession.motion(width: 1280, height: 720, fps: 30, frames: 60, in: dir)
@@ -154,7 +156,9 @@ import X11TestSupport
         let delivered = late.map { ($0["delivered_kbps"] as? Double) ?? 0 }.reduce(0, +) / Double(max(late.count, 1))
         #expect(late.count >= 12 && delivered >= 500, "\(delivered) kbit/s delivered of 1000 through 10 % loss")
         let got = try EventLog(session.viewer).stopped()
-        #expect((got["frames_decoded"] as? Int ?? 0) >= 25 * 30 / 2, "\(got)")
+        let decoded = got["frames_decoded"] as? Int ?? 0
+        print("10 % loss at 1 Mbit/s: \(Int(delivered)) kbit/s delivered after 10 s, \(decoded) frames decoded")
+        #expect(decoded >= 25 * 30 * 8 / 10, "\(got)\n\(Self.report(session.seconds, sender: session.sender))")
     }
 
     /// In a room the presenter's uplink to the relay is congestion controlled the same way:
