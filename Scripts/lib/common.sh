@@ -33,6 +33,21 @@ ensure_packages() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# ensure_janus: Debian's Janus for the tests of `--janus`, which run Janus with a configuration
+# of their own. The package enables and starts a system-wide janus.service; when this script is
+# what installed it, that service is stopped and disabled again (nothing listens that the user
+# did not ask for).
+ensure_janus() {
+    dpkg-query -W -f='${Status}' janus 2>/dev/null | grep -q 'install ok installed' && return 0
+    ensure_packages janus
+    local sudo=""
+    [[ $(id -u) -ne 0 ]] && sudo="sudo"
+    if [[ -d /run/systemd/system ]]; then
+        $sudo systemctl disable --now janus.service >/dev/null 2>&1 || true
+        log "janus installed; its system service stopped and disabled (the tests start their own)"
+    fi
+}
+
 # ensure_python_clients: a virtualenv in .build-python with the test clients from PyPI that are
 # not ours (aiortc: a WHEP viewer; selenium: drives Chromium; marionette-driver: drives Firefox);
 # exports SCREENSHARE_PYTHON.

@@ -30,6 +30,8 @@ public struct WarningEvent: BroadcastEvent, Equatable {
         case audioPlaybackUnavailable
         /// The relay refused a request (`code` is its error code).
         case roomError(code: String)
+        /// A Janus server (`--janus`) does not answer, or refuses: retried with backoff.
+        case janus(server: String)
 
         /// The `kind` field.
         public var name: String {
@@ -46,6 +48,7 @@ public struct WarningEvent: BroadcastEvent, Equatable {
             case .audioStreamFailed: "audio_stream_failed"
             case .audioPlaybackUnavailable: "audio_playback_unavailable"
             case .roomError: "room_error"
+            case .janus: "janus"
             }
         }
 
@@ -54,6 +57,7 @@ public struct WarningEvent: BroadcastEvent, Equatable {
             switch self {
             case let .encoderOvershoot(kbps, target): ["kbps": .int(kbps), "target_kbps": .int(target)]
             case .roomError(let code): ["code": .string(code)]
+            case .janus(let server): ["server": .string(server)]
             default: [:]
             }
         }

@@ -54,6 +54,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// relay's answer to its code (the rest: the JSON `watch` reads the token and certificate
     /// from). A seed is a link that parses and an answer with a fingerprint.
     case invitation
+    /// An answer from what claims to be Janus's HTTP API (`--janus`): the session and handle
+    /// ids, acknowledgements, the streaming plugin's answers and errors. A seed is Janus 1.1.2's
+    /// answer to `create`.
+    case janus
 
     /// Makes what the targets need that only async code can make (the token authority: jwt-kit's
     /// key collection is an actor). Call once before `run` (`prepareBlocking` off Swift's
@@ -114,6 +118,8 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             let link = try? InvitationLink(parsing: line)
             if let link { precondition(link.port > 0 && !link.room.isEmpty && !link.host.isEmpty) }
             return link != nil && InvitationLink.field("fingerprint", in: answer) != nil
+        case .janus:
+            return JanusAnswerReader.read(String(decoding: bytes, as: UTF8.self))
         case .http:
             // Every response is 2xx (a seed) or says what was wrong; none is a 5xx.
             let response = String(decoding: WHEPServer.respond(to: Array(bytes)), as: UTF8.self)

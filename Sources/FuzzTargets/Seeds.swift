@@ -20,6 +20,12 @@ extension FuzzTarget {
         case .relay: return [Self.relaySession(), Self.relayLayeredSession(), Self.relayFECSession()]
         case .stun: return [Self.bindingRequest(nominate: true), Self.bindingRequest(nominate: false)]
         case .sdp: return [Array(Self.offer.utf8)]
+        case .janus:
+            // Janus 1.1.2's own answers (Debian 12), to `create` and to a wrong admin key.
+            return [
+                #"{"janus":"success","session_id":5462212018311893,"transaction":"t3","sender":5164558270088788,"plugindata":{"plugin":"janus.plugin.streaming","data":{"streaming":"created","created":"mp-6081659044656729","permanent":false,"stream":{"id":6081659044656729,"type":"live","description":"class","is_private":false,"ports":[{"type":"video","mid":"v","port":41002},{"type":"audio","mid":"a","port":41003}]}}}}"#,
+                #"{"janus":"success","session_id":5462212018311893,"transaction":"t3","sender":5164558270088788,"plugindata":{"plugin":"janus.plugin.streaming","data":{"streaming":"created","created":"mp-1","permanent":false,"stream":{"id":1,"type":"live","ports":[{"type":"video","mid":"v","port":20000}]}}}}"#,
+            ].map { Array($0.utf8) }
         case .invitation:
             return [
                 "http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4\n{\"fingerprint\":\"sha256:4be1\",\"room\":\"class\",\"token\":\"eyJ.x.y\"}",

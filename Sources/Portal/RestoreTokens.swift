@@ -43,7 +43,13 @@ public struct RestoreTokens: Sendable {
         var path = ""
         for part in directory.split(separator: "/") {
             path += "/" + part
-            if mkdir(path, 0o700) != 0 && errno != EEXIST { throw FileError("cannot make \(path): \(SystemError.current)") }
+            if mkdir(path, 0o700) == 0 {
+                // Whatever the umask is at this moment (another thread may have narrowed it for a
+                // while: the control socket's), a directory made here is its owner's alone.
+                chmod(path, 0o700)
+            } else if errno != EEXIST {
+                throw FileError("cannot make \(path): \(SystemError.current)")
+            }
         }
     }
 }

@@ -124,46 +124,10 @@ public struct InvitationLink: Sendable, Equatable {
         return try NIOSSLContext(configuration: configuration)
     }
 
-    /// One HTTP/1.1 POST on a fresh connection (swift-nio's client codec, over TLS when given):
-    /// the status and body.
+    /// One HTTP/1.1 POST on a fresh connection (over TLS when given): the status and body.
     static func post(host: String, port: Int, path: String, body: String, tls: NIOSSLContext? = nil, timeoutSeconds: Int64) throws -> (Int, String) {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        defer { try? group.syncShutdownGracefully() }
-        let loop = group.next()
-        let answer = loop.makePromise(of: (Int, String).self)
-        // Completed on every way out (a connection refused never reaches the handler; a second
-        // completion is ignored).
-        defer { answer.fail(ChannelError.ioOnClosedChannel) }
-        let timeout = loop.scheduleTask(in: .seconds(timeoutSeconds)) { answer.fail(ChannelError.connectTimeout(.seconds(timeoutSeconds))) }
-        defer { timeout.cancel() }
-        let bootstrap = ClientBootstrap(group: group)
-            .connectTimeout(.seconds(timeoutSeconds))
-            .channelInitializer { channel in
-                // On the channel's event loop, where the collector lives (not Sendable).
-                do {
-                    if let tls {
-                        // The certificate must name the link's host (a name, or an IP address).
-                        let name = host.allSatisfy({ $0.isNumber || $0 == "." || $0 == ":" }) ? nil : host
-                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: tls, serverHostname: name))
-                    }
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(ResponseCollector(answer))
-                    return channel.eventLoop.makeSucceededVoidFuture()
-                } catch {
-                    return channel.eventLoop.makeFailedFuture(error)
-                }
-            }
-        let channel = try bootstrap.connect(host: host, port: port).wait()
-        defer { channel.close(promise: nil) }
-        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: path)
-        head.headers.add(name: "Host", value: "\(host):\(port)")
-        head.headers.add(name: "Content-Type", value: "text/plain")
-        head.headers.add(name: "Content-Length", value: String(body.utf8.count))
-        head.headers.add(name: "Connection", value: "close")
-        channel.write(HTTPClientRequestPart.head(head), promise: nil)
-        channel.write(HTTPClientRequestPart.body(.byteBuffer(channel.allocator.buffer(string: body))), promise: nil)
-        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
-        return try answer.futureResult.wait()
+        let answer = try HTTPExchange.once(.POST, host: host, port: port, path: path, body: body, tls: tls, timeoutSeconds: timeoutSeconds)
+        return (answer.status, answer.body)
     }
 }
 
@@ -179,34 +143,5 @@ public enum InvitationError: Error, CustomStringConvertible, Equatable {
         switch self {
         case .refused(let why), .unreachable(let why), .untrusted(let why): why
         }
-    }
-}
-
-/// Collects one HTTP response (status and body, up to 64 kB) into a promise.
-private final class ResponseCollector: ChannelInboundHandler {
-    // Made and used on its channel's event loop only.
-    typealias InboundIn = HTTPClientResponsePart
-    private let answer: EventLoopPromise<(Int, String)>
-    private var status = 0
-    private var body = ""
-
-    init(_ answer: EventLoopPromise<(Int, String)>) { self.answer = answer }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head): status = Int(head.status.code)
-        case .body(let buffer): if body.utf8.count < 65_536 { body += String(buffer: buffer) }
-        case .end where status == 0: answer.fail(ChannelError.eof)  // no response head: not an HTTP answer
-        case .end: answer.succeed((status, body))
-        }
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        answer.fail(error)
-        context.close(promise: nil)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        answer.fail(ChannelError.eof)  // no effect once answered
     }
 }

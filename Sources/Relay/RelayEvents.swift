@@ -62,6 +62,24 @@ public struct RelayStats: BroadcastEvent, Equatable {
     public var viewerLayers: [String: String] = [:]
     /// FEC packets sent to browsers (RED + ULPFEC) in the last second.
     public var fecOut = 0
+    /// Each Janus server fed (`--janus`), in order: its mountpoints now, and in the last second
+    /// the packets and kbit/s sent there and the keyframe requests its viewers sent back.
+    public var janus: [JanusStats] = []
+
+    public struct JanusStats: Equatable, Sendable {
+        public var server: String
+        public var mountpoints: Int
+        public var packets: Int
+        public var kbps: Int
+        public var keyframeRequests: Int
+        public init(server: String, mountpoints: Int, packets: Int, kbps: Int, keyframeRequests: Int) {
+            self.server = server
+            self.mountpoints = mountpoints
+            self.packets = packets
+            self.kbps = kbps
+            self.keyframeRequests = keyframeRequests
+        }
+    }
 
     public var name: String { "stats" }
     public var fields: [String: JSONValue] {
@@ -70,6 +88,10 @@ public struct RelayStats: BroadcastEvent, Equatable {
          "rejected": .int(rejected), "unknown_source": .int(unknownSource), "send_errors": .int(sendErrors), "lost_in": .int(lostIn),
          "viewers_base_layer": .int(viewersOnBaseLayer), "layer_switches": .int(layerSwitches),
          "viewer_layers": .object(viewerLayers.mapValues { .string($0) }), "fec_out": .int(fecOut)]
+            .merging(janus.isEmpty ? [:] : ["janus": .array(janus.map {
+                .object(["server": .string($0.server), "mountpoints": .int($0.mountpoints), "packets": .int($0.packets), "kbps": .int($0.kbps),
+                         "keyframe_requests": .int($0.keyframeRequests)])
+            })]) { a, _ in a }
     }
     public var humanText: String {
         "\(rooms) rooms  \(peers) peers (\(browsers) in browsers)  \(packetsIn) pkt/s in  \(packetsOut) pkt/s out  \(kbpsOut) kbps out"
@@ -141,4 +163,23 @@ public struct RelayUnsubscribed: BroadcastEvent, Equatable {
         ["room": .string(room), "viewer": .int(Int(viewer)), "publisher": .int(Int(publisher))]
     }
     public var humanText: String { "no longer watching peer \(publisher)" }
+}
+
+/// `janus_mountpoint`: a Janus server's mountpoint for a screen shared in a room was `created`,
+/// `lost` (the server stopped answering or restarted), `recreated`, or `removed`. Neither the
+/// pin nor the secret is in it.
+public struct JanusMountpointEvent: BroadcastEvent, Equatable {
+    /// The server's URL, as `--janus` gave it.
+    public var server: String
+    public var room: String
+    public var presenter: String
+    public var id: UInt64
+    public var state: String
+
+    public var name: String { "janus_mountpoint" }
+    public var fields: [String: JSONValue] {
+        ["server": .string(server), "room": .string(room), "presenter": .string(presenter), "id": .int(Int(truncatingIfNeeded: id)),
+         "state": .string(state)]
+    }
+    public var humanText: String { "Janus \(server): mountpoint \(id) for \(presenter)'s screen in room \(room) \(state)" }
 }

@@ -26,6 +26,8 @@ private final class ListenerTransport: RelayTransport {
     var browsers: BrowserGateway?
     /// Peers' encrypted hops: what the room sends them is protected on the way out.
     var hops: PeerHops?
+    /// Janus mountpoints: what the room sends them is protected with each one's key.
+    var janus: JanusCascade?
     weak var core: RelayCore?
     init(_ socket: UDPListener, maxBatch: Int) {
         self.socket = socket
@@ -40,6 +42,10 @@ private final class ListenerTransport: RelayTransport {
         }
         if let browsers, let core, browsers.isBrowser(address) {
             browsers.egress(bytes, to: address, core: core) { sendPlain($0, to: $1) }
+            return
+        }
+        if let janus, janus.isJanus(address) {
+            janus.egress(bytes, to: address) { sendPlain($0, to: $1) }
             return
         }
         // An address with neither a hop nor a browser session gets nothing: nothing leaves in clear.
@@ -58,6 +64,8 @@ private final class ListenerTransport: RelayTransport {
                 }
             } else if let browsers, let core, browsers.isBrowser(address) {
                 browsers.egress(bytes, to: address, core: core) { sendPlain($0, to: $1) }
+            } else if let janus, janus.isJanus(address) {
+                janus.egress(bytes, to: address) { sendPlain($0, to: $1) }
             }
         }
         batch.flush()
@@ -106,6 +114,10 @@ public final class RelayServer: @unchecked Sendable {
     private let hops: PeerHops
     /// The socket buffers the kernel granted (bytes).
     let buffers: (receive: Int, send: Int)
+    /// The Janus servers fed each screen shared here (`--janus`).
+    private let janus: JanusCascade?
+    /// Screens started and stopped since Janus was last told (the run thread's).
+    private var janusChanges: [RelayEvent] = []
 
     /// - Parameters:
     ///   - events: where room events go (nil: only logged at debug level, as when embedded).
@@ -116,16 +128,19 @@ public final class RelayServer: @unchecked Sendable {
     ///   - certificate: the relay's DTLS certificate (nil: a new one for this run).
     public convenience init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
                             limits: RelayLimits = RelayLimits(), browsers: Bool = false, browserLimits: BrowserLimits = BrowserLimits(),
-                            authorizer: (any RoomAuthorizer)? = nil, certificate: DTLSCertificate? = nil, tls: TLSFiles? = nil) throws {
+                            authorizer: (any RoomAuthorizer)? = nil, certificate: DTLSCertificate? = nil, tls: TLSFiles? = nil,
+                            janus: JanusCascade? = nil) throws {
         try self.init(host: host, port: port, events: events, logger: logger, clock: clock, limits: limits, fanOutBatch: 1024,
-                      browsers: browsers, browserLimits: browserLimits, authorizer: authorizer, certificate: certificate, tls: tls)
+                      browsers: browsers, browserLimits: browserLimits, authorizer: authorizer, certificate: certificate, tls: tls,
+                      janus: janus)
     }
 
     init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
          limits: RelayLimits = RelayLimits(), fanOutBatch: Int, browsers enableBrowsers: Bool = false,
          browserLimits: BrowserLimits = BrowserLimits(), authorizer: (any RoomAuthorizer)? = nil, certificate given: DTLSCertificate? = nil,
-         tls: TLSFiles? = nil) throws {
+         tls: TLSFiles? = nil, janus: JanusCascade? = nil) throws {
         self.tls = tls
+        self.janus = janus
         socket = try UDPListener(host: host, port: port)
         buffers = socket.setBufferSizes(receive: 8 << 20, send: 8 << 20)
         self.port = socket.port
@@ -155,6 +170,7 @@ public final class RelayServer: @unchecked Sendable {
         }
         core = RelayCore(limits: limits, authorizer: authorizer)
         transport.core = core
+        transport.janus = janus
     }
 
     public func stop() { running.store(false, ordering: .relaxed) }
@@ -198,6 +214,7 @@ public final class RelayServer: @unchecked Sendable {
         var published: UInt64? = nil
         var lastErrors = 0
         var lastFEC = 0
+        var lastJanus = janus?.totals ?? []
         let deadline = durationSeconds.map { start + UInt64($0 * 1e9) }
         while running.load(ordering: .relaxed) {
             var pfd = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
@@ -216,12 +233,16 @@ public final class RelayServer: @unchecked Sendable {
                         if let browsers, browsers.receive(bytes, from: source, now: now, core: core, send: { transport.sendPlain($0, to: $1) }) {
                             continue
                         }
+                        if let janus, janus.receive(bytes, from: source, deliver: { core.receive($0, from: $1, now: now, wallNanos: wall) }) {
+                            continue
+                        }
                         hops.receive(bytes, from: source, now: now, wallNanos: wall, core: core) { transport.sendPlain($0, to: $1) }
                     }
                     flushCore()  // a batch's fan-outs leave together
                     if n < batch.count { break }
                 }
             }
+            if let janus { feedJanus(janus, now: now) }
             if now >= core.nextDeadline {
                 core.poll(now: now, wallNanos: clock.wallNanos())
                 browsers?.poll(now: now, core: core) { transport.sendPlain($0, to: $1) }
@@ -243,7 +264,8 @@ public final class RelayServer: @unchecked Sendable {
                     rejected: c.rejected + (browsers?.rejected ?? 0) + hops.rejected, unknownSource: c.unknownSource,
                     sendErrors: transport.errors - lastErrors, lostIn: core.rtpLostIn,
                     viewersOnBaseLayer: core.viewersOnBaseLayer, layerSwitches: c.layerSwitches - last.layerSwitches,
-                    viewerLayers: core.viewersOnFewerLayers.mapValues(\.rawValue), fecOut: (browsers?.fecSent ?? 0) - lastFEC))
+                    viewerLayers: core.viewersOnFewerLayers.mapValues(\.rawValue), fecOut: (browsers?.fecSent ?? 0) - lastFEC,
+                    janus: janusStats(since: &lastJanus)))
                 last = c
                 lastFEC = browsers?.fecSent ?? 0
                 lastErrors = transport.errors
@@ -252,6 +274,10 @@ public final class RelayServer: @unchecked Sendable {
         http?.close()
         browsers?.closeAll(core: core) { transport.sendPlain($0, to: $1) }
         flushCore()
+        if let janus {
+            janus.stop()
+            feedJanus(janus, now: clock.nowNanos())
+        }
         let c = core.counters
         let stopped = RelayStopped(
             rtpIn: c.rtpIn, rtpForwarded: c.rtpForwarded, bytesForwarded: c.bytesForwarded,
@@ -273,12 +299,77 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     private func report(_ e: RelayEvent) {
+        if janus != nil { janusChanges.append(e) }
         if case let .rejected(address, reason) = e {
             logger.debug("relay: dropped a datagram from \(address): \(reason)")
             return
         }
         guard let event = Self.event(for: e) else { return }
         if let events { events.emit(event) } else { logger.debug("relay: \(event.jsonLine())") }
+    }
+
+    /// Tells the Janus servers which screens are shared, and feeds the room's mountpoints:
+    /// each made mountpoint joins its room as a viewer of its presenter (at the address of its
+    /// video port); a lost or removed one leaves.
+    private func feedJanus(_ janus: JanusCascade, now: UInt64) {
+        let changes = janusChanges
+        janusChanges.removeAll(keepingCapacity: true)
+        for e in changes {
+            switch e {
+            case let .substreamStarted(room, peer, stream) where stream.kind == .screen:
+                let info = core.peers(in: room).first { $0.id == peer }
+                let audio = info?.streams.first { $0.kind == .audio }?.pt ?? 111
+                janus.publish(JanusCascade.Wanted(key: .init(room: room, publisher: peer), presenter: info?.name ?? "peer \(peer)",
+                                                  videoPayloadType: stream.pt, audioPayloadType: audio, privateRoom: core.authorizer != nil))
+            case let .substreamStopped(room, peer, stream) where stream.kind == .screen:
+                let key = JanusCascade.Key(room: room, publisher: peer)
+                for address in janus.addresses(of: key) { core.removeExternalViewer(address: address, reason: "the screen is no longer shared") }
+                janus.dropRoutes(of: key)
+                janus.unpublish(key)
+            default:
+                break
+            }
+        }
+        var changed = false
+        janus.drain { outcome in
+            switch outcome {
+            case let .created(live, recreated):
+                do {
+                    _ = try core.addExternalViewer(room: live.wanted.key.room, name: "Janus \(janus.servers[live.server].host)",
+                                                   address: live.video, presenter: live.wanted.presenter, now: now)
+                    changed = true
+                } catch {
+                    emit(WarningEvent(.janus(server: "\(janus.servers[live.server])"), "cannot feed Janus's mountpoint \(live.mountpoint): \(error)"))
+                }
+                emit(JanusMountpointEvent(server: "\(janus.servers[live.server])", room: live.wanted.key.room, presenter: live.wanted.presenter,
+                                          id: live.mountpoint, state: recreated ? "recreated" : "created"))
+            case let .lost(live, _), let .removed(live):
+                core.removeExternalViewer(address: live.video, reason: "Janus's mountpoint is gone")
+                changed = true
+                let state = if case .lost = outcome { "lost" } else { "removed" }
+                emit(JanusMountpointEvent(server: "\(janus.servers[live.server])", room: live.wanted.key.room, presenter: live.wanted.presenter,
+                                          id: live.mountpoint, state: state))
+            case let .warning(server, text):
+                emit(WarningEvent(.janus(server: "\(janus.servers[server])"), text))
+            }
+        }
+        janus.sendReports(now: now) { transport.sendPlain($0, to: $1) }
+        if changed { flushCore() }
+    }
+
+    /// Each Janus server's stats over the last second.
+    private func janusStats(since last: inout [JanusCascade.Totals]) -> [RelayStats.JanusStats] {
+        guard let janus else { return [] }
+        let now = janus.totals
+        defer { last = now }
+        return now.indices.map { i in
+            RelayStats.JanusStats(server: "\(janus.servers[i])", mountpoints: now[i].mountpoints, packets: now[i].packets - last[i].packets,
+                                  kbps: (now[i].bytes - last[i].bytes) * 8 / 1000, keyframeRequests: now[i].keyframeRequests - last[i].keyframeRequests)
+        }
+    }
+
+    private func emit(_ event: any BroadcastEvent) {
+        if let events { events.emit(event) } else { logger.info("relay: \(event.humanText)") }
     }
 
     /// The event a relay event is reported as (nil: only logged).

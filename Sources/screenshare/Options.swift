@@ -226,3 +226,46 @@ struct CaptureSelection: ParsableArguments {
         return nil
     }
 }
+
+/// The Janus servers a relay feeds (`serve`, and `start --room` when it hosts the room).
+struct JanusOptions: ParsableArguments {
+    @Option(name: .customLong("janus"), parsing: .singleValue, help: ArgumentHelp("""
+        Also fan each shared screen out through this Janus server's streaming plugin (its HTTP API's URL, \
+        e.g. http://10.0.0.7:8088/janus); repeat for more servers.
+        """, valueName: "url"), transform: { text in
+            do throws(SettingError) { return try JanusServer(parsing: text) } catch { throw ValidationError(error.description) }
+        })
+    var servers: [JanusServer] = []
+
+    @Option(help: ArgumentHelp("The streaming plugin's admin_key (its janus.plugin.streaming.jcfg).", valueName: "key"))
+    var janusAdminKey: String?
+
+    @Option(help: ArgumentHelp("Read the streaming plugin's admin_key from FILE (first line).", valueName: "file"))
+    var janusAdminKeyFile: String?
+
+    func validate() throws {
+        if janusAdminKey != nil && janusAdminKeyFile != nil {
+            throw ValidationError("--janus-admin-key and --janus-admin-key-file: give one of them")
+        }
+        if servers.isEmpty && (janusAdminKey != nil || janusAdminKeyFile != nil) {
+            throw ValidationError("--janus-admin-key goes with --janus URL: which Janus server is it for?")
+        }
+        if Set(servers.map(\.description)).count != servers.count { throw ValidationError("--janus: the same server is named twice") }
+    }
+
+    /// The servers' threads, started; nil without `--janus`. An unreadable key file is said
+    /// and exits 66.
+    func cascade() throws -> JanusCascade? {
+        guard !servers.isEmpty else { return nil }
+        var key = janusAdminKey
+        if let file = janusAdminKeyFile {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8),
+                  let line = text.split(whereSeparator: \.isNewline).first.map(String.init)?.trimmed(), !line.isEmpty else {
+                printError("screenshare: --janus-admin-key-file \(file): cannot be read, or is empty")
+                throw Exit.noInput
+            }
+            key = line
+        }
+        return try JanusCascade(servers: servers, adminKey: key)
+    }
+}

@@ -64,6 +64,8 @@ struct Serve: ParsableCommand {
 
     @OptionGroup(title: "HTTPS") var https: TLSOptions
 
+    @OptionGroup(title: "Janus") var janus: JanusOptions
+
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
@@ -98,12 +100,13 @@ struct Serve: ParsableCommand {
             }
         }
         let tls = try https.files()
+        let cascade = try janus.cascade()
         let relay: RelayServer
         do {
             var browserLimits = BrowserLimits()
             browserLimits.fec = fec
             relay = try RelayServer(host: at.host, port: at.port, events: sink, logger: logger, browsers: true, browserLimits: browserLimits,
-                                    authorizer: authority, certificate: certificate, tls: tls)
+                                    authorizer: authority, certificate: certificate, tls: tls, janus: cascade)
         } catch {
             printError("screenshare: --listen \(listen): \(error)")
             throw Exit.network

@@ -1,0 +1,197 @@
+import Foundation
+import Testing
+import X11TestSupport
+
+/// Debian's Janus (1.1.2) with a configuration of the test's own (`janus -F DIR`): the streaming
+/// plugin with an `admin_key`, the HTTP transport on the host's address, nothing else loaded.
+/// It runs in a network namespace of its own (``VirtualHost``): Janus gathers no loopback ICE
+/// candidates, so its viewers reach it there, and the relay feeds it across the veth pair.
+final class JanusInstance {
+    let lan: VirtualHost
+    let dir: String
+    let httpPort: Int
+    let adminKey: String
+    private(set) var child: Child
+
+    /// `slot` keeps two servers in one namespace on separate ports.
+    init(on lan: VirtualHost, dir parent: String, slot: Int = 0, adminKey: String = "the-admin-key") throws {
+        self.lan = lan
+        self.adminKey = adminKey
+        httpPort = 18_088 + slot
+        dir = "\(parent)/janus-\(slot)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let lib = "/usr/lib/x86_64-linux-gnu/janus"
+        let unused = ["audiobridge", "duktape", "echotest", "lua", "nosip", "recordplay", "sip", "textroom", "videocall", "videoroom", "voicemail"]
+        let files = [
+            "janus.jcfg": """
+                general: { configs_folder = "\(dir)", plugins_folder = "\(lib)/plugins", transports_folder = "\(lib)/transports",
+                  events_folder = "\(lib)/events", loggers_folder = "\(lib)/loggers", debug_level = 4 }
+                media: { rtp_port_range = "\(30_000 + slot * 1000)-\(30_499 + slot * 1000)" }
+                nat: { }
+                plugins: { disable = "\(unused.map { "libjanus_\($0).so" }.joined(separator: ","))" }
+                transports: { disable = "libjanus_mqtt.so,libjanus_nanomsg.so,libjanus_pfunix.so,libjanus_rabbitmq.so,libjanus_websockets.so" }
+                events: { broadcast = false }
+                loggers: { disable = "libjanus_jsonlog.so" }
+                """,
+            "janus.plugin.streaming.jcfg": """
+                general: { admin_key = "\(adminKey)", rtp_port_range = "\(30_500 + slot * 1000)-\(30_999 + slot * 1000)" }
+                """,
+            "janus.transport.http.jcfg": """
+                general: { json = "compact", base_path = "/janus", http = true, port = \(httpPort), ip = "\(lan.address)", https = false }
+                admin: { admin_http = false }
+                """,
+        ]
+        for (name, text) in files { try text.write(toFile: "\(dir)/\(name)", atomically: true, encoding: .utf8) }
+        child = try Self.launch(lan, dir)
+        try waitReady()
+    }
+
+    deinit { _ = child.finish(within: 0) }
+
+    var url: String { "http://\(lan.address):\(httpPort)/janus" }
+
+    private static func launch(_ lan: VirtualHost, _ dir: String) throws -> Child {
+        try lan.run(which("janus"), ["-F", dir, "-C", "\(dir)/janus.jcfg", "--disable-colors"], dir: dir, name: "janus")
+    }
+
+    /// Until its HTTP transport says it listens.
+    func waitReady() throws {
+        try waitUntil(seconds: 20, "Janus's HTTP transport started: \(child.stdout.suffix(1500))") {
+            guard child.isRunning else { throw TestFailure("janus exited: \(child.stdout.suffix(1500)) \(child.stderr.suffix(500))") }
+            return child.stdout.contains("HTTP webserver started")
+        }
+    }
+
+    /// Kills it (SIGKILL: as a crash) and, when `restart`, starts it again.
+    func kill(restart: Bool) throws {
+        Glibc.kill(child.pid, SIGKILL)
+        _ = child.finish(within: 5)
+        if restart {
+            child = try Self.launch(lan, dir)
+            try waitReady()
+        }
+    }
+
+    /// The streaming plugin's `list`: the ids of its mountpoints (a session of the test's own).
+    func mountpoints() throws -> [Int] {
+        let session = try post("", #"{"janus":"create","transaction":"l1"}"#)
+        guard let sid = ((session["data"] as? [String: Any])?["id"]) as? Int else { throw TestFailure("no session: \(session)") }
+        let handle = try post("/\(sid)", #"{"janus":"attach","plugin":"janus.plugin.streaming","transaction":"l2"}"#)
+        guard let hid = ((handle["data"] as? [String: Any])?["id"]) as? Int else { throw TestFailure("no handle: \(handle)") }
+        let list = try post("/\(sid)/\(hid)", #"{"janus":"message","transaction":"l3","body":{"request":"list","admin_key":"\#(adminKey)"}}"#)
+        _ = try? post("/\(sid)", #"{"janus":"destroy","transaction":"l4"}"#)
+        let data = ((list["plugindata"] as? [String: Any])?["data"] as? [String: Any])
+        return (data?["list"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? Int }
+    }
+
+    private func post(_ path: String, _ body: String) throws -> [String: Any] {
+        let c = try Child(which("curl"), ["-s", "--max-time", "5", "-X", "POST", url + path, "-d", body], dir: dir, name: "curl")
+        guard c.finish(within: 10) == 0, let object = try JSONSerialization.jsonObject(with: Data(c.stdout.utf8)) as? [String: Any] else {
+            throw TestFailure("Janus at \(url) did not answer \(body): \(c.stdout) \(c.stderr)")
+        }
+        return object
+    }
+}
+
+/// The relay fans a room's screen out through Janus (`serve --janus`): a mountpoint per screen
+/// shared, fed as SRTP, watched by viewers that are not ours through Janus's own API.
+@Suite(.serialized) struct JanusTests {
+    /// A still slide (ffmpeg's test card), as NV12 and its Y plane.
+    static func slide(_ dir: String) throws -> (path: String, luma: [UInt8]) {
+        let path = "\(dir)/slide-640x360.nv12"
+        #expect(try run(which("ffmpeg"), ["-nostdin", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc=size=640x360:rate=1",
+                                           "-frames:v", "1", "-pix_fmt", "nv12", "-f", "rawvideo", "-y", path]) == 0)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        return (path, Array(bytes[0..<(640 * 360)]))
+    }
+
+    static func serve(_ dir: String, port: UInt16, janus: [JanusInstance], adminKey: String? = nil, duration: Double = 40) throws -> Child {
+        var args = ["serve", "--listen", ":\(port)", "--open", "--duration", String(duration), "--json"]
+        for j in janus { args += ["--janus", j.url] }
+        args += ["--janus-admin-key", adminKey ?? janus[0].adminKey]
+        let c = try Child(screenshareBinary(), args, dir: dir, name: "serve")
+        try waitUntilBound(port)
+        _ = try EventLog.wait(for: "started", in: c)
+        return c
+    }
+
+    static func presenter(_ dir: String, port: UInt16, input: String, duration: Int) throws -> Child {
+        try Child(screenshareBinary(), ["start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", input,
+                                        "--input-size", "640x360", "--input-fps", "10", "--content", "detail", "--no-audio",
+                                        "--duration", String(duration), "--json"], dir: dir, name: "teacher")
+    }
+
+    /// aiortc watching a mountpoint through Janus's HTTP API, in Janus's namespace.
+    static func viewer(_ lan: VirtualHost, _ janus: JanusInstance, id: Int, seconds: Int, dir: String, name: String = "aiortc") throws -> Child {
+        try lan.run(BrowserWHEPTests.python, [scriptPath("lib/janus-watch.py"), janus.url, String(seconds), "--id", String(id),
+                                              "--save-y", "\(dir)/\(name).y"], dir: dir, name: name)
+    }
+
+    /// The presenter shares a slide; the relay makes a mountpoint on Janus and feeds it; aiortc
+    /// watches it through Janus: Janus's keyframe request reaches the presenter, the slide
+    /// arrives sharp (Y-PSNR against what was drawn). The presenter leaving removes the
+    /// mountpoint from Janus.
+    @Test func aViewerThroughJanusWatchesTheSlideAndTheMountpointGoesWithThePresenter() throws {
+        let lan = try VirtualHost()
+        let dir = try makeTempDir()
+        let janus = try JanusInstance(on: lan, dir: dir)
+        let port = freeEvenPort()
+        let serve = try Self.serve(dir, port: port, janus: [janus])
+        defer { _ = serve.finish(within: 0) }
+        let slide = try Self.slide(dir)
+        let presenter = try Self.presenter(dir, port: port, input: slide.path, duration: 14)
+        defer { _ = presenter.finish(within: 0) }
+        let created = try EventLog.wait(for: "janus_mountpoint", in: serve) { $0["state"] as? String == "created" }
+        #expect(created["room"] as? String == "class" && created["presenter"] as? String == "teacher" && created["server"] as? String == janus.url,
+                "\(created)")
+        let id = try #require(created["id"] as? Int)
+        #expect(try janus.mountpoints().contains(id))
+        let viewer = try Self.viewer(lan, janus, id: id, seconds: 6, dir: dir)
+        #expect(viewer.finish(within: 40) == 0, "\(viewer.stdout.suffix(1500)) \(viewer.stderr.suffix(1500))")
+        let done = try #require(EventLog(viewer).last(named: "done"), "\(viewer.stdout.suffix(1500))")
+        #expect(done["width"] as? Int == 640 && done["height"] as? Int == 360, "\(done)")
+        // A still slide: its keyframe (asked for by Janus when the viewer came, through the
+        // relay's throttle) and the refinements after it.
+        #expect((done["video_frames"] as? Int ?? 0) >= 3, "\(done)")
+        let got = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(dir)/aiortc.y")))
+        let quality = psnr(slide.luma[...], got)
+        print("through Janus: \(done["video_frames"] ?? "-") pictures in 6 s, first after \(EventLog(viewer).first(named: "first_picture")?["seconds"] ?? "-") s, Y-PSNR \(String(format: "%.1f", quality)) dB")
+        #expect(quality >= 40, "Y-PSNR \(quality) dB")
+        // Janus asked for the keyframe (its viewer came after the first one).
+        let janusStats = EventLog(serve).events(named: "stats").compactMap { ($0["janus"] as? [[String: Any]])?.first }
+        #expect(janusStats.contains { ($0["keyframe_requests"] as? Int ?? 0) > 0 }, "\(janusStats)")
+        #expect(janusStats.contains { ($0["packets"] as? Int ?? 0) > 0 && $0["mountpoints"] as? Int == 1 }, "\(janusStats)")
+
+        #expect(presenter.finish(within: 30) == 0, "\(presenter.stderr)")
+        let removed = try EventLog.wait(for: "janus_mountpoint", in: serve) { $0["state"] as? String == "removed" }
+        #expect(removed["id"] as? Int == id)
+        #expect(try !janus.mountpoints().contains(id))
+        // Neither the pin nor the secret is in the relay's output.
+        #expect(!serve.stdout.contains("secret") && !serve.stdout.contains("pin\""))
+    }
+
+    /// A wrong admin key: a warning naming Janus's refusal, retried with backoff (not once a
+    /// turn), and the room unaffected — `watch` still gets the presenter's pictures.
+    @Test func aWrongAdminKeyIsAWarningAndTheRoomGoesOn() throws {
+        let lan = try VirtualHost()
+        let dir = try makeTempDir()
+        let janus = try JanusInstance(on: lan, dir: dir)
+        let port = freeEvenPort()
+        let serve = try Self.serve(dir, port: port, janus: [janus], adminKey: "not-the-key", duration: 30)
+        defer { _ = serve.finish(within: 0) }
+        let slide = try Self.slide(dir)
+        let presenter = try Self.presenter(dir, port: port, input: slide.path, duration: 10)
+        defer { _ = presenter.finish(within: 0) }
+        let warning = try EventLog.wait(for: "warning", in: serve) { $0["kind"] as? String == "janus" }
+        #expect(warning["server"] as? String == janus.url && (warning["message"] as? String ?? "").contains("wrong admin_key"), "\(warning)")
+        let watcher = try Child(screenshareBinary(), ["watch", "--room", "class", "--server", "127.0.0.1:\(port)", "--headless",
+                                                      "--duration", "4", "--json"], dir: dir, name: "watch")
+        #expect(watcher.finish(within: 30) == 0, "\(watcher.stderr)")
+        let stopped = try EventLog(watcher).stopped()
+        #expect((stopped["frames_decoded"] as? Int ?? 0) >= 3 && stopped["width"] as? Int == 640, "\(stopped)")
+        #expect(EventLog(serve).events(named: "janus_mountpoint").isEmpty)
+        // The same refusal is said once, not at every retry.
+        #expect(EventLog(serve).events(named: "warning").filter { $0["kind"] as? String == "janus" }.count == 1, "\(serve.stdout.suffix(3000))")
+        #expect(try janus.mountpoints().isEmpty)
+    }
+}
