@@ -64,12 +64,17 @@ final class JanusInstance {
 
     /// Kills it (SIGKILL: as a crash) and, when `restart`, starts it again.
     func kill(restart: Bool) throws {
-        Glibc.kill(child.pid, SIGKILL)
-        _ = child.finish(within: 5)
-        if restart {
-            child = try Self.launch(lan, dir)
-            try waitReady()
+        if child.isRunning {
+            Glibc.kill(child.pid, SIGKILL)
+            _ = child.finish(within: 5)
         }
+        if restart { try self.restart() }
+    }
+
+    /// Starts it again (with the same configuration and ports).
+    func restart() throws {
+        child = try Self.launch(lan, dir)
+        try waitReady()
     }
 
     /// The streaming plugin's `list`: the ids of its mountpoints (a session of the test's own).
@@ -115,9 +120,9 @@ final class JanusInstance {
         return c
     }
 
-    static func presenter(_ dir: String, port: UInt16, input: String, duration: Int) throws -> Child {
+    static func presenter(_ dir: String, port: UInt16, input: String, content: String = "detail", duration: Int) throws -> Child {
         try Child(screenshareBinary(), ["start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", input,
-                                        "--input-size", "640x360", "--input-fps", "10", "--content", "detail", "--no-audio",
+                                        "--input-size", "640x360", "--input-fps", "10", "--content", content, "--no-audio",
                                         "--duration", String(duration), "--json"], dir: dir, name: "teacher")
     }
 
@@ -193,5 +198,58 @@ final class JanusInstance {
         // The same refusal is said once, not at every retry.
         #expect(EventLog(serve).events(named: "warning").filter { $0["kind"] as? String == "janus" }.count == 1, "\(serve.stdout.suffix(3000))")
         #expect(try janus.mountpoints().isEmpty)
+    }
+
+    /// Two Janus servers fed at once; one is killed mid-stream and started again. Its
+    /// mountpoint is `lost`, then `recreated` within 3 s of Janus answering again, and a viewer
+    /// of the new one has pictures within 5 s of the restart; the other server's viewer never
+    /// stops getting pictures.
+    @Test func aJanusKilledAndRestartedGetsItsMountpointBackAndTheOtherIsNotInterrupted() throws {
+        let lan = try VirtualHost()
+        let dir = try makeTempDir()
+        let first = try JanusInstance(on: lan, dir: dir, slot: 0), second = try JanusInstance(on: lan, dir: dir, slot: 1)
+        let port = freeEvenPort()
+        let serve = try Self.serve(dir, port: port, janus: [first, second], duration: 60)
+        defer { _ = serve.finish(within: 0) }
+        let input = try PlainSession.motion(width: 640, height: 360, fps: 10, frames: 40, in: dir)
+        let presenter = try Self.presenter(dir, port: port, input: input, content: "motion", duration: 40)
+        defer { _ = presenter.finish(within: 0) }
+        func mountpoint(_ j: JanusInstance, _ state: String, count: Int = 1) throws -> Int {
+            let e = try EventLog.wait(for: "janus_mountpoint", in: serve, count: count) { $0["server"] as? String == j.url && $0["state"] as? String == state }
+            return try #require(e["id"] as? Int)
+        }
+        let steady = try Self.viewer(lan, second, id: try mountpoint(second, "created"), seconds: 16, dir: dir, name: "steady")
+        defer { _ = steady.finish(within: 0) }
+        let doomed = try Self.viewer(lan, first, id: try mountpoint(first, "created"), seconds: 16, dir: dir, name: "doomed")
+        defer { _ = doomed.finish(within: 0) }
+        _ = try EventLog.wait(for: "stats", in: doomed, seconds: 20) { ($0["video_frames"] as? Int ?? 0) > 0 }
+        _ = try EventLog.wait(for: "stats", in: steady, count: 3, seconds: 20) { ($0["video_frames"] as? Int ?? 0) > 0 }
+
+        try first.kill(restart: false)
+        let lost = try EventLog.wait(for: "janus_mountpoint", in: serve) { $0["server"] as? String == first.url && $0["state"] as? String == "lost" }
+        #expect(lost["presenter"] as? String == "teacher")
+        let warning = try EventLog.wait(for: "warning", in: serve) { $0["kind"] as? String == "janus" }
+        #expect(warning["server"] as? String == first.url, "\(warning)")
+        let restartedAt = Date()
+        try first.restart()
+        let recreated = try EventLog.wait(for: "janus_mountpoint", in: serve, seconds: 10) {
+            $0["server"] as? String == first.url && $0["state"] as? String == "recreated"
+        }
+        let recreatedAfter = (recreated.eventTime ?? Date()).timeIntervalSince(restartedAt)
+        #expect(recreatedAfter < 3, "recreated \(recreatedAfter) s after the restart")
+        let id = try #require(recreated["id"] as? Int)
+        #expect(try first.mountpoints() == [id])
+        let back = try Self.viewer(lan, first, id: id, seconds: 4, dir: dir, name: "back")
+        let picture = try EventLog.wait(for: "first_picture", in: back, seconds: 10)
+        let backAfter = Date().timeIntervalSince(restartedAt)
+        print("Janus restarted: mountpoint recreated after \(String(format: "%.2f", recreatedAfter)) s, a viewer's first picture \(picture["seconds"] ?? "-") s after asking, \(String(format: "%.1f", backAfter)) s after the restart")
+        #expect(backAfter < 5, "\(backAfter) s")
+        #expect(back.finish(within: 20) == 0, "\(back.stdout.suffix(1000))")
+
+        // The other server's viewer got pictures every second throughout.
+        #expect(steady.finish(within: 30) == 0, "\(steady.stdout.suffix(1500))")
+        let counts = EventLog(steady).events(named: "stats").compactMap { $0["video_frames"] as? Int }
+        let gains = zip(counts.dropFirst(), counts).map { $0 - $1 }
+        #expect(counts.count >= 14 && gains.dropFirst(2).allSatisfy { $0 >= 5 }, "frames each second: \(gains)")
     }
 }
