@@ -118,7 +118,7 @@ let package = Package(
         ]),
         // The room `start --room` hosts in its own process: the relay, tokens, invitation links.
         .target(name: "RoomHost", dependencies: [
-            "Relay", "Access", "Room", "Control", "Congestion", "Transport", "WebRTC", "MediaCore", "Basics", .product(name: "Logging", package: "swift-log"),
+            "Relay", "Access", "Room", "Control", "Events", "Congestion", "Transport", "WebRTC", "MediaCore", "Basics", .product(name: "Logging", package: "swift-log"),
         ]),
         // The presenter: capture → convert → encode → packetize → send, audio, RTCP feedback.
         .target(name: "Sender", dependencies: [

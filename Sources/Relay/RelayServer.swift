@@ -116,6 +116,8 @@ public final class RelayServer: @unchecked Sendable {
     let buffers: (receive: Int, send: Int)
     /// The Janus servers fed each screen shared here (`--janus`).
     private let janus: JanusCascade?
+    /// Where the Janus events go (`events`, or a hosted room's presenter's).
+    private let janusEvents: EventSink?
     /// Screens started and stopped since Janus was last told (the run thread's).
     private var janusChanges: [RelayEvent] = []
 
@@ -129,18 +131,19 @@ public final class RelayServer: @unchecked Sendable {
     public convenience init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
                             limits: RelayLimits = RelayLimits(), browsers: Bool = false, browserLimits: BrowserLimits = BrowserLimits(),
                             authorizer: (any RoomAuthorizer)? = nil, certificate: DTLSCertificate? = nil, tls: TLSFiles? = nil,
-                            janus: JanusCascade? = nil) throws {
+                            janus: JanusCascade? = nil, janusEvents: EventSink? = nil) throws {
         try self.init(host: host, port: port, events: events, logger: logger, clock: clock, limits: limits, fanOutBatch: 1024,
                       browsers: browsers, browserLimits: browserLimits, authorizer: authorizer, certificate: certificate, tls: tls,
-                      janus: janus)
+                      janus: janus, janusEvents: janusEvents)
     }
 
     init(host: String?, port: UInt16, events: EventSink?, logger: Logger, clock: MediaClock = SystemClock(),
          limits: RelayLimits = RelayLimits(), fanOutBatch: Int, browsers enableBrowsers: Bool = false,
          browserLimits: BrowserLimits = BrowserLimits(), authorizer: (any RoomAuthorizer)? = nil, certificate given: DTLSCertificate? = nil,
-         tls: TLSFiles? = nil, janus: JanusCascade? = nil) throws {
+         tls: TLSFiles? = nil, janus: JanusCascade? = nil, janusEvents: EventSink? = nil) throws {
         self.tls = tls
         self.janus = janus
+        self.janusEvents = janusEvents ?? events
         socket = try UDPListener(host: host, port: port)
         buffers = socket.setBufferSizes(receive: 8 << 20, send: 8 << 20)
         self.port = socket.port
@@ -369,7 +372,7 @@ public final class RelayServer: @unchecked Sendable {
     }
 
     private func emit(_ event: any BroadcastEvent) {
-        if let events { events.emit(event) } else { logger.info("relay: \(event.humanText)") }
+        if let janusEvents { janusEvents.emit(event) } else { logger.info("relay: \(event.humanText)") }
     }
 
     /// The event a relay event is reported as (nil: only logged).

@@ -1,6 +1,7 @@
 import Access
 import Congestion
 import Control
+import Events
 import Logging
 import MediaCore
 import Basics
@@ -52,6 +53,10 @@ public final class HostedRoom: RoomInvitations {
         public var fec: FECPolicy.Mode = .auto
         /// HTTPS for the page and the links (`--tls-cert`/`--tls-key`); nil: plain HTTP.
         public var tls: TLSFiles?
+        /// The Janus servers the room's screen is fanned out through (`--janus`), and where
+        /// their events go (the relay's other events are the presenter's own).
+        public var janus: JanusCascade?
+        public var janusEvents: EventSink?
 
         public init(room: String, displayName: String, host: String, port: UInt16) {
             self.room = room
@@ -86,7 +91,8 @@ public final class HostedRoom: RoomInvitations {
         browserLimits.fec = options.fec
         do {
             relay = try RelayServer(host: options.host, port: options.port, events: nil, logger: logger, clock: clock, browsers: true,
-                                    browserLimits: browserLimits, authorizer: access?.authority, tls: options.tls)
+                                    browserLimits: browserLimits, authorizer: access?.authority, tls: options.tls, janus: options.janus,
+                                    janusEvents: options.janusEvents)
         } catch let error as NetworkError {
             throw .listen("\(error)")
         } catch {

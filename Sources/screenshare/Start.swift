@@ -65,6 +65,8 @@ struct Start: ParsableCommand {
 
     @OptionGroup(title: "HTTPS (the room this command hosts)") var https: TLSOptions
 
+    @OptionGroup(title: "Janus (the room this command hosts)") var janus: JanusOptions
+
     @Option(help: ArgumentHelp("The room this command hosts takes tokens signed with the secret in FILE (made when missing) instead of a secret for this run only.", valueName: "file"))
     var secretFile: String?
 
@@ -183,6 +185,7 @@ struct Start: ParsableCommand {
             if join.server != nil {
                 if secretFile != nil || openRoom { throw ValidationError("--secret-file and --open-room are for the room this command hosts, not with --server") }
                 if https.tlsCert != nil { throw ValidationError("--tls-cert is for the room this command hosts, not with --server (the relay at --server has its own)") }
+                if !janus.servers.isEmpty { throw ValidationError("--janus is for the room this command hosts, not with --server (give it to that relay: serve --janus)") }
             } else if join.token != nil {
                 throw ValidationError("--token is for joining a relay (--server HOST:PORT); the room this command hosts makes its own tokens")
             } else if join.fingerprint != nil {
@@ -194,6 +197,7 @@ struct Start: ParsableCommand {
             if join.fingerprint != nil { throw ValidationError("--fingerprint needs --room NAME and --server HOST:PORT") }
             if join.token != nil || secretFile != nil || openRoom { throw ValidationError("--token, --secret-file and --open-room need --room NAME") }
             if https.tlsCert != nil { throw ValidationError("--tls-cert and --tls-key need --room NAME (they serve the hosted room's page)") }
+            if !janus.servers.isEmpty { throw ValidationError("--janus needs --room NAME (it fans the hosted room's screen out)") }
             if srtp && sdp == nil { throw ValidationError("--srtp needs --sdp FILE: the receiver reads the keys from it") }
             guard to != nil else { throw ValidationError("missing --room NAME (or --to HOST:PORT for plain RTP)") }
         }
@@ -284,6 +288,8 @@ struct Start: ParsableCommand {
                 options.viewerTokenSeconds = tokenTtl
                 options.fec = fec
                 options.tls = try https.files()
+                options.janus = try janus.cascade()
+                options.janusEvents = sink
                 do throws(HostedRoom.Failure) {
                     let room = try HostedRoom(options, logger: logger)
                     hosted = room

@@ -66,6 +66,13 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         (["start", "--to", "127.0.0.1:5004", "--capture", "portal", "--monitor", "1"], "--monitor is for X11"),
         (["start", "--to", "127.0.0.1:5004", "--capture", "x11", "--ask"], "--ask is for the portal"),
         (["start", "--to", "127.0.0.1:5004", "--capture", "wayland"], "--capture"),
+        (["start", "--room", "a", "--server", "127.0.0.1:7600", "--janus", "http://10.0.0.7:8088/janus"], "serve --janus"),
+        (["start", "--to", "127.0.0.1:5004", "--janus", "http://10.0.0.7:8088/janus"], "--janus needs --room"),
+        (["serve", "--open", "--janus", "10.0.0.7:8088"], "not an http:// or https:// URL"),
+        (["serve", "--open", "--janus", "http://10.0.0.7:99999/janus"], "port"),
+        (["serve", "--open", "--janus-admin-key", "k"], "goes with --janus URL"),
+        (["serve", "--open", "--janus", "http://a/janus", "--janus-admin-key", "k", "--janus-admin-key-file", "f"], "give one of them"),
+        (["serve", "--open", "--janus", "http://a/janus", "--janus", "http://a:8088/janus/"], "named twice"),
     ])
     func roomFlagsAreCheckedAndNamed(args: [String], message: String) throws {
         let r = try runScreenshare(args)

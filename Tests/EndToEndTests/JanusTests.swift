@@ -252,4 +252,36 @@ final class JanusInstance {
         let gains = zip(counts.dropFirst(), counts).map { $0 - $1 }
         #expect(counts.count >= 14 && gains.dropFirst(2).allSatisfy { $0 >= 5 }, "frames each second: \(gains)")
     }
+
+    /// `start --room` hosting the room takes the same flags: its own relay feeds Janus, and the
+    /// presenter says so (`janus_mountpoint`). Its room admits by token, so the mountpoint has
+    /// a pin: a viewer of Janus without it is refused.
+    @Test func aHostedRoomFeedsJanusBehindAPin() throws {
+        let lan = try VirtualHost()
+        let dir = try makeTempDir()
+        let janus = try JanusInstance(on: lan, dir: dir)
+        let port = freeEvenPort()
+        let input = try PlainSession.motion(width: 640, height: 360, fps: 10, frames: 40, in: dir)
+        let presenter = try Child(screenshareBinary(), ["start", "--room", "class", "--listen", ":\(port)", "--input", input,
+                                                        "--input-size", "640x360", "--input-fps", "10", "--content", "motion", "--no-audio",
+                                                        "--janus", janus.url, "--janus-admin-key-file", try Self.keyFile(dir, janus.adminKey),
+                                                        "--duration", "8", "--json"], dir: dir, name: "teacher")
+        defer { _ = presenter.finish(within: 0) }
+        let created = try EventLog.wait(for: "janus_mountpoint", in: presenter) { $0["state"] as? String == "created" }
+        let id = try #require(created["id"] as? Int)
+        #expect(try janus.mountpoints() == [id])
+        let viewer = try Self.viewer(lan, janus, id: id, seconds: 3, dir: dir)
+        #expect(viewer.finish(within: 30) == 2, "\(viewer.stdout.suffix(1500))")
+        let refused = try #require(EventLog(viewer).last(named: "refused"), "\(viewer.stdout.suffix(1500))")
+        #expect((refused["error"] as? String ?? "").contains("pin"), "\(refused)")
+        #expect(presenter.finish(within: 30) == 0, "\(presenter.stderr)")
+        // Leaving, the hosted relay removes what it made.
+        #expect(try janus.mountpoints().isEmpty)
+    }
+
+    static func keyFile(_ dir: String, _ key: String) throws -> String {
+        let path = "\(dir)/janus-admin-key"
+        try (key + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
 }
