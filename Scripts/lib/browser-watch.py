@@ -49,7 +49,7 @@ SAMPLE = """
             height: v.videoHeight, frames: q.totalVideoFrames || v.mozPaintedFrames || 0, luma: luma,
             text: document.getElementById('state').textContent,
             presenter: document.getElementById('presenter').textContent,
-            sessions: page.sessions === undefined ? null : page.sessions};
+            sessions: page.sessions === undefined ? null : page.sessions, via: page.via === undefined ? null : page.via};
 """
 
 # What the receivers counted (RTCPeerConnection.getStats, inbound-rtp): audio packets,

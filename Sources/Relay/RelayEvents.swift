@@ -63,7 +63,8 @@ public struct RelayStats: BroadcastEvent, Equatable {
     /// FEC packets sent to browsers (RED + ULPFEC) in the last second.
     public var fecOut = 0
     /// Each Janus server fed (`--janus`), in order: its mountpoints now, and in the last second
-    /// the packets and kbit/s sent there and the keyframe requests its viewers sent back.
+    /// the packets and kbit/s sent there and the keyframe requests its viewers sent back, and
+    /// the browsers sent there since the start.
     public var janus: [JanusStats] = []
 
     public struct JanusStats: Equatable, Sendable {
@@ -72,12 +73,15 @@ public struct RelayStats: BroadcastEvent, Equatable {
         public var packets: Int
         public var kbps: Int
         public var keyframeRequests: Int
-        public init(server: String, mountpoints: Int, packets: Int, kbps: Int, keyframeRequests: Int) {
+        /// Browsers the relay's page sent there, since the start.
+        public var browsersSent: Int
+        public init(server: String, mountpoints: Int, packets: Int, kbps: Int, keyframeRequests: Int, browsersSent: Int) {
             self.server = server
             self.mountpoints = mountpoints
             self.packets = packets
             self.kbps = kbps
             self.keyframeRequests = keyframeRequests
+            self.browsersSent = browsersSent
         }
     }
 
@@ -90,7 +94,7 @@ public struct RelayStats: BroadcastEvent, Equatable {
          "viewer_layers": .object(viewerLayers.mapValues { .string($0) }), "fec_out": .int(fecOut)]
             .merging(janus.isEmpty ? [:] : ["janus": .array(janus.map {
                 .object(["server": .string($0.server), "mountpoints": .int($0.mountpoints), "packets": .int($0.packets), "kbps": .int($0.kbps),
-                         "keyframe_requests": .int($0.keyframeRequests)])
+                         "keyframe_requests": .int($0.keyframeRequests), "browsers_sent": .int($0.browsersSent)])
             })]) { a, _ in a }
     }
     public var humanText: String {

@@ -116,6 +116,8 @@ public final class RelayServer: @unchecked Sendable {
     let buffers: (receive: Int, send: Int)
     /// The Janus servers fed each screen shared here (`--janus`).
     private let janus: JanusCascade?
+    /// The mountpoints browsers may be sent to (`POST /janus/ROOM`).
+    let janusBoard: JanusBoard?
     /// Where the Janus events go (`events`, or a hosted room's presenter's).
     private let janusEvents: EventSink?
     /// Screens started and stopped since Janus was last told (the run thread's).
@@ -144,6 +146,7 @@ public final class RelayServer: @unchecked Sendable {
         self.tls = tls
         self.janus = janus
         self.janusEvents = janusEvents ?? events
+        janusBoard = janus.map { JanusBoard(servers: $0.servers.count) }
         socket = try UDPListener(host: host, port: port)
         buffers = socket.setBufferSizes(receive: 8 << 20, send: 8 << 20)
         self.port = socket.port
@@ -164,6 +167,7 @@ public final class RelayServer: @unchecked Sendable {
                                              udpPort: socket.port, clock: clock)
             factory.authorizer = authorizer
             factory.invites = invites
+            factory.janus = janusBoard
             http = try WHEPServer(host: host, port: socket.port, factory: factory, tls: tls, logger: logger)
             browsers = gateway
             transport.browsers = gateway
@@ -357,7 +361,10 @@ public final class RelayServer: @unchecked Sendable {
             }
         }
         janus.sendReports(now: now) { transport.sendPlain($0, to: $1) }
-        if changed { flushCore() }
+        if changed {
+            janusBoard?.publish(janus.placements)
+            flushCore()
+        }
     }
 
     /// Each Janus server's stats over the last second.
@@ -365,9 +372,11 @@ public final class RelayServer: @unchecked Sendable {
         guard let janus else { return [] }
         let now = janus.totals
         defer { last = now }
+        let sent = janusBoard?.sent ?? []
         return now.indices.map { i in
             RelayStats.JanusStats(server: "\(janus.servers[i])", mountpoints: now[i].mountpoints, packets: now[i].packets - last[i].packets,
-                                  kbps: (now[i].bytes - last[i].bytes) * 8 / 1000, keyframeRequests: now[i].keyframeRequests - last[i].keyframeRequests)
+                                  kbps: (now[i].bytes - last[i].bytes) * 8 / 1000, keyframeRequests: now[i].keyframeRequests - last[i].keyframeRequests,
+                                  browsersSent: i < sent.count ? sent[i] : 0)
         }
     }
 

@@ -30,6 +30,8 @@ struct WHEPSessionFactory: Sendable {
     var authorizer: (any RoomAuthorizer)? = nil
     /// The short codes of invitation links, exchanged at `POST /invite/ROOM` for the token.
     var invites = InviteBook()
+    /// The Janus mountpoints browsers are sent to (`POST /janus/ROOM`); nil: no `--janus`.
+    var janus: JanusBoard? = nil
 
     /// - Parameter context: a server context for `certificate` (nil: one is made).
     init(certificate: DTLSCertificate, context: DTLSContext? = nil, inbox: BrowserInbox, directory: RoomDirectory, limits: BrowserLimits,
@@ -332,6 +334,21 @@ private final class WHEPHandler: ChannelInboundHandler {
             } catch {
                 return Response(error == .expired ? .gone : .notFound, error.description)
             }
+        }
+        if parts.first == "janus" {
+            // A browser the relay admits is sent to a Janus mountpoint of the room, when one
+            // serves it: the server's URL, the mountpoint and its pin (JSON). 404: none (the
+            // browser watches from the relay, over WHEP).
+            guard head.method == .POST, parts.count == 2 else { return Response(.methodNotAllowed, "POST /janus/ROOM") }
+            do { _ = try factory.authorize(head.headers, room: parts[1]) } catch { return Self.unauthorized(error) }
+            guard let p = factory.janus?.assign(room: parts[1], presenter: query["from"]) else {
+                return Response(.notFound, "no Janus server serves room '\(parts[1])' now: watch from the relay (WHEP)")
+            }
+            var fields: [String: JSONValue] = ["url": .string(p.url), "id": .int(Int(truncatingIfNeeded: p.id)), "presenter": .string(p.presenter)]
+            if let pin = p.pin { fields["pin"] = .string(pin) }
+            var r = Response(.ok, JSONValue.object(fields).jsonText)
+            r.contentType = "application/json"
+            return r
         }
         if head.method == .GET, parts.count == 2, parts[0] == "rooms" {
             do { _ = try factory.authorize(head.headers, room: parts[1]) } catch { return Self.unauthorized(error) }

@@ -284,4 +284,73 @@ final class JanusInstance {
         try (key + "\n").write(toFile: path, atomically: true, encoding: .utf8)
         return path
     }
+
+    /// Done when: a room behind tokens, two Janus servers, and browsers that open the relay's
+    /// link are sent through both — the relay admits each by its token, then hands its page a
+    /// mountpoint and its pin, on the server it has sent the fewest browsers to. Chromium plays
+    /// the slide from Janus, sharp.
+    @Test func browsersOfATokenRoomAreSentThroughBothJanusServers() throws {
+        let lan = try VirtualHost()
+        let dir = try makeTempDir()
+        let first = try JanusInstance(on: lan, dir: dir, slot: 0), second = try JanusInstance(on: lan, dir: dir, slot: 1)
+        let secret = "\(dir)/secret"
+        let port = freeEvenPort()
+        let args = ["serve", "--listen", ":\(port)", "--secret-file", secret, "--duration", "90", "--json",
+                    "--janus", first.url, "--janus", second.url, "--janus-admin-key", first.adminKey]
+        let serve = try Child(screenshareBinary(), args, dir: dir, name: "serve")
+        defer { _ = serve.finish(within: 0) }
+        try waitUntilBound(port)
+        _ = try EventLog.wait(for: "started", in: serve)
+        let slide = try Self.slide(dir)
+        let presenterToken = try AccessEndToEndTests.token(secret, room: "class", role: "presenter", extra: ["--name", "teacher"])
+        let presenter = try Child(screenshareBinary(), ["start", "--room", "class", "--server", "127.0.0.1:\(port)", "--token", presenterToken,
+                                                        "--input", slide.path, "--input-size", "640x360", "--input-fps", "10", "--no-audio",
+                                                        "--duration", "80", "--json"], dir: dir, name: "teacher")
+        defer { _ = presenter.finish(within: 0) }
+        for j in [first, second] {
+            _ = try EventLog.wait(for: "janus_mountpoint", in: serve) { $0["server"] as? String == j.url && $0["state"] as? String == "created" }
+        }
+        let viewerToken = try AccessEndToEndTests.token(secret, room: "class", role: "viewer")
+        let url = "http://\(lan.relayAddress):\(port)/class#token=\(viewerToken)"
+        for name in ["first-browser", "second-browser"] {
+            let dump = "\(dir)/\(name).y"
+            let page = try lan.run(BrowserWHEPTests.python, [BrowserWHEPTests.script("browser-watch.py"), url, "6", "--no-loopback", "--dump-luma", dump],
+                                   dir: dir, name: name)
+            #expect(page.finish(within: 90) == 0, "\(page.stderr.suffix(2000))")
+            let log = EventLog(page.stdout)
+            let last = try #require(log.last(named: "page"), "\(page.stdout.suffix(1500))")
+            #expect(last["via"] as? String == "janus" && last["state"] as? String == "connected", "\(last)")
+            #expect(last["width"] as? Int == 640 && (last["frames"] as? Int ?? 0) >= 2, "\(last)")
+            let shown = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dump)))
+            let quality = psnr(shown[...], slide.luma)
+            print("\(name) through Janus: first picture \(log.first(named: "first_picture")?["seconds"] ?? "?") s after asking for the page, Y-PSNR \(String(format: "%.1f", quality)) dB")
+            #expect(quality >= 35, "Y-PSNR \(quality) dB")
+        }
+        // One browser sent to each server, and each server's viewer's keyframe request came back.
+        let stats = try EventLog.wait(for: "stats", in: serve) { e in
+            (e["janus"] as? [[String: Any]] ?? []).map { $0["browsers_sent"] as? Int ?? 0 } == [1, 1]
+        }
+        #expect((stats["browsers"] as? Int ?? -1) >= 0)
+    }
+
+    /// Every Janus down: the relay sends no browser there, and the page watches from the relay.
+    @Test func withItsJanusDownABrowserWatchesFromTheRelay() throws {
+        let lan = try VirtualHost()
+        let dir = try makeTempDir()
+        let janus = try JanusInstance(on: lan, dir: dir)
+        let port = freeEvenPort()
+        let serve = try Self.serve(dir, port: port, janus: [janus], duration: 60)
+        defer { _ = serve.finish(within: 0) }
+        let input = try PlainSession.motion(width: 640, height: 360, fps: 10, frames: 40, in: dir)
+        let presenter = try Self.presenter(dir, port: port, input: input, content: "motion", duration: 50)
+        defer { _ = presenter.finish(within: 0) }
+        _ = try EventLog.wait(for: "janus_mountpoint", in: serve) { $0["state"] as? String == "created" }
+        try janus.kill(restart: false)
+        _ = try EventLog.wait(for: "janus_mountpoint", in: serve) { $0["state"] as? String == "lost" }
+        let page = try lan.run(BrowserWHEPTests.python, [BrowserWHEPTests.script("browser-watch.py"), "http://\(lan.relayAddress):\(port)/class", "4",
+                                                         "--no-loopback", "--no-luma"], dir: dir, name: "chromium")
+        #expect(page.finish(within: 90) == 0, "\(page.stderr.suffix(2000))")
+        let last = try #require(EventLog(page.stdout).last(named: "page"), "\(page.stdout.suffix(1500))")
+        #expect(last["via"] as? String == "relay" && last["state"] as? String == "connected" && (last["frames"] as? Int ?? 0) >= 10, "\(last)")
+    }
 }

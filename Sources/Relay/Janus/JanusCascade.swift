@@ -85,6 +85,8 @@ public final class JanusCascade: @unchecked Sendable {
     /// The same routes by the address Janus's RTCP comes from.
     private var byRTCP: [PeerAddress: Route] = [:]
     private var nextReports: UInt64 = 0
+    /// Routes made so far (each route's `order`).
+    private var made = 0
 
     /// Starts a thread per server.
     /// - Parameter adminKey: the streaming plugin's `admin_key` (nil: its `create` is open).
@@ -123,7 +125,8 @@ public final class JanusCascade: @unchecked Sendable {
                 switch outcome {
                 case .created(let live, _):
                     if let flow = try? SRTPFlow(masterKey: live.srtpKey) {
-                        let route = Route(live: live, flow: flow)
+                        made += 1
+                        let route = Route(live: live, flow: flow, order: made)
                         routes[live.video] = route
                         if let rtcp = live.videoRTCP { byRTCP[rtcp] = route }
                         nextReports = 0  // Janus learns where to send keyframe requests at once
@@ -189,6 +192,14 @@ public final class JanusCascade: @unchecked Sendable {
         return count
     }
 
+    /// The mountpoints being fed, as browsers may be sent to them, oldest first.
+    public var placements: [JanusBoard.Placement] {
+        routes.values.sorted { $0.order < $1.order }.map { r in
+            JanusBoard.Placement(server: r.live.server, url: "\(servers[r.live.server])", room: r.live.wanted.key.room,
+                                 presenter: r.live.wanted.presenter, id: r.live.mountpoint, pin: r.live.pin)
+        }
+    }
+
     /// Whether `address` is a mountpoint being fed.
     public func isJanus(_ address: PeerAddress) -> Bool { routes[address] != nil }
 
@@ -243,9 +254,11 @@ public final class JanusCascade: @unchecked Sendable {
         let live: Live
         let flow: SRTPFlow
         let reporterSSRC = UInt32.random(in: 1...UInt32.max)
-        init(live: Live, flow: SRTPFlow) {
+        let order: Int
+        init(live: Live, flow: SRTPFlow, order: Int) {
             self.live = live
             self.flow = flow
+            self.order = order
         }
     }
 }
