@@ -120,10 +120,12 @@ final class JanusInstance {
         return c
     }
 
-    static func presenter(_ dir: String, port: UInt16, input: String, content: String = "detail", duration: Int) throws -> Child {
+    /// `audio`: [] for none, else the sound flags (`--audio-app NAME --no-mic`) with `environment`'s PulseAudio.
+    static func presenter(_ dir: String, port: UInt16, input: String, content: String = "detail", duration: Int,
+                          audio: [String] = ["--no-audio"], environment: [String: String] = [:]) throws -> Child {
         try Child(screenshareBinary(), ["start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", input,
-                                        "--input-size", "640x360", "--input-fps", "10", "--content", content, "--no-audio",
-                                        "--duration", String(duration), "--json"], dir: dir, name: "teacher")
+                                        "--input-size", "640x360", "--input-fps", "10", "--content", content] + audio
+                  + ["--duration", String(duration), "--json"], dir: dir, name: "teacher", environment: environment)
     }
 
     /// aiortc watching a mountpoint through Janus's HTTP API, in Janus's namespace.
@@ -144,7 +146,12 @@ final class JanusInstance {
         let serve = try Self.serve(dir, port: port, janus: [janus])
         defer { _ = serve.finish(within: 0) }
         let slide = try Self.slide(dir)
-        let presenter = try Self.presenter(dir, port: port, input: slide.path, duration: 14)
+        // With sound: an application's tone, from a private PulseAudio.
+        let pulse = try PrivatePulse()
+        let tone = try pulse.play(tone: 440, app: "lecture-app", dir: dir)
+        defer { tone.finish(within: 0, interrupt: false) }
+        let presenter = try Self.presenter(dir, port: port, input: slide.path, duration: 14, audio: ["--audio-app", "lecture-app", "--no-mic"],
+                                           environment: pulse.environment)
         defer { _ = presenter.finish(within: 0) }
         let created = try EventLog.wait(for: "janus_mountpoint", in: serve) { $0["state"] as? String == "created" }
         #expect(created["room"] as? String == "class" && created["presenter"] as? String == "teacher" && created["server"] as? String == janus.url,
@@ -155,12 +162,14 @@ final class JanusInstance {
         #expect(viewer.finish(within: 40) == 0, "\(viewer.stdout.suffix(1500)) \(viewer.stderr.suffix(1500))")
         let done = try #require(EventLog(viewer).last(named: "done"), "\(viewer.stdout.suffix(1500))")
         #expect(done["width"] as? Int == 640 && done["height"] as? Int == 360, "\(done)")
+        // The sound too: Opus at 50 frames a second.
+        #expect((done["audio_frames"] as? Int ?? 0) >= 150, "\(done)")
         // A still slide: its keyframe (asked for by Janus when the viewer came, through the
         // relay's throttle) and the refinements after it.
         #expect((done["video_frames"] as? Int ?? 0) >= 3, "\(done)")
         let got = try [UInt8](Data(contentsOf: URL(fileURLWithPath: "\(dir)/aiortc.y")))
         let quality = psnr(slide.luma[...], got)
-        print("through Janus: \(done["video_frames"] ?? "-") pictures in 6 s, first after \(EventLog(viewer).first(named: "first_picture")?["seconds"] ?? "-") s, Y-PSNR \(String(format: "%.1f", quality)) dB")
+        print("through Janus: \(done["video_frames"] ?? "-") pictures and \(done["audio_frames"] ?? "-") audio frames in 6 s, first after \(EventLog(viewer).first(named: "first_picture")?["seconds"] ?? "-") s, Y-PSNR \(String(format: "%.1f", quality)) dB")
         #expect(quality >= 40, "Y-PSNR \(quality) dB")
         // Janus asked for the keyframe (its viewer came after the first one).
         let janusStats = EventLog(serve).events(named: "stats").compactMap { ($0["janus"] as? [[String: Any]])?.first }
