@@ -11,6 +11,7 @@ received, and `done` with each viewer's totals.
 Exit status 0 when every viewer received video packets."""
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import random
 import sys
@@ -83,6 +84,8 @@ async def viewer(args, index, counts, loop):
 
 async def main(args):
     loop = asyncio.get_running_loop()
+    # Each viewer's long poll holds a thread for up to 30 s: enough of them for all.
+    loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=args.viewers * 2 + 16))
     counts = [{"video": 0, "audio": 0, "bytes": 0} for _ in range(args.viewers)]
     pcs = []
     # A few at a time: Janus answers each in turn.
