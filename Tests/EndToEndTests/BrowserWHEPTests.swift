@@ -425,9 +425,13 @@ import X11TestSupport
     @Test func anAddressHoldingHalfSentRequestsDoesNotKeepOthersOut() throws {
         let dir = try makeTempDir()
         let port = freeEvenPort()
-        let serve = try Child(screenshareBinary(), ["serve", "--listen", "127.0.0.1:\(port)", "--open", "--duration", "40"], dir: dir, name: "serve")
+        let serve = try Child(screenshareBinary(), ["serve", "--listen", "127.0.0.1:\(port)", "--open", "--duration", "40", "--json"],
+                              dir: dir, name: "serve")
         defer { _ = serve.finish(within: 0) }
         try waitUntilBound(port)
+        // `started` comes once the relay serves everything: the room's UDP and the browsers' TCP
+        // (UDP bound alone, the flood's connections were once all refused).
+        _ = try EventLog.wait(for: "started", in: serve)
         let flood = """
         import json, resource, socket, sys, time
         port = int(sys.argv[1])

@@ -362,4 +362,60 @@ final class JanusInstance {
         let last = try #require(EventLog(page.stdout).last(named: "page"), "\(page.stdout.suffix(1500))")
         #expect(last["via"] as? String == "relay" && last["state"] as? String == "connected" && (last["frames"] as? Int ?? 0) >= 10, "\(last)")
     }
+
+    /// What claims to be Janus and is not: one server that accepts and never answers, one that
+    /// answers a web page. Each is one warning saying what is wrong (every request has a
+    /// deadline), retried; the relay's own thread never waits for them (its stats come every
+    /// second) and the room goes on.
+    @Test func aJanusThatHangsOrAnswersGarbageIsAWarningAndTheRoomGoesOn() throws {
+        let dir = try makeTempDir()
+        let hanging = freeEvenPort(), garbage = freeEvenPort()
+        let fake = """
+            import socket, sys, threading, time
+            def serve(port, answer):
+                s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(("127.0.0.1", port)); s.listen(64)
+                held = []
+                while True:
+                    c, _ = s.accept()
+                    if answer is None:
+                        held.append(c)  # read nothing, answer nothing
+                    else:
+                        c.recv(65536); c.sendall(answer); c.close()
+            page = b"HTTP/1.1 200 OK\\r\\nContent-Type: text/html\\r\\nContent-Length: 21\\r\\nConnection: close\\r\\n\\r\\n<html>not janus</html>"
+            threading.Thread(target=serve, args=(int(sys.argv[1]), None), daemon=True).start()
+            threading.Thread(target=serve, args=(int(sys.argv[2]), page), daemon=True).start()
+            print("ready", flush=True)
+            time.sleep(120)
+            """
+        let server = try Child(which("python3"), ["-c", fake, String(hanging), String(garbage)], dir: dir, name: "fake-janus")
+        defer { _ = server.finish(within: 0) }
+        try waitUntil(seconds: 10, "the fake servers listen") { server.stdout.contains("ready") }
+        let port = freeEvenPort()
+        let serve = try Child(screenshareBinary(), ["serve", "--listen", "127.0.0.1:\(port)", "--open", "--duration", "30", "--json",
+                                                    "--janus", "http://127.0.0.1:\(hanging)/janus", "--janus", "http://127.0.0.1:\(garbage)/janus",
+                                                    "--janus-admin-key", "k"], dir: dir, name: "serve")
+        defer { _ = serve.finish(within: 0) }
+        try waitUntilBound(port)
+        _ = try EventLog.wait(for: "started", in: serve)
+        let input = try PlainSession.motion(width: 640, height: 360, fps: 10, frames: 40, in: dir)
+        let presenter = try Self.presenter(dir, port: port, input: input, content: "motion", duration: 20)
+        defer { _ = presenter.finish(within: 0) }
+        let notJanus = try EventLog.wait(for: "warning", in: serve) { ($0["server"] as? String ?? "").contains(":\(garbage)/") }
+        #expect((notJanus["message"] as? String ?? "").contains("not JSON"), "\(notJanus)")
+        let silent = try EventLog.wait(for: "warning", in: serve, seconds: 20) { ($0["server"] as? String ?? "").contains(":\(hanging)/") }
+        #expect((silent["message"] as? String ?? "").contains("timed out"), "\(silent)")
+        let watcher = try Child(screenshareBinary(), ["watch", "--room", "class", "--server", "127.0.0.1:\(port)", "--headless",
+                                                      "--duration", "5", "--json"], dir: dir, name: "watch")
+        #expect(watcher.finish(within: 30) == 0, "\(watcher.stderr)")
+        let stopped = try EventLog(watcher).stopped()
+        #expect((stopped["frames_decoded"] as? Int ?? 0) >= 30, "\(stopped)")
+        // The relay's thread never waited on them: a stats line every second.
+        let times = EventLog(serve).events(named: "stats").compactMap(\.eventTime)
+        let gaps = zip(times.dropFirst(), times).map { $0.timeIntervalSince($1) }
+        #expect(times.count >= 8 && gaps.allSatisfy { $0 < 1.5 }, "\(gaps)")
+        #expect(EventLog(serve).events(named: "janus_mountpoint").isEmpty)
+        // Said once each, not at every retry.
+        #expect(EventLog(serve).events(named: "warning").count == 2, "\(serve.stdout.suffix(3000))")
+    }
 }
