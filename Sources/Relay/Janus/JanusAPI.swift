@@ -87,11 +87,6 @@ enum JanusAPI {
         ["request": "destroy", "id": .int(Int(id)), "secret": .string(secret), "permanent": false]
     }
 
-    /// The streaming plugin's `info` (how many watch it, when media last came).
-    static func info(id: UInt64, secret: String) -> [String: JSONValue] {
-        ["request": "info", "id": .int(Int(id)), "secret": .string(secret)]
-    }
-
     // MARK: Answers
 
     /// The id a `create` or `attach` answered (`{"janus":"success","data":{"id":N}}`).

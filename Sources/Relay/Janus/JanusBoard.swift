@@ -37,7 +37,7 @@ public final class JanusBoard: Sendable {
             guard let chosen = presenter ?? inRoom.first?.presenter else { return nil }
             let candidates = inRoom.filter { $0.presenter == chosen }
             guard !candidates.isEmpty else { return nil }
-            let fewest = candidates.map { s.sent[$0.server] }.min()!
+            let fewest = candidates.map { s.sent[$0.server] }.min() ?? 0
             let even = candidates.filter { s.sent[$0.server] == fewest }
             let pick = even[s.turn % even.count]
             s.turn &+= 1

@@ -123,12 +123,6 @@ final class JanusClient {
         _ = try JanusError.reading { () throws(JanusAPI.Failure) in try JanusAPI.readPluginData(answer) }
     }
 
-    /// A mountpoint's `info` (plugin data).
-    func info(id: UInt64, secret: String) throws(JanusError) -> [String: JSONValue] {
-        let answer = try message(JanusAPI.info(id: id, secret: secret))
-        return try JanusError.reading { () throws(JanusAPI.Failure) in try JanusAPI.readPluginData(answer) }
-    }
-
     /// Ends the session (its mountpoints stay: they are the server's, not the session's).
     func close() {
         if let s = session { _ = try? post("/\(s)", JanusAPI.destroySession(transaction: next())) }
