@@ -19,8 +19,12 @@ public struct CongestionController: Sendable {
     public private(set) var delayBased: Double
     /// The rate the loss-based controller allows (bit/s).
     public private(set) var lossBased: Double
-    /// A receiver's REMB (bit/s), nil when none sent one.
+    /// A receiver's REMB (bit/s), nil when none sent one in the last ``rembLifetime``.
     public private(set) var remb: Double?
+    private var rembAt: UInt64 = 0
+    /// A REMB caps for this long unless renewed (receivers send one a second; one that stops
+    /// sending them, or leaves, no longer caps).
+    public static let rembLifetime: UInt64 = 3_000_000_000
     /// What the receiver got over the last 500 ms (bit/s), nil until measured.
     public private(set) var acknowledged: Double?
     /// The loss fraction over the last second of feedback (once it holds
@@ -99,11 +103,16 @@ public struct CongestionController: Sendable {
         lossBased = min(max(lossBased, self.minimum), maximum)
     }
 
-    /// A receiver's REMB (RFC draft-alvestrand-rmcat-remb): a cap.
-    public mutating func onREMB(_ bitsPerSecond: Double) { remb = max(bitsPerSecond, minimum) }
+    /// A receiver's REMB (draft-alvestrand-rmcat-remb) at `now`: a cap, until ``rembLifetime``
+    /// passes without another.
+    public mutating func onREMB(_ bitsPerSecond: Double, now: UInt64) {
+        remb = max(bitsPerSecond, minimum)
+        rembAt = now
+    }
 
     /// One transport-wide feedback's packets, in send order, received at `now`.
     public mutating func onFeedback(_ results: [PacketResult], now: UInt64) {
+        if remb != nil, now &- rembAt > Self.rembLifetime { remb = nil }
         guard !results.isEmpty else { return }
         detector.update(results)
         var least = Int64.max

@@ -141,3 +141,75 @@ public struct FullIntraRequest: Sendable, Equatable {
         return fir
     }
 }
+
+/// Receiver Estimated Maximum Bitrate (draft-alvestrand-rmcat-remb-03 §2.2): an application
+/// layer feedback message (PT 206, FMT 15) capping what the named streams may send in all.
+///
+/// ```
+/// |V=2|P| FMT=15  |   PT=206      |             length            |
+/// |                  SSRC of packet sender                        |
+/// |                  SSRC of media source (unused: 0)             |
+/// |  Unique identifier 'R' 'E' 'M' 'B'                            |
+/// |  Num SSRC     | BR Exp    |  BR Mantissa                      |
+/// |   SSRC feedback (Num SSRC times)                              |
+/// ```
+/// The bit rate is mantissa × 2^exp bit/s (18 + 6 bits).
+public struct REMB: Sendable, Equatable {
+    public static let packetType: UInt8 = 206
+    public static let format: UInt8 = 15
+
+    public var senderSSRC: UInt32
+    /// The cap, bit/s (as encoded: the mantissa's 18 bits lose precision above 262 kbit/s).
+    public var bitsPerSecond: UInt64
+    public var ssrcs: [UInt32]
+
+    public init(senderSSRC: UInt32, bitsPerSecond: UInt64, ssrcs: [UInt32]) {
+        self.senderSSRC = senderSSRC
+        self.bitsPerSecond = bitsPerSecond
+        self.ssrcs = ssrcs
+    }
+
+    /// The encoding of `bitsPerSecond`: the smallest exponent whose mantissa fits 18 bits
+    /// (rounded down, so the cap never grows).
+    static func encode(_ bps: UInt64) -> (exponent: UInt8, mantissa: UInt32) {
+        var exponent: UInt8 = 0
+        while exponent < 63, bps >> UInt64(exponent) > 0x3FFFF { exponent += 1 }
+        return (exponent, UInt32(min(bps >> UInt64(exponent), 0x3FFFF)))
+    }
+
+    public var marshalSize: Int { 20 + 4 * min(ssrcs.count, 255) }
+
+    /// Writes the packet into `buffer` (at least ``marshalSize`` bytes). Returns the bytes written.
+    public func marshal(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        var w = ByteWriter(buffer)
+        w.header(count: Self.format, packetType: Self.packetType, size: marshalSize)
+        w.u32(senderSSRC)
+        w.u32(0)
+        for c in "REMB".utf8 { w.u8(c) }
+        let (exponent, mantissa) = Self.encode(bitsPerSecond)
+        w.u8(UInt8(min(ssrcs.count, 255)))
+        w.u24(UInt32(exponent) << 18 | mantissa)
+        for s in ssrcs.prefix(255) { w.u32(s) }
+        return w.offset
+    }
+
+    /// Parses the body after the common header. Nil when the application message is not a
+    /// REMB (another PT 206 FMT 15 message).
+    /// - Throws: `RTPParseError` when it says REMB and is cut short.
+    static func parse(body: UnsafeRawBufferPointer) throws -> REMB? {
+        var r = ByteReader(body, what: "REMB")
+        let sender = try r.u32()
+        _ = try r.u32()
+        guard body.count >= 12, body[8] == 0x52, body[9] == 0x45, body[10] == 0x4D, body[11] == 0x42 else { return nil }
+        try r.skip(4)
+        let count = Int(try r.u8())
+        let packed = try r.u24()
+        let exponent = UInt64(packed >> 18), mantissa = UInt64(packed & 0x3FFFF)
+        // Beyond 2^46 bit/s the value means nothing (and would overflow): saturate.
+        let bps = mantissa == 0 ? 0 : (exponent > 46 ? UInt64.max : mantissa << exponent)
+        var ssrcs: [UInt32] = []
+        ssrcs.reserveCapacity(count)
+        for _ in 0..<count { ssrcs.append(try r.u32()) }
+        return REMB(senderSSRC: sender, bitsPerSecond: bps, ssrcs: ssrcs)
+    }
+}

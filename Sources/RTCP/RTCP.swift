@@ -50,7 +50,9 @@ public enum RTCPPacket: Sendable, Equatable {
     case extendedReport(ExtendedReport)
     /// Transport-wide congestion control feedback (PT 205, FMT 15).
     case transportFeedback(TransportFeedback)
-    /// Any other packet type or feedback format (APP, REMB, TMMBR, …), skipped.
+    /// Receiver Estimated Maximum Bitrate (PT 206, FMT 15, "REMB").
+    case remb(REMB)
+    /// Any other packet type or feedback format (APP, TMMBR, …), skipped.
     case unknown(packetType: UInt8)
 
     /// Splits a compound packet (RFC 3550 §6.1) into its packets and parses each.
@@ -101,6 +103,7 @@ public enum RTCPPacket: Sendable, Equatable {
             var r = ByteReader(body, what: "PLI")
             return .pli(senderSSRC: try r.u32(), mediaSSRC: try r.u32())
         case (FullIntraRequest.packetType, FullIntraRequest.format): return .fir(try FullIntraRequest.parse(body: body))
+        case (REMB.packetType, REMB.format): return try REMB.parse(body: body).map { .remb($0) } ?? .unknown(packetType: pt)
         case (ExtendedReport.packetType, _): return .extendedReport(try ExtendedReport.parse(body: body))
         default: return .unknown(packetType: pt)
         }
@@ -118,6 +121,7 @@ public enum RTCPPacket: Sendable, Equatable {
         case .fir(let p): return p.marshal(into: buffer)
         case .extendedReport(let p): return p.marshal(into: buffer)
         case .transportFeedback(let p): return p.marshal(into: buffer)
+        case .remb(let p): return p.marshal(into: buffer)
         case .unknown: return 0
         }
     }

@@ -341,12 +341,16 @@ public final class RelayServer: @unchecked Sendable {
         janus.drain { outcome in
             switch outcome {
             case let .created(live, recreated):
-                do {
-                    _ = try core.addExternalViewer(room: live.wanted.key.room, name: "Janus \(janus.servers[live.server].host)",
-                                                   address: live.video, presenter: live.wanted.presenter, now: now)
-                    changed = true
-                } catch {
-                    emit(WarningEvent(.janus(server: "\(janus.servers[live.server])"), "cannot feed Janus's mountpoint \(live.mountpoint): \(error)"))
+                // Not routed when its screen stopped while it was made: it goes again.
+                if janus.isJanus(live.video) {
+                    do {
+                        _ = try core.addExternalViewer(room: live.wanted.key.room, name: "Janus \(janus.servers[live.server].host)",
+                                                       address: live.video, presenter: live.wanted.presenter, client: "janus",
+                                                       capsWithREMB: janus.capsWithREMB, now: now)
+                        changed = true
+                    } catch {
+                        emit(WarningEvent(.janus(server: "\(janus.servers[live.server])"), "cannot feed Janus's mountpoint \(live.mountpoint): \(error)"))
+                    }
                 }
                 emit(JanusMountpointEvent(server: "\(janus.servers[live.server])", room: live.wanted.key.room, presenter: live.wanted.presenter,
                                           id: live.mountpoint, state: recreated ? "recreated" : "created"))

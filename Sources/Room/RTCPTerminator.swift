@@ -114,6 +114,10 @@ struct RTCPTerminator {
                 for entry in fir.entries {
                     if let stream = room.streams[entry.ssrc], stream.subscriberIndex(peer) != nil { Self.requestKeyframe(stream, now: now, wire: &wire) }
                 }
+            case .remb(let remb) where peer.capsWithREMB:
+                for stream in room.streams.values where stream.info.kind == .screen && stream.subscriberIndex(peer) != nil {
+                    Self.cap(stream, by: peer, remb.bitsPerSecond, now: now, wire: &wire)
+                }
             default:
                 break
             }
@@ -165,6 +169,21 @@ struct RTCPTerminator {
                     RTCPPacket.buildReceiverReport(ssrc: ssrc, reports: [block], cname: Self.cname, into: $0)
                 }
             }
+        }
+    }
+
+    /// A viewer allowed to cap sent a REMB for `stream`: the publisher gets the lowest cap sent
+    /// in the last 2.5 s, at most twice a second (a new lowest at once). A cap no viewer renews
+    /// lapses at the publisher (its REMB lasts 3 s).
+    static func cap(_ stream: StreamState, by viewer: PeerState, _ bps: UInt64, now: UInt64, wire: inout RelayWire) {
+        stream.rembCaps[viewer.id] = (bps, now)
+        stream.rembCaps = stream.rembCaps.filter { now &- $0.value.at <= 2_500_000_000 }
+        guard let lowest = stream.rembCaps.values.map(\.bitsPerSecond).min() else { return }
+        if let last = stream.lastREMBSent, now &- last < 500_000_000, bps > lowest { return }
+        stream.lastREMBSent = now
+        let ssrc = wire.ssrc
+        wire.sendRTCP(to: stream.owner.address) {
+            RTCPPacket.remb(REMB(senderSSRC: ssrc, bitsPerSecond: lowest, ssrcs: [stream.info.ssrc])).marshal(into: $0)
         }
     }
 

@@ -8,16 +8,19 @@ import NetworkAddress
 /// when it leaves, as `watch` does.
 extension RelayCore {
     /// Adds a browser at `address` to `room` as `name`, following `presenter` (nil: the first
-    /// peer sharing a screen).
+    /// peer sharing a screen). `client` says what it is in `peer_joined`: `browser`, or `janus`
+    /// for a Janus mountpoint (not counted among the browsers). With `capsWithREMB`, its REMB
+    /// caps what the presenter sends (the lowest of such viewers'; never by default).
     /// - Returns: its peer id.
     /// - Throws: `RoomProtocolError` for a bad room or name, or a full room or relay.
     public func addExternalViewer(room name: String, name peerName: String, address: PeerAddress, presenter: String?,
-                                  now: UInt64) throws -> UInt32 {
+                                  client: String = "browser", capsWithREMB: Bool = false, now: UInt64) throws -> UInt32 {
         if let problem = registry.roomNameProblem(name) { throw RoomProtocolError(.badRoom, problem) }
         if let existing = registry.peer(at: address) { remove(existing, reason: "left") }
         let room = try registry.roomWithSpace(name)
         let peer = registry.add(to: room, name: String(peerName.prefix(limits.maxNameLength)), role: "viewer", address: address, now: now,
-                                external: true, canPublish: false, follows: presenter)
+                                external: true, client: client, canPublish: false, follows: presenter)
+        peer.capsWithREMB = capsWithREMB
         broadcast(.peerJoined(version: room.version, peer: peer.info), in: room, except: peer)
         emit(.peerJoined(room: name, peer: peer.info, address: address))
         followPublishers(in: room, now: now)

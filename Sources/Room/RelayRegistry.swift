@@ -62,12 +62,13 @@ struct RelayRegistry {
     /// Adds a peer at `address` to `room` (which ``roomWithSpace(_:)`` gave) under the next id;
     /// an empty name becomes "peer-ID".
     mutating func add(to room: RoomState, name: String, role: String, address: PeerAddress, now: UInt64,
-                      external: Bool = false, canPublish: Bool = true, follows: String? = nil) -> PeerState {
+                      external: Bool = false, client: String? = nil, canPublish: Bool = true, follows: String? = nil) -> PeerState {
         let peer = PeerState(id: nextPeerID, name: name.isEmpty ? "peer-\(nextPeerID)" : name, role: role, address: address, room: room, now: now)
         peer.external = external
+        peer.client = external ? (client ?? "browser") : nil
         peer.canPublish = canPublish
         peer.follows = follows
-        if external { browserCount += 1 }
+        if peer.client == "browser" { browserCount += 1 }
         nextPeerID = nextPeerID == UInt32.max ? 1 : nextPeerID + 1
         room.peers[peer.id] = peer
         room.order.append(peer.id)
@@ -87,7 +88,7 @@ struct RelayRegistry {
     /// streams and its subscriptions.
     mutating func remove(_ peer: PeerState) -> Removal {
         let room = peer.room
-        if peer.external { browserCount -= 1 }
+        if peer.client == "browser" { browserCount -= 1 }
         byAddress[peer.address] = nil
         room.peers[peer.id] = nil
         room.order.removeAll { $0 == peer.id }
@@ -153,7 +154,7 @@ struct RelayRegistry {
         rooms.values.map { room in
             let peers = room.order.compactMap { room.peers[$0] }
             return RoomSummary(name: room.name, presenters: peers.filter { p in p.streams.contains { $0.kind == .screen } }.map(\.name),
-                               peers: peers.count, browsers: peers.filter(\.external).count)
+                               peers: peers.count, browsers: peers.filter { $0.client == "browser" }.count)
         }
     }
 

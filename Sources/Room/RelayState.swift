@@ -33,6 +33,12 @@ final class PeerState {
     /// A viewer that speaks no room protocol (a browser over WHEP): it never times out, and it
     /// follows a presenter by name (`follows`) or the first one sharing a screen.
     var external = false
+    /// What an external viewer is (`browser`, or `janus` for a Janus mountpoint the relay
+    /// feeds), as `peer_joined` says; nil for our own peers.
+    var client: String?
+    /// Whether its REMB caps what its presenter sends (a Janus mountpoint with `--janus-remb`;
+    /// never a browser: one slow viewer must not slow the room).
+    var capsWithREMB = false
     var follows: String?
     /// Whether its token lets it publish (always on an open relay; never for browsers).
     var canPublish = true
@@ -52,7 +58,7 @@ final class PeerState {
         lastHeard = now
     }
 
-    var info: PeerInfo { PeerInfo(id: id, name: name, role: role, streams: streams, client: external ? "browser" : nil) }
+    var info: PeerInfo { PeerInfo(id: id, name: name, role: role, streams: streams, client: client) }
 }
 
 struct Subscriber {
@@ -118,6 +124,10 @@ final class StreamState {
     var history: PacketHistory
     var receive: ReceiveStatistics
     var lastKeyframeRequest: UInt64?
+    /// The caps its REMB-capping viewers sent (viewer id → bit/s, when), and when the relay
+    /// last passed the lowest to the publisher.
+    var rembCaps: [UInt32: (bitsPerSecond: UInt64, at: UInt64)] = [:]
+    var lastREMBSent: UInt64?
     var keyframePending = false
     /// Subscribers with a ``ViewerDownlink`` (0: one fan-out for all, nothing parsed per viewer).
     var downlinks = 0

@@ -153,7 +153,7 @@ public struct PeerInfo: Codable, Sendable, Equatable {
     public var role: String
     public var streams: [StreamInfo]
     /// What the peer runs: absent for our own peers (`start`, `watch`), "browser" for a
-    /// browser watching over WHEP.
+    /// browser watching over WHEP, "janus" for a Janus mountpoint the relay feeds.
     public var client: String?
 
     public init(id: UInt32, name: String, role: String, streams: [StreamInfo] = [], client: String? = nil) {

@@ -186,6 +186,8 @@ extension Broadcaster {
                         events.emit(BitrateChanged(targetKbps: Int(update.target / 1000), previousKbps: Int(from / 1000),
                                                    estimateKbps: estimate.map { Int($0 / 1000) }, loss: loss, rttMillis: Double(rtt) / 1e6))
                     }
+                case .remb(let bps):
+                    congestion?.withLock { $0.takeREMB(bitsPerSecond: bps, now: now) }
                 case .receiverReport(let rtt, let fractionLost, let cumulativeLost):
                     counters.withLock { c in
                         c.receiverReports += 1

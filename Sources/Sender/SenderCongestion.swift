@@ -113,6 +113,10 @@ struct SenderCongestion {
         return update
     }
 
+    /// A receiver's REMB at `now` (the relay's, passing on a Janus server's lowest viewer's
+    /// with `--janus-remb`): caps the target from the next feedback on.
+    mutating func takeREMB(bitsPerSecond: Double, now: UInt64) { controller.onREMB(bitsPerSecond, now: now) }
+
     /// `ctl set bitrate`/`min-bitrate`: new bounds; the estimate carries on within them.
     mutating func setBounds(bitrate: Bitrate, minBitrate: Bitrate?) {
         let b = Self.bounds(bitrate: bitrate, minBitrate: minBitrate)

@@ -19,6 +19,8 @@ struct SenderFeedback {
         /// Transport-wide feedback (which packets arrived, when), for congestion control, with
         /// the round trip known so far.
         case transportFeedback(TransportFeedback, rttNanos: UInt64)
+        /// A REMB naming our stream (or none): a cap on what we send in all (bit/s).
+        case remb(bitsPerSecond: Double)
     }
 
     /// A receiver's RRTR, kept until the next sender report answers it.
@@ -57,6 +59,8 @@ struct SenderFeedback {
                 act(.resend(nack, rttNanos: rttNanos, inFlightNanos: rttMeasured ? rttNanos / 2 : 0))
             case .transportFeedback(let fb):
                 act(.transportFeedback(fb, rttNanos: rttNanos))
+            case .remb(let r) where r.ssrcs.isEmpty || r.ssrcs.contains(ssrc):
+                act(.remb(bitsPerSecond: Double(r.bitsPerSecond)))
             case .extendedReport(let xr):
                 guard let t = xr.referenceTime else { break }
                 pendingReferenceTimes.removeAll { $0.ssrc == xr.ssrc }

@@ -243,6 +243,12 @@ struct JanusOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Read the streaming plugin's admin_key from FILE (first line).", valueName: "file"))
     var janusAdminKeyFile: String?
 
+    @Flag(name: .customLong("janus-remb"), help: ArgumentHelp("""
+        Let each Janus server's REMB (its slowest viewer's estimate) cap what the presenter sends. \
+        Off by default: one slow viewer behind Janus would slow the whole room.
+        """))
+    var janusREMB = false
+
     func validate() throws {
         if janusAdminKey != nil && janusAdminKeyFile != nil {
             throw ValidationError("--janus-admin-key and --janus-admin-key-file: give one of them")
@@ -250,6 +256,7 @@ struct JanusOptions: ParsableArguments {
         if servers.isEmpty && (janusAdminKey != nil || janusAdminKeyFile != nil) {
             throw ValidationError("--janus-admin-key goes with --janus URL: which Janus server is it for?")
         }
+        if servers.isEmpty && janusREMB { throw ValidationError("--janus-remb goes with --janus URL: there is no Janus server to listen to") }
         if Set(servers.map(\.description)).count != servers.count { throw ValidationError("--janus: the same server is named twice") }
     }
 
@@ -266,6 +273,6 @@ struct JanusOptions: ParsableArguments {
             }
             key = line
         }
-        return try JanusCascade(servers: servers, adminKey: key)
+        return try JanusCascade(servers: servers, adminKey: key, capsWithREMB: janusREMB)
     }
 }

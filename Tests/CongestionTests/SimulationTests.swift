@@ -158,3 +158,17 @@ func simulate(seconds: Int, start: Double = 3_000_000, minimum: Double = 200_000
         #expect(delivered >= 500_000)
     }
 }
+
+/// A receiver's REMB caps the target while it is renewed, and lapses 3 s after the last.
+@Test func aREMBCapsUntilItLapses() {
+    var c = CongestionController(minimum: 100_000, maximum: 2_000_000, start: 1_500_000)
+    let packet = PacketResult(sendTime: 0, size: 1200, arrivalTime: 1_000_000)
+    c.onREMB(400_000, now: 1_000_000_000)
+    #expect(c.target == 400_000)
+    c.onFeedback([packet], now: 3_900_000_000)
+    #expect(c.target == 400_000, "still within 3 s")
+    c.onREMB(50_000, now: 3_900_000_000)
+    #expect(c.target == 100_000, "never under the minimum")
+    c.onFeedback([packet], now: 7_000_000_000)
+    #expect(c.remb == nil && c.target > 400_000, "lapsed: \(c.target)")
+}

@@ -73,6 +73,7 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         (["serve", "--open", "--janus-admin-key", "k"], "goes with --janus URL"),
         (["serve", "--open", "--janus", "http://a/janus", "--janus-admin-key", "k", "--janus-admin-key-file", "f"], "give one of them"),
         (["serve", "--open", "--janus", "http://a/janus", "--janus", "http://a:8088/janus/"], "named twice"),
+        (["serve", "--open", "--janus-remb"], "--janus-remb goes with --janus URL"),
     ])
     func roomFlagsAreCheckedAndNamed(args: [String], message: String) throws {
         let r = try runScreenshare(args)

@@ -110,8 +110,9 @@ final class JanusInstance {
         return (path, Array(bytes[0..<(640 * 360)]))
     }
 
-    static func serve(_ dir: String, port: UInt16, janus: [JanusInstance], adminKey: String? = nil, duration: Double = 40) throws -> Child {
-        var args = ["serve", "--listen", ":\(port)", "--open", "--duration", String(duration), "--json"]
+    static func serve(_ dir: String, port: UInt16, janus: [JanusInstance], adminKey: String? = nil, duration: Double = 40,
+                      extra: [String] = []) throws -> Child {
+        var args = ["serve", "--listen", ":\(port)", "--open", "--duration", String(duration), "--json"] + extra
         for j in janus { args += ["--janus", j.url] }
         args += ["--janus-admin-key", adminKey ?? janus[0].adminKey]
         let c = try Child(screenshareBinary(), args, dir: dir, name: "serve")
@@ -122,9 +123,9 @@ final class JanusInstance {
 
     /// `audio`: [] for none, else the sound flags (`--audio-app NAME --no-mic`) with `environment`'s PulseAudio.
     static func presenter(_ dir: String, port: UInt16, input: String, content: String = "detail", duration: Int,
-                          audio: [String] = ["--no-audio"], environment: [String: String] = [:]) throws -> Child {
+                          audio: [String] = ["--no-audio"], environment: [String: String] = [:], extra: [String] = []) throws -> Child {
         try Child(screenshareBinary(), ["start", "--room", "class", "--server", "127.0.0.1:\(port)", "--name", "teacher", "--input", input,
-                                        "--input-size", "640x360", "--input-fps", "10", "--content", content] + audio
+                                        "--input-size", "640x360", "--input-fps", "10", "--content", content] + audio + extra
                   + ["--duration", String(duration), "--json"], dir: dir, name: "teacher", environment: environment)
     }
 
@@ -175,6 +176,10 @@ final class JanusInstance {
         let janusStats = EventLog(serve).events(named: "stats").compactMap { ($0["janus"] as? [[String: Any]])?.first }
         #expect(janusStats.contains { ($0["keyframe_requests"] as? Int ?? 0) > 0 }, "\(janusStats)")
         #expect(janusStats.contains { ($0["packets"] as? Int ?? 0) > 0 && $0["mountpoints"] as? Int == 1 }, "\(janusStats)")
+        // The mountpoint is in the room as what it is, not as a browser.
+        let joined = EventLog(serve).events(named: "peer_joined").filter { $0["role"] as? String == "viewer" }
+        #expect(joined.map { $0["client"] as? String } == ["janus"], "\(joined)")
+        #expect(EventLog(serve).events(named: "stats").allSatisfy { $0["browsers"] as? Int == 0 })
 
         #expect(presenter.finish(within: 30) == 0, "\(presenter.stderr)")
         let removed = try EventLog.wait(for: "janus_mountpoint", in: serve) { $0["state"] as? String == "removed" }
@@ -288,6 +293,36 @@ final class JanusInstance {
         #expect(try janus.mountpoints().isEmpty)
     }
 
+    /// `--janus-remb`: Janus's REMB (the lowest of its viewers' estimates, once a second; here
+    /// aiortc's, from the abs-send-time Janus stamps) caps what the presenter sends; without
+    /// the flag the same viewer leaves the presenter's rate alone (one slow Janus viewer must
+    /// not slow the room).
+    @Test(arguments: [true, false]) func janusREMBCapsThePresenterOnlyWhenAskedTo(_ capped: Bool) throws {
+        let lan = try VirtualHost()
+        let dir = try makeTempDir()
+        let janus = try JanusInstance(on: lan, dir: dir)
+        let port = freeEvenPort()
+        let serve = try Self.serve(dir, port: port, janus: [janus], extra: capped ? ["--janus-remb"] : [])
+        defer { _ = serve.finish(within: 0) }
+        let input = try PlainSession.motion(width: 640, height: 360, fps: 10, frames: 40, in: dir)
+        let presenter = try Self.presenter(dir, port: port, input: input, content: "motion", duration: 20, extra: ["--bitrate", "4M"])
+        defer { _ = presenter.finish(within: 0) }
+        let created = try EventLog.wait(for: "janus_mountpoint", in: serve) { $0["state"] as? String == "created" }
+        let viewer = try Self.viewer(lan, janus, id: try #require(created["id"] as? Int), seconds: 10, dir: dir)
+        #expect(viewer.finish(within: 40) == 0, "\(viewer.stdout.suffix(1500)) \(viewer.stderr.suffix(1500))")
+        #expect(presenter.finish(within: 30) == 0, "\(presenter.stderr)")
+        let targets = EventLog(presenter).events(named: "stats").compactMap { $0["target_kbps"] as? Int }
+        print("--janus-remb \(capped): the presenter's target each second \(targets) kbit/s")
+        if capped {
+            // Capped while Janus's viewer watched (aiortc estimates well under 4 Mbit/s of a
+            // 640×360 stream), and free again once its REMB stopped (it lapses after 3 s).
+            #expect(targets.contains { $0 < 3000 }, "\(targets)")
+            #expect(targets.suffix(2).allSatisfy { $0 == 4000 }, "\(targets)")
+        } else {
+            #expect(targets.count >= 15 && targets.allSatisfy { $0 == 4000 }, "\(targets)")
+        }
+    }
+
     static func keyFile(_ dir: String, _ key: String) throws -> String {
         let path = "\(dir)/janus-admin-key"
         try (key + "\n").write(toFile: path, atomically: true, encoding: .utf8)
@@ -340,6 +375,33 @@ final class JanusInstance {
             (e["janus"] as? [[String: Any]] ?? []).map { $0["browsers_sent"] as? Int ?? 0 } == [1, 1]
         }
         #expect((stats["browsers"] as? Int ?? -1) >= 0)
+    }
+
+    /// A moving screen through Janus to Chromium: the `<video>`'s frame count grows every second
+    /// (not a picture that arrived once and froze).
+    @Test func chromiumThroughJanusPlaysAMovingScreen() throws {
+        let lan = try VirtualHost()
+        let dir = try makeTempDir()
+        let janus = try JanusInstance(on: lan, dir: dir)
+        let port = freeEvenPort()
+        let serve = try Self.serve(dir, port: port, janus: [janus])
+        defer { _ = serve.finish(within: 0) }
+        let input = try PlainSession.motion(width: 640, height: 360, fps: 10, frames: 40, in: dir)
+        let presenter = try Self.presenter(dir, port: port, input: input, content: "motion", duration: 30)
+        defer { _ = presenter.finish(within: 0) }
+        _ = try EventLog.wait(for: "janus_mountpoint", in: serve) { $0["state"] as? String == "created" }
+        let page = try lan.run(BrowserWHEPTests.python, [BrowserWHEPTests.script("browser-watch.py"), "http://\(lan.relayAddress):\(port)/class",
+                                                         "7", "--no-loopback"], dir: dir, name: "chromium")
+        #expect(page.finish(within: 90) == 0, "\(page.stderr.suffix(2000))")
+        let pages = EventLog(page.stdout).events(named: "page").filter { ($0["frames"] as? Int ?? 0) > 0 }
+        #expect(pages.last?["via"] as? String == "janus", "\(pages.last ?? [:])")
+        // The page is sampled 4 times a second: the count at the end of each whole second.
+        var bySecond: [Int: Int] = [:]
+        for p in pages { if let t = p["t"] as? Double, let f = p["frames"] as? Int { bySecond[Int(t)] = f } }
+        let frames = bySecond.keys.sorted().dropFirst().dropLast().map { bySecond[$0]! }  // whole seconds only
+        let gains = zip(frames.dropFirst(), frames).map { $0 - $1 }
+        print("Chromium through Janus, a moving screen at 10 fps: frames each second \(gains)")
+        #expect(gains.count >= 4 && gains.allSatisfy { $0 >= 5 }, "frames each second: \(gains)")
     }
 
     /// Every Janus down: the relay sends no browser there, and the page watches from the relay.

@@ -315,3 +315,38 @@ let sampleBlockBytes: [UInt8] = [
         #expect(throws: RTPParseError.self) { try parse(pastEnd) }
     }
 }
+
+/// REMB (draft-alvestrand-rmcat-remb-03 §2.2), against the packet of libwebrtc's own test
+/// (`remb_unittest.cc`): three SSRCs, 522,022 bit/s as exponent 1, mantissa 0x3FB93.
+@Suite struct REMBTests {
+    static let packet: [UInt8] = [0x8F, 206, 0x00, 0x07, 0x12, 0x34, 0x56, 0x78,
+                                  0x00, 0x00, 0x00, 0x00, 0x52, 0x45, 0x4D, 0x42,
+                                  0x03, 0x07, 0xFB, 0x93, 0x23, 0x45, 0x67, 0x89,
+                                  0x23, 0x45, 0x67, 0x8A, 0x23, 0x45, 0x67, 0x8B]
+    static let remb = REMB(senderSSRC: 0x1234_5678, bitsPerSecond: 0x3FB93 * 2, ssrcs: [0x2345_6789, 0x2345_678A, 0x2345_678B])
+
+    @Test func parsedAndWrittenByteForByte() throws {
+        let parsed = try Self.packet.withUnsafeBytes { try RTCPPacket.parseCompound($0) }
+        #expect(parsed == [.remb(Self.remb)])
+        #expect(bytes(of: .remb(Self.remb)) == Self.packet)
+    }
+
+    @Test func largeRatesRoundDownNeverUp() {
+        for bps: UInt64 in [0, 1, 0x3FFFF, 0x40000, 1_000_000, 2_500_001, 123_456_789_012] {
+            let (e, m) = REMB.encode(bps)
+            #expect(m <= 0x3FFFF && e < 64)
+            let back = UInt64(m) << UInt64(e)
+            #expect(back <= bps && bps - back < (UInt64(1) << UInt64(e)), "\(bps) → \(back)")
+        }
+    }
+
+    /// Another application message (not "REMB") is skipped; a REMB cut short is an error.
+    @Test func otherApplicationMessagesAndTruncation() throws {
+        var other = Self.packet
+        other[12] = 0x58
+        #expect(try other.withUnsafeBytes { try RTCPPacket.parseCompound($0) } == [.unknown(packetType: 206)])
+        var cut = Array(Self.packet[0..<28])
+        cut[3] = 0x06  // length says 28 bytes: two of the three SSRCs are there
+        #expect(throws: RTPParseError.self) { try cut.withUnsafeBytes { try RTCPPacket.parseCompound($0) } }
+    }
+}

@@ -1,4 +1,5 @@
 import Testing
+import RTCP
 @testable import Room
 import NetworkAddress
 
@@ -25,6 +26,12 @@ import NetworkAddress
         #expect(Set(relay.externalViewerStreams(address: browser).map(\.ssrc)) == [screen.ssrc, audio.ssrc])
         // The room sees a browser; its own peers say nothing of what they run.
         #expect(relay.peers(in: "class").map(\.client) == [nil, nil, "browser"])
+        // A Janus mountpoint fed as a viewer says so, and is not counted among the browsers.
+        _ = try relay.addExternalViewer(room: "class", name: "Janus 10.0.0.7", address: addr(10), presenter: nil, client: "janus", now: 0)
+        #expect(relay.peers(in: "class").map(\.client) == [nil, nil, "browser", "janus"])
+        #expect(relay.browserCount == 1 && relay.summaries().first?.browsers == 1)
+        relay.removeExternalViewer(address: addr(10), reason: "gone")
+        #expect(relay.browserCount == 1)
         relay.receive(vp8Packet(ssrc: screen.ssrc, seq: 1, keyframe: true), from: teacher, now: 1)
         #expect(wire.take(browser).contains(vp8Packet(ssrc: screen.ssrc, seq: 1, keyframe: true)))
 
@@ -74,6 +81,42 @@ import NetworkAddress
         #expect(plis() == 0)
         relay.poll(now: 1_300_000_000, wallNanos: 0)
         #expect(plis() == 1, "sent as soon as the throttle allows")
+    }
+
+    /// `--janus-remb`: a Janus mountpoint's REMB caps the presenter (the lowest of those sent
+    /// in the last 2.5 s, renewed at most twice a second, a lower one at once); a browser's
+    /// REMB, or a Janus mountpoint's without the flag, never does.
+    @Test func onlyAViewerAllowedToCapPassesItsREMBToThePresenter() throws {
+        func rembs() -> [UInt64] {
+            wire.take(teacher).flatMap { b in (try? b.withUnsafeBytes { try RTCPPacket.parseCompound($0) }) ?? [] }.compactMap {
+                if case .remb(let r) = $0, r.ssrcs == [screen.ssrc] { return r.bitsPerSecond } else { return nil }
+            }
+        }
+        func remb(_ bps: UInt64, from a: PeerAddress, at now: UInt64) {
+            var b = [UInt8](repeating: 0, count: 64)
+            let n = b.withUnsafeMutableBytes { RTCPPacket.remb(REMB(senderSSRC: 7, bitsPerSecond: bps, ssrcs: [screen.ssrc])).marshal(into: $0) }
+            relay.receive(Array(b[0..<n]), from: a, now: now)
+        }
+        publish(teacher, name: "teacher", [screen, audio])
+        let janusA = addr(20), janusB = addr(21), plainJanus = addr(22)
+        _ = try relay.addExternalViewer(room: "class", name: "browser-1", address: browser, presenter: nil, now: 0)
+        _ = try relay.addExternalViewer(room: "class", name: "Janus A", address: janusA, presenter: nil, client: "janus", capsWithREMB: true, now: 0)
+        _ = try relay.addExternalViewer(room: "class", name: "Janus B", address: janusB, presenter: nil, client: "janus", capsWithREMB: true, now: 0)
+        _ = try relay.addExternalViewer(room: "class", name: "Janus C", address: plainJanus, presenter: nil, client: "janus", now: 0)
+        _ = wire.take(teacher)
+        remb(100_000, from: browser, at: 1_000_000_000)
+        remb(100_000, from: plainJanus, at: 1_000_000_000)
+        #expect(rembs().isEmpty)
+        remb(800_000, from: janusA, at: 1_000_000_000)
+        #expect(rembs() == [800_000])
+        remb(900_000, from: janusB, at: 1_100_000_000)
+        #expect(rembs().isEmpty, "not lower, and within 500 ms")
+        remb(500_000, from: janusB, at: 1_200_000_000)
+        #expect(rembs() == [500_000], "a lower cap at once")
+        remb(800_000, from: janusA, at: 2_000_000_000)
+        #expect(rembs() == [500_000], "still the lowest of the last 2.5 s")
+        remb(800_000, from: janusA, at: 4_000_000_000)
+        #expect(rembs() == [800_000], "B's cap lapsed")
     }
 
     @Test func badRoomNamesAreRefused() {

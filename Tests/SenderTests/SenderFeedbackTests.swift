@@ -29,6 +29,14 @@ import Testing
         #expect(actions(&f, [.fir(FullIntraRequest(senderSSRC: 7, entries: [.init(ssrc: ours, sequenceNumber: 1)]))]) == [.keyframeRequested])
     }
 
+    /// A REMB naming our stream (or no stream) caps us; one for another stream does not.
+    @Test func aREMBForOurStreamIsACap() {
+        var f = SenderFeedback(ssrc: ours)
+        #expect(actions(&f, [.remb(REMB(senderSSRC: 7, bitsPerSecond: 500_000, ssrcs: [ours]))]) == [.remb(bitsPerSecond: 500_000)])
+        #expect(actions(&f, [.remb(REMB(senderSSRC: 7, bitsPerSecond: 400_000, ssrcs: []))]) == [.remb(bitsPerSecond: 400_000)])
+        #expect(actions(&f, [.remb(REMB(senderSSRC: 7, bitsPerSecond: 300_000, ssrcs: [0xDEAD]))]).isEmpty)
+    }
+
     /// Before a round trip is measured, NACKs are answered at once (nothing is assumed in
     /// flight); after, what left within half the RTT is left alone. NACKs for another stream
     /// are not ours.

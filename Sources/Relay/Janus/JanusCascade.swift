@@ -77,6 +77,9 @@ public final class JanusCascade: @unchecked Sendable {
     }
 
     public let servers: [JanusServer]
+    /// Whether each server's REMB (the lowest of its viewers') caps what the presenter sends
+    /// (`--janus-remb`); by default Janus's viewers never slow the room.
+    public let capsWithREMB: Bool
     private let workers: [Worker]
 
     /// The routes of the mountpoints being fed, by the address the room knows each as (the
@@ -85,13 +88,18 @@ public final class JanusCascade: @unchecked Sendable {
     /// The same routes by the address Janus's RTCP comes from.
     private var byRTCP: [PeerAddress: Route] = [:]
     private var nextReports: UInt64 = 0
+    /// The screens shared now, as the relay thread last said (``publish(_:)``).
+    private var published: Set<Key> = []
     /// Routes made so far (each route's `order`).
     private var made = 0
 
     /// Starts a thread per server.
-    /// - Parameter adminKey: the streaming plugin's `admin_key` (nil: its `create` is open).
-    public init(servers: [JanusServer], adminKey: String?, timeoutSeconds: Int64 = 3) throws {
+    /// - Parameters:
+    ///   - adminKey: the streaming plugin's `admin_key` (nil: its `create` is open).
+    ///   - capsWithREMB: `--janus-remb`.
+    public init(servers: [JanusServer], adminKey: String?, capsWithREMB: Bool = false, timeoutSeconds: Int64 = 3) throws {
         self.servers = servers
+        self.capsWithREMB = capsWithREMB
         workers = try servers.enumerated().map { i, s in try Worker(index: i, client: JanusClient(server: s, timeoutSeconds: timeoutSeconds), adminKey: adminKey) }
         for w in workers { startThread(named: "screenshare-janus") { w.run() } }
     }
@@ -106,11 +114,13 @@ public final class JanusCascade: @unchecked Sendable {
 
     /// A screen is shared: a mountpoint on every server.
     public func publish(_ wanted: Wanted) {
+        published.insert(wanted.key)
         for w in workers { w.want(wanted) }
     }
 
     /// A screen is no longer shared: its mountpoints go.
     public func unpublish(_ key: Key) {
+        published.remove(key)
         for w in workers { w.unwant(key) }
     }
 
@@ -119,12 +129,14 @@ public final class JanusCascade: @unchecked Sendable {
 
     /// Hands over what happened since the last call; a created mountpoint is routed from here
     /// (``isJanus(_:)``), a lost or removed one no longer.
+    /// A mountpoint created for a screen that stopped while it was being made is not routed
+    /// (its server removes it on its next turn, and says `removed`).
     public func drain(_ body: (Outcome) -> Void) {
         for w in workers {
             for outcome in w.takeOutcomes() {
                 switch outcome {
                 case .created(let live, _):
-                    if let flow = try? SRTPFlow(masterKey: live.srtpKey) {
+                    if published.contains(live.wanted.key), let flow = try? SRTPFlow(masterKey: live.srtpKey) {
                         made += 1
                         let route = Route(live: live, flow: flow, order: made)
                         routes[live.video] = route
