@@ -163,6 +163,7 @@ extension FuzzTarget {
             { RTCPPacket.transportFeedback(TransportFeedback(senderSSRC: 0xAAAA, mediaSSRC: 0x5EED_0001, baseSequence: 65530, referenceTime: 12,
                                                              feedbackCount: 3, arrivals: [4, nil, 30, 700, 690] + [Int64?](repeating: nil, count: 9)))
                 .marshal(into: $0) },
+            { RTCPPacket.remb(REMB(senderSSRC: 0xAAAA, bitsPerSecond: 1_500_000, ssrcs: [0x5EED_0001])).marshal(into: $0) },
         ]
         for write in writers {
             let n = b.withUnsafeMutableBytes(write)

@@ -205,8 +205,8 @@ public struct REMB: Sendable, Equatable {
         let count = Int(try r.u8())
         let packed = try r.u24()
         let exponent = UInt64(packed >> 18), mantissa = UInt64(packed & 0x3FFFF)
-        // Beyond 2^46 bit/s the value means nothing (and would overflow): saturate.
-        let bps = mantissa == 0 ? 0 : (exponent > 46 ? UInt64.max : mantissa << exponent)
+        // Past 2^46 the value means nothing (and would overflow): the largest encodable.
+        let bps = exponent > 46 ? UInt64(0x3FFFF) << 46 : mantissa << exponent
         var ssrcs: [UInt32] = []
         ssrcs.reserveCapacity(count)
         for _ in 0..<count { ssrcs.append(try r.u32()) }

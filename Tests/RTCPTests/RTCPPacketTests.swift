@@ -345,6 +345,13 @@ let sampleBlockBytes: [UInt8] = [
         var other = Self.packet
         other[12] = 0x58
         #expect(try other.withUnsafeBytes { try RTCPPacket.parseCompound($0) } == [.unknown(packetType: 206)])
+        // An exponent past 46 would overflow: the largest encodable rate, stable when written again.
+        var huge = Self.packet
+        huge[17] = 0xFF
+        let parsed = try huge.withUnsafeBytes { try RTCPPacket.parseCompound($0) }
+        guard case .remb(let r) = parsed.first else { Issue.record("\(parsed)"); return }
+        #expect(r.bitsPerSecond == UInt64(0x3FFFF) << 46)
+        #expect(try bytes(of: .remb(r)).withUnsafeBytes { try RTCPPacket.parseCompound($0) } == parsed)
         var cut = Array(Self.packet[0..<28])
         cut[3] = 0x06  // length says 28 bytes: two of the three SSRCs are there
         #expect(throws: RTPParseError.self) { try cut.withUnsafeBytes { try RTCPPacket.parseCompound($0) } }
