@@ -51,6 +51,8 @@ let package = Package(
         .target(name: "CSocketBatch"),
         // libvpx's calls to memset skip the pages never touched (its 24-bytes-a-pixel token buffer).
         .target(name: "CZeroFill"),
+        // BGRX → I420 to within rounding of BT.601 (libyuv's is 8-bit): `detail`'s conversion.
+        .target(name: "CColor"),
         // The version `screenshare --version` prints, from `git describe` (Scripts/lib/common.sh).
         .target(name: "CBuildInfo"),
 
@@ -100,7 +102,7 @@ let package = Package(
                 linkerSettings: [.linkedLibrary("pipewire-0.3")]),
         // The xdg-desktop-portal's ScreenCast (a Wayland desktop's screen, asked of the user once).
         .target(name: "Portal", dependencies: ["CGio", "CPipeWire", "Basics", "MediaCore", "ScreenCapture"], swiftSettings: [.unsafeFlags(glibIncludes)]),
-        .target(name: "VideoProcessing", dependencies: ["CYUV", "MediaCore", "Basics"]),
+        .target(name: "VideoProcessing", dependencies: ["CYUV", "CColor", "MediaCore", "Basics"]),
         .target(name: "VP8Codec", dependencies: ["CVPX", "CZeroFill", "MediaCore", "Basics"]),
         .target(name: "Recording", dependencies: ["CAV", "MediaCore", "Basics", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "VideoOutput", dependencies: ["CX11", "CYUV", "MediaCore", "Basics"]),

@@ -117,6 +117,7 @@ extension Broadcaster {
             }
             return true
         }, reclaim: { [mailbox] in mailbox.reclaim() }, borrow: { [self] in lend() }, giveBack: { [self] in giveBack($0) })
+        assembler.precise = current.content == .detail
         while isRunning {
             if case let level = scaleLevel.load(ordering: .relaxed), level != scale {
                 scale = level
@@ -149,6 +150,10 @@ extension Broadcaster {
                     force = true
                 }
                 if current.paused && !next.paused { force = true }
+                if next.content != current.content {
+                    assembler.precise = next.content == .detail
+                    force = true  // the whole picture again, converted the new way
+                }
                 pacer.periodNanos = UInt64(1e9 / Double(max(next.fps, 1)))
                 current = settings
             }
@@ -212,6 +217,7 @@ extension Broadcaster {
 
     func rawLoop(_ reader: RawFrameReader, fps: Double) {
         let converter = FrameConverter()
+        converter.precise = settings.content == .detail
         let period = UInt64(1e9 / max(fps, 0.1))
         pool.resize(to: targetSize(for: reader.size))
         var next = clock.nowNanos()
@@ -236,6 +242,7 @@ extension Broadcaster {
                 generation = g
                 let updated = settings
                 if updated.maxResolution != current.maxResolution { pool.resize(to: targetSize(for: reader.size)) }
+                converter.precise = updated.content == .detail
                 current = updated
             }
             if current.paused { continue }

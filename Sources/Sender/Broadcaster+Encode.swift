@@ -37,6 +37,8 @@ extension Broadcaster {
         // The macroblocks to encode (what changed lately).
         var active = ActiveMacroblocks()
         var lastTimestamp: UInt32?
+        /// The quantizer of the last frame encoded (refinement halves it).
+        var lastQuantizer: Int?
         var timeline = EncoderTimeline()
 
         while true {
@@ -118,6 +120,13 @@ extension Broadcaster {
                 }
             }
             encoder!.setStaticThreshold(Int32(staticThreshold))
+            // Refining a still `detail` picture (a repeat at threshold 1): each repeat at most
+            // half the last frame's quantizer, down to 0. libvpx's one-pass rate control
+            // plans screen content coarsely (its model overestimates sizes) and after a
+            // keyframe it had the opening slide at quantizer 42, then 16, 3.5 over three
+            // seconds; the bits a still screen does not spend go to it instead.
+            let refining = current.content == .detail && !isNew && !forceKeyframe && staticThreshold == 1
+            encoder!.setRefineCeiling(refining ? lastQuantizer.map { $0 / 2 } : nil)
             // A new picture encodes what changed lately and skips the rest; a repeat refines all.
             let rows = frame.macroblockRows, columns = frame.macroblockColumns
             if isNew && !forceKeyframe
@@ -160,9 +169,10 @@ extension Broadcaster {
                 continue
             }
             let encodeMillis = Double(clock.nowNanos() &- started) / 1e6
-            scheduler.encoded(isNew: isNew, bytes: produced ? wire.media + wire.fec : nil, keyframe: key, at: now)
-            if key { active.touchAll(columns: columns, rows: rows) }  // coarse and all new: refine everything
             let quantizer = produced ? encoder?.lastQuantizer() : nil
+            if let quantizer { lastQuantizer = quantizer }
+            scheduler.encoded(isNew: isNew, bytes: produced ? wire.media + wire.fec : nil, keyframe: key, quantizer: quantizer, at: now)
+            if key { active.touchAll(columns: columns, rows: rows) }  // coarse and all new: refine everything
             // `motion` under congestion control keeps its frame rate: a smaller picture when the
             // encoder cannot hold the path's rate at this size. Its FEC packets are not the
             // encoder's output (the target is the encoder's share, FEC's taken off): counted in,

@@ -167,13 +167,15 @@ struct EncodeScheduler {
     }
 
     /// The decided frame was encoded at `now` into `bytes` (nil: the encoder produced nothing,
-    /// e.g. it dropped the frame), a keyframe or not.
-    mutating func encoded(isNew: Bool, bytes: Int?, keyframe: Bool, at now: UInt64) {
+    /// e.g. it dropped the frame) at `quantizer` (0–63, nil: not known), a keyframe or not.
+    mutating func encoded(isNew: Bool, bytes: Int?, keyframe: Bool, quantizer: Int? = nil, at now: UInt64) {
         bucket.add(bits: (bytes ?? 0) * 8)
         if isNew {
             policy.newPictureEncoded(at: now, bytes: bytes)
+        } else if keyframe {
+            policy.keyframeRepeated(at: now, bytes: bytes)
         } else {
-            policy.repeatEncoded(at: now, bytes: bytes ?? 0)
+            policy.repeatEncoded(at: now, bytes: bytes ?? 0, quantizer: quantizer)
         }
         if keyframe { throttle.keyframeSent(at: now) }
     }

@@ -8,6 +8,13 @@ import Transport
 /// half the frame rate for up to `refineNanos`, so the rate control spends bits on the residual and text
 /// gets sharp; after that, the picture is repeated only at the keep-alive rate (`--min-fps`), so
 /// late joiners and recorders still see progress while an idle slide costs almost nothing.
+///
+/// Refinement ends early once it has converged: two repeats in a row that were tiny *and* coded
+/// at a fine quantizer (``convergedQuantizer``). Tiny alone is not enough: after a keyframe, or
+/// any frame that emptied the rate control's buffer, libvpx codes the next repeats coarsely
+/// (quantizer 19–42 on the bench's opening slide), and those are small because they say
+/// little, not because nothing is left to say. A keyframe on a still picture (a viewer's
+/// request, the interval) starts a refinement too: it is coarser than what it replaced.
 /// Pure: time is passed in.
 public struct StaticScreenPolicy: Sendable, Equatable {
     public var framePeriodNanos: UInt64
@@ -24,6 +31,8 @@ public struct StaticScreenPolicy: Sendable, Equatable {
     public var minConvergedBytes = 256
     /// Refinement ends early after this many converged repeats in a row.
     public var convergedRepeats = 2
+    /// A repeat coded at this quantizer or finer (0–63) has little left to refine.
+    public var convergedQuantizer = 2
     private var tinyRepeats = 0
     private var converged = false
 
@@ -31,7 +40,7 @@ public struct StaticScreenPolicy: Sendable, Equatable {
     ///   - fps: the maximum frame rate.
     ///   - minFps: the keep-alive rate for a still picture (0 disables repeats after refining).
     ///   - refineSeconds: how long to keep encoding a still picture at full rate after a change.
-    public init(fps: Double, minFps: Double, refineSeconds: Double = 1.5) {
+    public init(fps: Double, minFps: Double, refineSeconds: Double = 4) {
         framePeriodNanos = UInt64(1e9 / max(fps, 0.1))
         keepAlivePeriodNanos = minFps > 0 ? UInt64(1e9 / minFps) : UInt64.max
         refineNanos = UInt64(refineSeconds * 1e9)
@@ -46,14 +55,22 @@ public struct StaticScreenPolicy: Sendable, Equatable {
         converged = false
     }
 
-    /// The last picture was encoded again at `now`, into `bytes` (nil: not known). Once the
-    /// repeats are tiny the picture is as sharp as it gets: refinement ends early.
-    public mutating func repeatEncoded(at now: UInt64, bytes: Int? = nil) {
+    /// The last picture was encoded again at `now`, into `bytes` at `quantizer` (nil: not
+    /// known). Once the repeats are tiny and fine the picture is as sharp as it gets:
+    /// refinement ends early.
+    public mutating func repeatEncoded(at now: UInt64, bytes: Int? = nil, quantizer: Int? = nil) {
         lastEncodeNanos = now
         if let bytes {
-            tinyRepeats = bytes < convergedBytes ? tinyRepeats + 1 : 0
+            let fine = quantizer.map { $0 <= convergedQuantizer } ?? true
+            tinyRepeats = bytes < convergedBytes && fine ? tinyRepeats + 1 : 0
             if tinyRepeats >= convergedRepeats { converged = true }
         }
+    }
+
+    /// A keyframe replaced the still picture's refined frames at `now` (a viewer asked, or the
+    /// interval came): it is refined again, as a new picture would be.
+    public mutating func keyframeRepeated(at now: UInt64, bytes: Int?) {
+        newPictureEncoded(at: now, bytes: bytes)
     }
 
     /// When the last picture should be encoded again if nothing new arrives; nil before the first.

@@ -82,6 +82,9 @@ public final class VP8Encoder {
     private var image = vpx_image_t()
     private var forceKeyframe = true
     private var staticThreshold: Int32 = 1
+    /// The content's (or the opening's) quantizer ceiling, and refinement's under it.
+    private var baseCeiling = 63
+    private var refineCeiling: Int?
     /// Whether an active map is set (``setActiveMap(_:rows:columns:)``).
     private var activeMapSet = false
     /// With temporal layers: the next frame's place in the pattern (a keyframe starts at 0).
@@ -117,14 +120,16 @@ public final class VP8Encoder {
         cfg.g_profile = Self.profile(config.content)
         cfg.rc_end_usage = VPX_CBR
         cfg.rc_target_bitrate = UInt32(config.targetBitrateKbps)
-        cfg.rc_min_quantizer = 2
+        cfg.rc_min_quantizer = UInt32(Self.minQuantizer(config.content))
         // motion keeps the frame rate, so it must be allowed the coarsest quantizer to hold
         // the bit rate; detail keeps quality and drops frames instead.
         cfg.rc_max_quantizer = UInt32(Self.maxQuantizer(config.content))
+        baseCeiling = Self.maxQuantizer(config.content)
         if config.openingCeiling {
             let opening = OpeningCeiling(fps: config.fps, bitrateKbps: config.targetBitrateKbps,
                                          keyframePercent: config.maxIntraBitratePercent)
             cfg.rc_max_quantizer = UInt32(min(Int(cfg.rc_max_quantizer), opening.ceiling))
+            baseCeiling = Int(cfg.rc_max_quantizer)
             self.opening = opening
         }
         cfg.rc_undershoot_pct = 100
@@ -211,6 +216,7 @@ public final class VP8Encoder {
         next.rc_target_bitrate = UInt32(targetBitrateKbps)
         if config.temporalLayers > 1 { Self.setLayerRates(&next, kbps: targetBitrateKbps, layers: config.temporalLayers) }
         next.rc_max_quantizer = UInt32(Self.maxQuantizer(content))
+        next.rc_min_quantizer = UInt32(Self.minQuantizer(content))
         next.g_profile = Self.profile(content)
         opening = nil  // a new rate or content: libvpx's own quantizer range from here
         guard vpx_codec_enc_config_set(ctx, &next) == VPX_CODEC_OK else {
@@ -219,6 +225,8 @@ public final class VP8Encoder {
         // A new version starts at a keyframe: a decoder takes the prediction filter from it.
         if next.g_profile != cfg.g_profile { forceKeyframe = true }
         cfg = next
+        baseCeiling = Self.maxQuantizer(content)
+        refineCeiling = nil
         speedRestart.configurationChanged()
         config.targetBitrateKbps = targetBitrateKbps
         if content != config.content {
@@ -308,6 +316,14 @@ public final class VP8Encoder {
     /// The coarsest quantizer rate control may use (`rc_max_quantizer`, 0–63).
     public var maxQuantizer: Int { Int(cfg.rc_max_quantizer) }
 
+    /// A ceiling on the quantizer of the next frames, under the content's and the opening's
+    /// (nil: none): refining a still picture, each repeat finer than the last.
+    public func setRefineCeiling(_ q: Int?) {
+        guard q != refineCeiling else { return }
+        refineCeiling = q
+        setMaxQuantizer(baseCeiling)
+    }
+
     /// Whether the first second's quantizer ceilings still apply (``OpeningCeiling``).
     public var isOpening: Bool { opening != nil }
 
@@ -328,6 +344,10 @@ public final class VP8Encoder {
     /// allowed the coarsest to hold the bit rate; `detail` keeps quality and drops frames instead.
     static func maxQuantizer(_ content: ContentPreference) -> Int { content == .motion ? 63 : 56 }
 
+    /// The content's finest quantizer: `detail` may go to 0, the finest VP8 has (a still slide
+    /// refined there: 61.9 dB on the bench's opening slide, 57.3 with 2), `motion` stops at 2.
+    static func minQuantizer(_ content: ContentPreference) -> Int { content == .motion ? 2 : 0 }
+
     /// Ends the first second's ceilings now (the path became congestion controlled: its
     /// rate, not a guess at the content, bounds the frames from here).
     public func endOpening() {
@@ -336,7 +356,9 @@ public final class VP8Encoder {
         setMaxQuantizer(Self.maxQuantizer(config.content))
     }
 
-    private func setMaxQuantizer(_ q: Int) {
+    private func setMaxQuantizer(_ base: Int) {
+        baseCeiling = base
+        let q = min(base, refineCeiling ?? 63)
         guard q != Int(cfg.rc_max_quantizer) else { return }
         var next = cfg
         next.rc_max_quantizer = UInt32(q)

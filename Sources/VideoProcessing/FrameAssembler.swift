@@ -21,6 +21,11 @@ import Basics
 public final class FrameAssembler: CaptureSink {
     private let pool: FramePool
     private let converter = FrameConverter()
+    /// Convert to within rounding of BT.601 (``FrameConverter/precise``): `detail`.
+    public var precise: Bool {
+        get { converter.precise }
+        set { converter.precise = newValue }
+    }
     private let nowNanos: () -> UInt64
     /// Asked with the picture's size before anything is grabbed: false takes nothing (the
     /// source is too small). May resize the pool.

@@ -92,15 +92,16 @@ func paintRoot(_ pixels: [UInt8], width: Int, height: Int, x: Int = 0, y: Int = 
     _ = cx11_destroy_image(img)
 }
 
-/// BT.601 studio-range luma, as libyuv's ARGBToI420 computes it.
+/// BT.601 studio-range luma, exactly rounded (as `detail`'s conversion makes it; libyuv's, for
+/// `motion`, is up to a level off).
 func luma(bgra: [UInt8], width: Int, height: Int, crop: (x: Int, y: Int, w: Int, h: Int)? = nil) -> [UInt8] {
     let c = crop ?? (0, 0, width, height)
     var out = [UInt8](repeating: 0, count: c.w * c.h)
     for y in 0..<c.h {
         for x in 0..<c.w {
             let i = ((c.y + y) * width + c.x + x) * 4
-            let b = Int(bgra[i]), g = Int(bgra[i + 1]), r = Int(bgra[i + 2])
-            out[y * c.w + x] = UInt8((66 * r + 129 * g + 25 * b + 0x1080) >> 8)
+            let b = Double(bgra[i]), g = Double(bgra[i + 1]), r = Double(bgra[i + 2])
+            out[y * c.w + x] = UInt8((16.5 + (65.481 * r + 128.553 * g + 24.966 * b) / 255).rounded(.down))
         }
     }
     return out

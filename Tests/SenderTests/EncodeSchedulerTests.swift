@@ -95,6 +95,10 @@ import Testing
         s.encoded(isNew: true, bytes: 10_000, keyframe: false, at: 0)
         s.encoded(isNew: false, bytes: 10, keyframe: false, at: 200 * ms)
         s.encoded(isNew: false, bytes: 10, keyframe: true, at: 400 * ms)
+        // A keyframe on the still picture is refined again, until it converges.
+        #expect(s.policy.isRefining(at: 400 * ms))
+        s.encoded(isNew: false, bytes: 10, keyframe: false, quantizer: 0, at: 420 * ms)
+        s.encoded(isNew: false, bytes: 10, keyframe: false, quantizer: 0, at: 440 * ms)
         #expect(s.policy.nextRepeatNanos == nil)
         #expect(s.wakeAt(now: 500 * ms) == 1500 * ms)
         #expect(s.decide(newPicture: false, havePicture: true, keyframeRequested: true, encoderExists: true, now: 500 * ms)

@@ -52,6 +52,25 @@ import TestSupport
         #expect(!p.isRefining(at: 3200 * ms))
     }
 
+    /// Tiny repeats at a coarse quantizer have not converged: after a keyframe libvpx codes
+    /// the next repeats coarsely (the bench's opening slide: quantizer 42, then 16), small
+    /// because they say little. Refinement goes on until tiny repeats come at a fine one, or
+    /// for `refineSeconds` (4 by default).
+    @Test func tinyRepeatsAtACoarseQuantizerHaveNotConverged() {
+        var p = StaticScreenPolicy(fps: 10, minFps: 1)
+        p.newPictureEncoded(at: 0, bytes: 120_000)
+        p.repeatEncoded(at: 200 * ms, bytes: 900, quantizer: 42)
+        p.repeatEncoded(at: 400 * ms, bytes: 800, quantizer: 21)
+        p.repeatEncoded(at: 600 * ms, bytes: 700, quantizer: 10)
+        #expect(p.isRefining(at: 600 * ms))
+        p.repeatEncoded(at: 800 * ms, bytes: 600, quantizer: 2)
+        p.repeatEncoded(at: 1000 * ms, bytes: 500, quantizer: 0)
+        #expect(!p.isRefining(at: 1000 * ms), "two tiny repeats at a fine quantizer")
+        // Without convergence it stops after 4 s.
+        p.newPictureEncoded(at: 10_000 * ms, bytes: 120_000)
+        #expect(p.isRefining(at: 13_900 * ms) && !p.isRefining(at: 14_000 * ms))
+    }
+
     @Test func rateBucketDrainsAtTheBitRate() {
         var b = RateBucket()
         b.drain(at: 0, bitsPerSecond: 1_000_000)

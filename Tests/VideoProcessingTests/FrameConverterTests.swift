@@ -79,6 +79,62 @@ func expectFlat(_ frame: VideoFrame, y: UInt8, u: UInt8, v: UInt8, tolerance: In
         }
     }
 
+    /// `precise` (`detail`): every Y within rounding of BT.601's exact matrix (65.481, 128.553,
+    /// 24.966 over 255), on every 8-bit colour a 64-step grid reaches and a gradient of all
+    /// levels; chroma too, from each 2×2 block's mean colour. libyuv's 8-bit matrix, on the
+    /// same picture, is a level off on many of them (which is why `detail` does not use it).
+    @Test func preciseConversionIsBT601ToWithinRounding() {
+        let width = 258, height = 66  // even and wide enough for the vector loops, plus two
+        let image = BGRAImage(width: width, height: height) { x, y in
+            (UInt8(truncatingIfNeeded: x), UInt8(truncatingIfNeeded: y * 4 + x / 64), UInt8(truncatingIfNeeded: (x * 7 + y * 13) & 255))
+        }
+        func exact(_ r: Double, _ g: Double, _ b: Double) -> (y: Double, u: Double, v: Double) {
+            (16 + (65.481 * r + 128.553 * g + 24.966 * b) / 255, 128 + (-37.797 * r - 74.203 * g + 112.0 * b) / 255,
+             128 + (112.0 * r - 93.786 * g - 18.214 * b) / 255)
+        }
+        func rgb(_ x: Int, _ y: Int) -> (Double, Double, Double) {
+            let o = y * image.stride + x * 4
+            return (Double(image.bytes[o + 2]), Double(image.bytes[o + 1]), Double(image.bytes[o]))
+        }
+        let precise = FrameConverter()
+        precise.precise = true
+        let frame = VideoFrame(width: width, height: height), fast = VideoFrame(width: width, height: height)
+        image.convert(with: precise, into: frame)
+        image.convert(with: FrameConverter(), into: fast)
+        var worstY = 0.0, fastOff = 0, worstChroma = 0.0
+        for y in 0..<height {
+            for x in 0..<width {
+                let (r, g, b) = rgb(x, y)
+                let want = exact(r, g, b).y
+                worstY = max(worstY, abs(Double(frame.y[y * frame.strideY + x]) - want))
+                if Int(fast.y[y * fast.strideY + x]) != Int((want + 0.5).rounded(.down)) { fastOff += 1 }
+            }
+        }
+        for cy in 0..<(height / 2) {
+            for cx in 0..<(width / 2) {
+                var sum = (0.0, 0.0, 0.0)
+                for (dx, dy) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+                    let (r, g, b) = rgb(2 * cx + dx, 2 * cy + dy)
+                    sum = (sum.0 + r / 4, sum.1 + g / 4, sum.2 + b / 4)
+                }
+                let want = exact(sum.0, sum.1, sum.2)
+                worstChroma = max(worstChroma, abs(Double(frame.u[cy * frame.strideUV + cx]) - want.u),
+                                  abs(Double(frame.v[cy * frame.strideUV + cx]) - want.v))
+            }
+        }
+        #expect(worstY <= 0.51, "Y off by \(worstY)")
+        #expect(worstChroma <= 0.51, "chroma off by \(worstChroma)")
+        #expect(fastOff > width * height / 20, "libyuv's 8-bit matrix: \(fastOff) of \(width * height) Y samples off")
+        // And the flat colours of the table, odd sizes included.
+        for c in colours {
+            for (w, h) in [(16, 16), (5, 3), (1, 1)] {
+                let flat = VideoFrame(width: w, height: h)
+                BGRAImage(width: w, height: h) { _, _ in (c.r, c.g, c.b) }.convert(with: precise, into: flat)
+                expectFlat(flat, y: c.y, u: c.u, v: c.v)
+            }
+        }
+    }
+
     @Test func leftRightAndTopBottomLandInTheRightPlaces() {
         // Left half red, right half blue; top rows of the right half green.
         let image = BGRAImage(width: 8, height: 4) { col, row in
