@@ -109,7 +109,9 @@ extension Broadcaster {
             if forceKeyframe { encoder?.requestKeyframe() }
 
             // (Re)create the encoder for the frame's size.
+            var keyframeNext = forceKeyframe
             if encoder == nil || encoder!.config.size != frame.size {
+                keyframeNext = true
                 do {
                     encoder = try VP8Encoder(config: encoderConfig(size: frame.size, current, bitrate: scheduler.told(), congested: networkTarget != 0))
                     counters.withLock { $0.outputSize = frame.size }
@@ -126,7 +128,13 @@ extension Broadcaster {
             // keyframe it had the opening slide at quantizer 42, then 16, 3.5 over three
             // seconds; the bits a still screen does not spend go to it instead.
             let refining = current.content == .detail && !isNew && !forceKeyframe && staticThreshold == 1
-            encoder!.setRefineCeiling(refining ? lastQuantizer.map { $0 / 2 } : nil)
+            // A `detail` keyframe at most quantizer 24, where the path has room for it (not
+            // under congestion control below 1 Mbit/s): libvpx planned the bench's opening
+            // slide at 40 kB and 36.7 dB, blurred text for the first 0.8 s; capped, 76 kB and
+            // 47.2 dB, sharp (60 dB) after 0.67 s, and the first second's bits no more (1.7
+            // Mbit/s either way: the refinement after it has less to do).
+            let sharpKeyframe = keyframeNext && current.content == .detail && (networkTarget == 0 || networkTarget >= 1_000_000)
+            encoder!.setRefineCeiling(refining ? lastQuantizer.map { $0 / 2 } : sharpKeyframe ? Self.detailKeyframeQuantizer : nil)
             // A new picture encodes what changed lately and skips the rest; a repeat refines all.
             let rows = frame.macroblockRows, columns = frame.macroblockColumns
             if isNew && !forceKeyframe
@@ -238,6 +246,9 @@ extension Broadcaster {
             encoder = nil
         }
     }
+
+    /// The coarsest quantizer of a `detail` keyframe where the path has room (0–63).
+    static let detailKeyframeQuantizer = 24
 
     /// `motion`'s largest keyframe under congestion control, in percent of an average frame.
     static let congestedMaxIntraPercent = 300

@@ -121,6 +121,15 @@ final class JanusInstance {
         return c
     }
 
+    /// A network namespace with one Janus, and `serve --janus` feeding it (`extra`: more flags).
+    static func relayWithOneJanus(extra: [String] = []) throws -> (lan: VirtualHost, dir: String, janus: JanusInstance, port: UInt16, serve: Child) {
+        let lan = try VirtualHost()
+        let dir = try makeTempDir()
+        let janus = try JanusInstance(on: lan, dir: dir)
+        let port = freeEvenPort()
+        return (lan, dir, janus, port, try serve(dir, port: port, janus: [janus], extra: extra))
+    }
+
     /// `audio`: [] for none, else the sound flags (`--audio-app NAME --no-mic`) with `environment`'s PulseAudio.
     static func presenter(_ dir: String, port: UInt16, input: String, content: String = "detail", duration: Int,
                           audio: [String] = ["--no-audio"], environment: [String: String] = [:], extra: [String] = []) throws -> Child {
@@ -140,11 +149,7 @@ final class JanusInstance {
     /// arrives sharp (Y-PSNR against what was drawn). The presenter leaving removes the
     /// mountpoint from Janus.
     @Test func aViewerThroughJanusWatchesTheSlideAndTheMountpointGoesWithThePresenter() throws {
-        let lan = try VirtualHost()
-        let dir = try makeTempDir()
-        let janus = try JanusInstance(on: lan, dir: dir)
-        let port = freeEvenPort()
-        let serve = try Self.serve(dir, port: port, janus: [janus])
+        let (lan, dir, janus, port, serve) = try Self.relayWithOneJanus()
         defer { _ = serve.finish(within: 0) }
         let slide = try Self.slide(dir)
         // With sound: an application's tone, from a private PulseAudio.
@@ -298,11 +303,7 @@ final class JanusInstance {
     /// the flag the same viewer leaves the presenter's rate alone (one slow Janus viewer must
     /// not slow the room).
     @Test(arguments: [true, false]) func janusREMBCapsThePresenterOnlyWhenAskedTo(_ capped: Bool) throws {
-        let lan = try VirtualHost()
-        let dir = try makeTempDir()
-        let janus = try JanusInstance(on: lan, dir: dir)
-        let port = freeEvenPort()
-        let serve = try Self.serve(dir, port: port, janus: [janus], extra: capped ? ["--janus-remb"] : [])
+        let (lan, dir, janus, port, serve) = try Self.relayWithOneJanus(extra: capped ? ["--janus-remb"] : [])
         defer { _ = serve.finish(within: 0) }
         let input = try PlainSession.motion(width: 640, height: 360, fps: 10, frames: 40, in: dir)
         let presenter = try Self.presenter(dir, port: port, input: input, content: "motion", duration: 20, extra: ["--bitrate", "4M"])
@@ -380,11 +381,7 @@ final class JanusInstance {
     /// A moving screen through Janus to Chromium: the `<video>`'s frame count grows every second
     /// (not a picture that arrived once and froze).
     @Test func chromiumThroughJanusPlaysAMovingScreen() throws {
-        let lan = try VirtualHost()
-        let dir = try makeTempDir()
-        let janus = try JanusInstance(on: lan, dir: dir)
-        let port = freeEvenPort()
-        let serve = try Self.serve(dir, port: port, janus: [janus])
+        let (lan, dir, _, port, serve) = try Self.relayWithOneJanus()
         defer { _ = serve.finish(within: 0) }
         let input = try PlainSession.motion(width: 640, height: 360, fps: 10, frames: 40, in: dir)
         let presenter = try Self.presenter(dir, port: port, input: input, content: "motion", duration: 30)
