@@ -381,8 +381,9 @@ final class JanusInstance {
     /// A moving screen through Janus to Chromium: the `<video>`'s frame count grows every second
     /// (not a picture that arrived once and froze).
     @Test func chromiumThroughJanusPlaysAMovingScreen() throws {
-        let (lan, dir, _, port, serve) = try Self.relayWithOneJanus()
+        let (lan, dir, janus, port, serve) = try Self.relayWithOneJanus()
         defer { _ = serve.finish(within: 0) }
+        defer { withExtendedLifetime(janus) {} }  // its deinit stops Janus
         let input = try PlainSession.motion(width: 640, height: 360, fps: 10, frames: 40, in: dir)
         let presenter = try Self.presenter(dir, port: port, input: input, content: "motion", duration: 30)
         defer { _ = presenter.finish(within: 0) }
