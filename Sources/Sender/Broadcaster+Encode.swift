@@ -127,13 +127,16 @@ extension Broadcaster {
             // plans screen content coarsely (its model overestimates sizes) and after a
             // keyframe it had the opening slide at quantizer 42, then 16, 3.5 over three
             // seconds; the bits a still screen does not spend go to it instead.
-            let refining = current.content == .detail && !isNew && !forceKeyframe && staticThreshold == 1
-            // A `detail` keyframe at most quantizer 24, where the path has room for it (not
-            // under congestion control below 1 Mbit/s): libvpx planned the bench's opening
+            // Only where the path has room (not under congestion control below 1 Mbit/s): the
+            // ceilings overrule rate control, and behind a 500 kbit/s bottleneck quantizer-0
+            // repeats of a 1080p slide overflowed the path (the viewer's last picture 36.5 dB).
+            let roomy = networkTarget == 0 || networkTarget >= Self.roomForCeilings
+            let refining = current.content == .detail && !isNew && !forceKeyframe && staticThreshold == 1 && roomy
+            // A `detail` keyframe at most quantizer 24: libvpx planned the bench's opening
             // slide at 40 kB and 36.7 dB, blurred text for the first 0.8 s; capped, 76 kB and
             // 47.2 dB, sharp (60 dB) after 0.67 s, and the first second's bits no more (1.7
             // Mbit/s either way: the refinement after it has less to do).
-            let sharpKeyframe = keyframeNext && current.content == .detail && (networkTarget == 0 || networkTarget >= 1_000_000)
+            let sharpKeyframe = keyframeNext && current.content == .detail && roomy
             encoder!.setRefineCeiling(refining ? lastQuantizer.map { $0 / 2 } : sharpKeyframe ? Self.detailKeyframeQuantizer : nil)
             // A new picture encodes what changed lately and skips the rest; a repeat refines all.
             let rows = frame.macroblockRows, columns = frame.macroblockColumns
@@ -249,6 +252,9 @@ extension Broadcaster {
 
     /// The coarsest quantizer of a `detail` keyframe where the path has room (0–63).
     static let detailKeyframeQuantizer = 24
+    /// Under congestion control, the target (bit/s) from which `detail`'s keyframe and
+    /// refinement ceilings apply.
+    static let roomForCeilings = 1_000_000
 
     /// `motion`'s largest keyframe under congestion control, in percent of an average frame.
     static let congestedMaxIntraPercent = 300

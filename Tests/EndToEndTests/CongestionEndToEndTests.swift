@@ -272,6 +272,7 @@ import X11TestSupport
         guard pictures.count >= frame else { return }
         let last = pictures.count / frame - 1
         let p = psnr(pictures[(last * frame)..<(last * frame + size)], luma(bgra: slide, width: 1920, height: 1080))
+        print("slides behind 500 kbit/s: the last picture \(String(format: "%.1f", p)) dB; targets \(stats.map { $0["target_kbps"] ?? "?" })")
         #expect(p >= 40, "the last picture is \(p) dB from the slide")
     }
 
