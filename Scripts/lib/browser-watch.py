@@ -199,7 +199,16 @@ class Firefox:
         self.m.start_session()
 
     def open(self, url):
-        self.m.navigate(url)
+        # A page that does not load within 30 s is said as such, with Firefox's own log (once, in
+        # a fresh-clone CI run, navigate waited out the test's 90 s with nothing to show why).
+        from marionette_driver import errors
+        self.m.timeout.page_load = 30
+        try:
+            self.m.navigate(url)
+        except errors.TimeoutException:
+            log_path = os.path.join(self.profile, "firefox.log")
+            tail = open(log_path, errors="replace").read()[-3000:] if os.path.exists(log_path) else ""
+            raise RuntimeError(f"Firefox did not load {url} within 30 s; its log: {tail}")
 
     def run(self, script):
         # sandbox=None: the page's own window (its `screenshare` object), not an isolated copy.
