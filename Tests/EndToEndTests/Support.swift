@@ -178,8 +178,9 @@ struct FFmpegReceiver {
 }
 
 /// Waits (bounded) until a sender has finished refining the picture it got at `changedAt` (after
-/// a change it encodes the picture again at half the frame rate for up to 1.5 s, or until the
-/// repeats change nothing): a whole stats second after that at the keep-alive rate (1 fps).
+/// a change it encodes the picture again at half the frame rate for up to 4 s, or until the
+/// repeats are small at a fine quantizer): a whole stats second after that at the keep-alive
+/// rate (1 fps).
 /// Returns that stats event.
 @discardableResult
 func waitUntilRefined(_ sender: Child, since changedAt: Date, seconds: Double = 10) throws -> JSONObject {
