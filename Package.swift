@@ -40,10 +40,13 @@ let package = Package(
         // libavformat's headers (libavformat-dev), and a loader: the libraries are opened with
         // dlopen when a recording starts, never linked (see Sources/CAV/include/cav.h).
         .target(name: "CAV", linkerSettings: [.linkedLibrary("dl")]),
-        // OpenSSL's (libssl-dev) and libsrtp2's (libsrtp2-dev) headers, and functions of the same
-        // names that open the libraries with dlopen the first time DTLS or SRTP is used: a sender
-        // or viewer of a plain RTP stream never maps them (include/shim.h of each).
+        // OpenSSL's headers (libssl-dev), and functions of the same names that open libssl and
+        // libcrypto with dlopen the first time DTLS or SRTP is used: a sender or viewer of a plain
+        // RTP stream never maps them (include/shim.h). Also SRTP's transforms over libcrypto
+        // (srtp_evp.c).
         .target(name: "COpenSSL", dependencies: ["CLoadOnUse"]),
+        // libsrtp2 (libsrtp2-dev), the same way: only the tests use it, as the reference our SRTP
+        // is checked against both ways.
         .target(name: "CSRTP", dependencies: ["CLoadOnUse"]),
         // The loader both use (include/load_on_use.h): dlopen once, every function found by name.
         .target(name: "CLoadOnUse", linkerSettings: [.linkedLibrary("dl")]),
@@ -70,8 +73,8 @@ let package = Package(
         // WebRTC's pieces for browsers, sans-I/O: STUN and the ICE-lite agent, the WHEP offer and
         // answer, DTLS 1.2 with DTLS-SRTP (OpenSSL), SRTP (libsrtp2).
         .target(name: "WebRTC", dependencies: ["CZlib", "COpenSSL", "SRTP", "MediaCore", "Basics", .product(name: "Crypto", package: "swift-crypto")]),
-        // SRTP and SRTCP (RFC 3711) over libsrtp2: keyed by DTLS-SRTP (browsers) or SDES (`--srtp`).
-        .target(name: "SRTP", dependencies: ["CSRTP"]),
+        // SRTP and SRTCP (RFC 3711, RFC 7714) over OpenSSL's libcrypto: keyed by DTLS-SRTP or SDES (`--srtp`).
+        .target(name: "SRTP", dependencies: ["COpenSSL"]),
         // The browser link as a QR code (libqrencode), for a terminal or as an image.
         .target(name: "QRCode", dependencies: ["CQREncode"]),
         // Who may enter a room: room tokens (JWT, HS256, LiveKit's claims) made and checked with
@@ -184,7 +187,7 @@ let package = Package(
         .testTarget(name: "ReceiverTests", dependencies: [
             "Receiver", "RTP", "RTCP", "RTPSession", "Room", "OpusCodec", .product(name: "Logging", package: "swift-log"),
         ]),
-        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "SRTP", "TestSupport"]),
+        .testTarget(name: "WebRTCTests", dependencies: ["WebRTC", "SRTP", "CSRTP", "COpenSSL", "TestSupport"]),
         .testTarget(name: "RoomLinkTests", dependencies: ["RoomLink", "Room", "WebRTC", "SRTP"]),
         .testTarget(name: "CongestionTests", dependencies: ["Congestion", "RTCP", "RTPSession", "TestSupport"]),
         .testTarget(name: "QRCodeTests", dependencies: ["QRCode", "X11TestSupport"]),

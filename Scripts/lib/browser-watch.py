@@ -56,14 +56,16 @@ SAMPLE = """
 # samples decoded and concealed, and the energy of what it decoded (0 for silence); video
 # frames decoded and received, packets lost, Chromium's freezes, NACKs and PLIs, FEC packets
 # received and discarded (not needed: what they protect had arrived). Null before
-# the connection exists.
+# the connection exists. And the SRTP cipher the transport agreed (`srtpCipher`, RTCTransportStats;
+# Chromium reports it, Firefox does not: null).
 STATS = """
     const done = arguments[arguments.length - 1];
     const pc = (window.screenshare || {}).pc;
     if (!pc) return done(null);
     pc.getStats().then(r => {
-        let audio = null, video = null;
+        let audio = null, video = null, srtp = null;
         r.forEach(x => {
+            if (x.type === 'transport' && x.srtpCipher) srtp = x.srtpCipher;
             if (x.type === 'inbound-rtp' && x.kind === 'audio')
                 audio = {packets: x.packetsReceived || 0, energy: x.totalAudioEnergy || 0,
                          samples: x.totalSamplesReceived || 0, concealed: x.concealedSamples || 0};
@@ -74,7 +76,7 @@ STATS = """
                          nacks: x.nackCount || 0, plis: x.pliCount || 0,
                          fec_received: x.fecPacketsReceived || 0, fec_discarded: x.fecPacketsDiscarded || 0};
         });
-        done({audio: audio, video: video});
+        done({audio: audio, video: video, srtp: srtp});
     }).catch(() => done(null));
 """
 
@@ -265,6 +267,7 @@ def main():
             stats = browser.run_async(STATS) or {}
             a = stats.get("audio")
             s.update(stats.get("video") or {})
+            s["srtp"] = stats.get("srtp")
             s["audio_packets"] = a["packets"] if a else 0
             s["audio_energy"] = a["energy"] if a else 0
             s["audio_samples"] = a["samples"] if a else 0

@@ -1,7 +1,11 @@
 // The OpenSSL functions Swift calls (DTLS.swift, and the macros in include/shim.h), each
 // calling the function of that name in libssl.so.3, opened on first use (CLoadOnUse).
+#define OPENSSL_SUPPRESS_DEPRECATED  // SHA1_Init/Update/Final, which srtp_evp.c needs
 #include "shim.h"
 #include "load_on_use.h"
+
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
 
 #include <stdarg.h>
 
@@ -18,14 +22,37 @@
     F(BIO *, BIO_new_mem_buf, (const void *buf, int len), (buf, len))                             \
     F(const BIO_METHOD *, BIO_s_mem, (void), ())                                                  \
     F(int, BIO_write, (BIO *b, const void *data, int dlen), (b, data, dlen))                      \
+    F(int, CRYPTO_memcmp, (const void *a, const void *b, size_t len), (a, b, len))                \
     F(const SSL_METHOD *, DTLS_method, (void), ())                                                \
     V(DTLS_set_timer_cb, (SSL *s, DTLS_timer_cb cb), (s, cb))                                     \
     V(ERR_clear_error, (void), ())                                                                \
     V(ERR_error_string_n, (unsigned long e, char *buf, size_t len), (e, buf, len))                \
     F(unsigned long, ERR_get_error, (void), ())                                                   \
+    F(int, EVP_CIPHER_CTX_ctrl, (EVP_CIPHER_CTX *ctx, int type, int arg, void *ptr), (ctx, type, arg, ptr)) \
+    V(EVP_CIPHER_CTX_free, (EVP_CIPHER_CTX *c), (c))                                              \
+    F(EVP_CIPHER_CTX *, EVP_CIPHER_CTX_new, (void), ())                                           \
+    F(int, EVP_DecryptFinal_ex, (EVP_CIPHER_CTX *ctx, unsigned char *outm, int *outl), (ctx, outm, outl)) \
+    F(int, EVP_DecryptInit_ex,                                                                    \
+      (EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, ENGINE *impl, const unsigned char *key,     \
+       const unsigned char *iv),                                                                  \
+      (ctx, cipher, impl, key, iv))                                                               \
+    F(int, EVP_DecryptUpdate,                                                                     \
+      (EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl),     \
+      (ctx, out, outl, in, inl))                                                                  \
+    F(int, EVP_EncryptFinal_ex, (EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl), (ctx, out, outl)) \
+    F(int, EVP_EncryptInit_ex,                                                                    \
+      (EVP_CIPHER_CTX *ctx, const EVP_CIPHER *cipher, ENGINE *impl, const unsigned char *key,     \
+       const unsigned char *iv),                                                                  \
+      (ctx, cipher, impl, key, iv))                                                               \
+    F(int, EVP_EncryptUpdate,                                                                     \
+      (EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl),     \
+      (ctx, out, outl, in, inl))                                                                  \
     V(EVP_PKEY_free, (EVP_PKEY *pkey), (pkey))                                                    \
     H(EVP_PKEY_Q_keygen)                                                                          \
     F(const EVP_MD *, EVP_sha256, (void), ())                                                     \
+    F(const EVP_CIPHER *, EVP_aes_128_ctr, (void), ())                                            \
+    F(const EVP_CIPHER *, EVP_aes_128_gcm, (void), ())                                            \
+    V(OPENSSL_cleanse, (void *ptr, size_t len), (ptr, len))                                       \
     F(EVP_PKEY *, PEM_read_bio_PrivateKey, (BIO *out, EVP_PKEY **x, pem_password_cb *cb, void *u), \
       (out, x, cb, u))                                                                            \
     F(X509 *, PEM_read_bio_X509, (BIO *out, X509 **x, pem_password_cb *cb, void *u), (out, x, cb, u)) \
@@ -34,6 +61,9 @@
        pem_password_cb *cb, void *u),                                                             \
       (out, x, enc, kstr, klen, cb, u))                                                           \
     F(int, PEM_write_bio_X509, (BIO *out, const X509 *x), (out, x))                               \
+    F(int, SHA1_Final, (unsigned char *md, SHA_CTX *c), (md, c))                                  \
+    F(int, SHA1_Init, (SHA_CTX *c), (c))                                                          \
+    F(int, SHA1_Update, (SHA_CTX *c, const void *data, size_t len), (c, data, len))               \
     F(int, SSL_CTX_check_private_key, (const SSL_CTX *ctx), (ctx))                                \
     F(long, SSL_CTX_ctrl, (SSL_CTX *ctx, int cmd, long larg, void *parg), (ctx, cmd, larg, parg)) \
     V(SSL_CTX_free, (SSL_CTX *ctx), (ctx))                                                        \

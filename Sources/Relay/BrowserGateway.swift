@@ -207,6 +207,7 @@ final class BrowserGateway {
             // The relay is the DTLS server: it writes with the server key, reads with the client's.
             s.srtpOut = try SRTPSession(profile: keys.profile, direction: .outbound, key: keys.serverKey, salt: keys.serverSalt)
             s.srtpIn = try SRTPSession(profile: keys.profile, direction: .inbound, key: keys.clientKey, salt: keys.clientSalt)
+            logger.debug("browser \(s.id): DTLS-SRTP agreed \(keys.profile)")
             doneConnecting(s)
         } catch {
             logger.warning("browser \(s.id): \(error)")

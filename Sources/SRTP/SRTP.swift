@@ -1,5 +1,4 @@
-import CSRTP
-import Synchronization
+import COpenSSL
 
 /// The SRTP protection profiles (DTLS-SRTP's names, RFC 5764 §4.1.2, RFC 7714 §14.2; with SDES,
 /// RFC 4568, `AES_CM_128_HMAC_SHA1_80` is the first).
@@ -7,8 +6,9 @@ public enum SRTPProfile: Int, Sendable {
     case aes128CmHmacSha1_80 = 0x0001
     case aeadAes128Gcm = 0x0007
 
-    /// The profiles this machine's libsrtp2 can run, preferred first: AES-GCM when it was built
-    /// with OpenSSL (Debian's is not), then AES-CM with HMAC-SHA1-80, which every browser takes.
+    /// The profiles offered and taken, preferred first: AES-GCM (one AES-NI pass that also
+    /// authenticates; what browsers prefer), then AES-CM with HMAC-SHA1-80, which every
+    /// browser takes. Both need OpenSSL's libcrypto; without it, none.
     public static let usable: [SRTPProfile] = [.aeadAes128Gcm, .aes128CmHmacSha1_80].filter(SRTPSession.supports)
 
     /// Master key and salt lengths.
@@ -16,8 +16,9 @@ public enum SRTPProfile: Int, Sendable {
     public var saltLength: Int { self == .aeadAes128Gcm ? 12 : 14 }
 }
 
-/// One direction of SRTP and SRTCP (RFC 3711) over libsrtp2, keyed from a DTLS-SRTP handshake:
-/// `protect` what we send with our write key, `unprotect` what arrives with the peer's.
+/// One direction of SRTP and SRTCP (RFC 3711; AES-GCM, RFC 7714) keyed from a DTLS-SRTP
+/// handshake or SDES: `protect` what we send with our write key, `unprotect` what arrives with
+/// the peer's. The transforms are Sources/COpenSSL/srtp_evp.c, over OpenSSL's libcrypto (AES-NI).
 ///
 /// In place, no allocation: the caller's buffer holds the packet and has room for the tag
 /// (`SRTPProfile.rtpOverhead`, `rtcpOverhead`). Replays (a sequence number or SRTCP index seen
@@ -30,97 +31,84 @@ public final class SRTPSession {
 
     public let profile: SRTPProfile
     public let direction: Direction
-    private var session: srtp_t?
+    private let context: OpaquePointer
 
-    /// Whether this libsrtp2 can do `profile` (Debian's is built without OpenSSL: no AES-GCM).
+    /// Whether `profile` can be run here (OpenSSL's libcrypto loads).
     public static func supports(_ profile: SRTPProfile) -> Bool {
-        initialize()
-        return (try? SRTPSession(profile: profile, direction: .outbound,
-                                 key: [UInt8](repeating: 1, count: profile.keyLength),
-                                 salt: [UInt8](repeating: 2, count: profile.saltLength))) != nil
+        (try? SRTPSession(profile: profile, direction: .outbound,
+                          key: [UInt8](repeating: 1, count: profile.keyLength),
+                          salt: [UInt8](repeating: 2, count: profile.saltLength))) != nil
     }
 
-    /// - Throws: `SRTPError` when libsrtp2 cannot be loaded or refuses the policy (an unsupported
-    ///   profile).
+    /// - Throws: `SRTPError` when OpenSSL cannot be loaded.
     public init(profile: SRTPProfile, direction: Direction, key: [UInt8], salt: [UInt8]) throws {
-        if let reason = Self.loadLibrary() { throw SRTPError("cannot load libsrtp2: \(reason)") }
-        Self.initialize()
         precondition(key.count == profile.keyLength && salt.count == profile.saltLength, "SRTP key or salt of the wrong length")
         self.profile = profile
         self.direction = direction
-        var policy = srtp_policy_t()
-        switch profile {
-        case .aes128CmHmacSha1_80:
-            shim_srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtp)
-            shim_srtp_crypto_policy_set_aes_cm_128_hmac_sha1_80(&policy.rtcp)
-        case .aeadAes128Gcm:
-            srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp)
-            srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp)
+        var error: UnsafePointer<CChar>?
+        guard let made = copenssl_srtp_new(Int32(profile.rawValue), key, salt, &error) else {
+            throw SRTPError("cannot key SRTP: \(error.map { String(cString: $0) } ?? "unknown")")
         }
-        policy.ssrc.type = direction == .outbound ? ssrc_any_outbound : ssrc_any_inbound
-        policy.window_size = 1024
-        policy.allow_repeat_tx = 1
-        var master = key + salt
-        var created: srtp_t?
-        let status = master.withUnsafeMutableBufferPointer { buffer in
-            policy.key = buffer.baseAddress
-            return srtp_create(&created, &policy)
+        context = made
+    }
+
+    /// A session keyed with session keys directly, not derived (the RFCs' test vectors): for
+    /// RTP then RTCP, a 16-byte key, the salt and (AES-CM) a 20-byte authentication key.
+    public init(profile: SRTPProfile, direction: Direction, sessionKeys rtp: (key: [UInt8], salt: [UInt8], auth: [UInt8]),
+                rtcp: (key: [UInt8], salt: [UInt8], auth: [UInt8])) throws {
+        precondition(rtp.key.count == 16 && rtcp.key.count == 16 && rtp.salt.count == profile.saltLength
+                     && rtcp.salt.count == profile.saltLength, "SRTP session key or salt of the wrong length")
+        let auth = profile == .aeadAes128Gcm ? [UInt8](repeating: 0, count: 20) : rtp.auth
+        let rtcpAuth = profile == .aeadAes128Gcm ? [UInt8](repeating: 0, count: 20) : rtcp.auth
+        precondition(auth.count == 20 && rtcpAuth.count == 20, "SRTP authentication key of the wrong length")
+        self.profile = profile
+        self.direction = direction
+        var error: UnsafePointer<CChar>?
+        guard let made = copenssl_srtp_new_with_session_keys(Int32(profile.rawValue), rtp.key, rtp.salt, auth,
+                                                             rtcp.key, rtcp.salt, rtcpAuth, &error) else {
+            throw SRTPError("cannot key SRTP: \(error.map { String(cString: $0) } ?? "unknown")")
         }
-        master.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
-        guard status == srtp_err_status_ok, let created else {
-            throw SRTPError("libsrtp2 refuses \(profile) (status \(status.rawValue))")
-        }
-        session = created
+        context = made
     }
 
     deinit {
-        if let session { srtp_dealloc(session) }
+        copenssl_srtp_free(context)
+    }
+
+    /// The SRTCP index the next RTCP packet of `ssrc` is sent with (tests: the RFCs' vectors).
+    public func setRTCPIndex(_ index: UInt32, ssrc: UInt32) {
+        copenssl_srtp_set_rtcp_index(context, ssrc, index)
     }
 
     /// Encrypts and signs the RTP packet in `buffer[0..<length]` in place; returns the new
     /// length. The buffer must have `profile.rtpOverhead` bytes to spare.
     public func protect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws -> Int {
-        try run(buffer, length, overhead: profile.rtpOverhead, srtp_protect, "protect RTP")
+        try run(buffer, length, "protect RTP") { copenssl_srtp_protect(context, $0, $1, $2) }
     }
 
     /// Checks and decrypts the SRTP packet in `buffer[0..<length]` in place; returns the RTP
     /// length. Throws on a forgery, a replay or garbage.
     public func unprotect(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws -> Int {
-        try run(buffer, length, overhead: 0, srtp_unprotect, "unprotect SRTP")
+        try run(buffer, length, "unprotect SRTP") { b, _, n in copenssl_srtp_unprotect(context, b, n) }
     }
 
     public func protectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws -> Int {
-        try run(buffer, length, overhead: profile.rtcpOverhead, srtp_protect_rtcp, "protect RTCP")
+        try run(buffer, length, "protect RTCP") { copenssl_srtp_protect_rtcp(context, $0, $1, $2) }
     }
 
     public func unprotectRTCP(_ buffer: UnsafeMutableRawBufferPointer, length: Int) throws -> Int {
-        try run(buffer, length, overhead: 0, srtp_unprotect_rtcp, "unprotect SRTCP")
+        try run(buffer, length, "unprotect SRTCP") { b, _, n in copenssl_srtp_unprotect_rtcp(context, b, n) }
     }
 
-    private func run(_ buffer: UnsafeMutableRawBufferPointer, _ length: Int, overhead: Int,
-                     _ call: (srtp_t?, UnsafeMutableRawPointer?, UnsafeMutablePointer<Int32>?) -> srtp_err_status_t,
-                     _ what: String) throws -> Int {
-        guard length >= 12, length + overhead <= buffer.count else {
+    private func run(_ buffer: UnsafeMutableRawBufferPointer, _ length: Int, _ what: String,
+                     _ call: (UnsafeMutablePointer<UInt8>, Int, UnsafeMutablePointer<Int>) -> copenssl_srtp_status) throws -> Int {
+        guard length >= 8, length <= buffer.count, let base = buffer.baseAddress else {
             throw SRTPError("\(what): \(length) bytes in a \(buffer.count)-byte buffer")
         }
-        var n = Int32(length)
-        let status = call(session, buffer.baseAddress, &n)
-        guard status == srtp_err_status_ok else { throw SRTPError.status(status, what) }
-        return Int(n)
-    }
-
-    /// Opens libsrtp2, which is loaded when SRTP is first used (Sources/CSRTP): nil, or why it
-    /// cannot be.
-    private static func loadLibrary() -> String? {
-        csrtp_load().map { String(cString: $0) }
-    }
-
-    private static let initialized = Mutex(false)
-
-    private static func initialize() {
-        initialized.withLock { done in
-            if !done { done = srtp_init() == srtp_err_status_ok }
-        }
+        var n = length
+        let status = call(base.assumingMemoryBound(to: UInt8.self), buffer.count, &n)
+        guard status == COPENSSL_SRTP_OK else { throw SRTPError.status(status, what) }
+        return n
     }
 }
 
@@ -136,11 +124,13 @@ public struct SRTPError: Error, CustomStringConvertible, Equatable {
     public let description: String
     public init(_ description: String) { self.description = description }
 
-    static func status(_ status: srtp_err_status_t, _ what: String) -> SRTPError {
+    static func status(_ status: copenssl_srtp_status, _ what: String) -> SRTPError {
         switch status {
-        case srtp_err_status_replay_fail, srtp_err_status_replay_old: return SRTPError("\(what): a replayed packet")
-        case srtp_err_status_auth_fail: return SRTPError("\(what): the authentication tag is wrong (forged or damaged)")
-        default: return SRTPError("\(what): libsrtp2 status \(status.rawValue)")
+        case COPENSSL_SRTP_REPLAY: return SRTPError("\(what): a replayed packet")
+        case COPENSSL_SRTP_AUTH_FAIL: return SRTPError("\(what): the authentication tag is wrong (forged or damaged)")
+        case COPENSSL_SRTP_MALFORMED: return SRTPError("\(what): not a packet it can read (too short, or a header longer than the packet)")
+        case COPENSSL_SRTP_NO_ROOM: return SRTPError("\(what): no room for the tag")
+        default: return SRTPError("\(what): OpenSSL failed")
         }
     }
 }

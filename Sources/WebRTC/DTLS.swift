@@ -168,7 +168,7 @@ public final class DTLSContext: @unchecked Sendable {
     public let role: DTLSTransport.Role
     private let certificate: DTLSCertificate
 
-    /// - Parameter profiles: SRTP profiles, preferred first (by default those this libsrtp2 can run).
+    /// - Parameter profiles: SRTP profiles, preferred first (by default `SRTPProfile.usable`: AES-GCM, then AES-CM).
     /// - Throws: `DTLSError` with OpenSSL's reason.
     public init(role: DTLSTransport.Role, certificate: DTLSCertificate, profiles: [SRTPProfile] = SRTPProfile.usable) throws {
         self.role = role
@@ -268,7 +268,7 @@ public final class DTLSTransport {
     ///   - role: `.server` answers the ClientHello (the relay: `a=setup:passive`).
     ///   - certificate: ours.
     ///   - remoteFingerprint: the SHA-256 the peer's SDP gave (nil: not checked, tests only).
-    ///   - profiles: SRTP profiles, preferred first (by default those this libsrtp2 can run).
+    ///   - profiles: SRTP profiles, preferred first (by default `SRTPProfile.usable`: AES-GCM, then AES-CM).
     public convenience init(role: Role, certificate: DTLSCertificate, remoteFingerprint: [UInt8]?,
                             profiles: [SRTPProfile] = SRTPProfile.usable) throws {
         try self.init(context: DTLSContext(role: role, certificate: certificate, profiles: profiles), remoteFingerprint: remoteFingerprint)

@@ -157,6 +157,7 @@ import X11TestSupport
         print("chromium: page to first picture \(first["seconds"] ?? "?") s")
         let last = try #require(log.last(named: "page"))
         #expect(last["state"] as? String == "connected")
+        #expect(last["srtp"] as? String == "SRTP_AEAD_AES_128_GCM", "the relay offers AES-GCM first and Chromium takes it: \(last)")
         #expect(last["width"] as? Int == 64 && last["height"] as? Int == 64)
         // Playing steadily: the last 2 s of samples (every 250 ms) saw about 20 new pictures.
         let pages = log.events(named: "page")

@@ -11,6 +11,7 @@
 #include <openssl/bio.h>
 #include <openssl/pem.h>
 #include <stddef.h>
+#include "srtp_evp.h"
 
 /// Opens libssl and libcrypto (the soname of the headers built against) and finds every function
 /// used, once. Returns NULL, or the reason it cannot (dlerror's text, or the missing name).
