@@ -37,7 +37,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// A room token (a JWT) checked for joining room `class` (jwt-kit's parser, the HMAC, the
     /// claims). Needs `prepare()` first: it is not accepted before.
     case token
-    /// SRTP and SRTCP packets arriving on a `--srtp` flow (libsrtp2's checks, our length handling).
+    /// SRTP and SRTCP packets arriving on a `--srtp` flow (srtp_evp.c's header parsing, replay windows and tags).
     case srtp
     /// RTCP a receiver sends back (2-byte big-endian length, then the compound packet, repeated),
     /// its transport feedback fed to a sender's congestion control after 2000 packets went

@@ -5,7 +5,7 @@ import Synchronization
 /// the same key, each with its own SSRC (so each its own keystream, RFC 3711 §4.1.1).
 ///
 /// Safe from any thread (the encoder and the RTCP thread both send): each direction is one
-/// libsrtp2 session used only while its lock is held, with a buffer made once, so nothing is
+/// `SRTPSession` used only while its lock is held, with a buffer made once, so nothing is
 /// allocated per packet. (`@unchecked`: the sessions and the buffer are touched under the locks only.)
 public final class SRTPFlow: PacketProtection, @unchecked Sendable {
     public let profile: SRTPProfile
@@ -21,7 +21,7 @@ public final class SRTPFlow: PacketProtection, @unchecked Sendable {
     public static let maxPacket = 1500
 
     /// - Parameter masterKey: key and salt, `profile.keyLength + profile.saltLength` bytes.
-    /// - Throws: `SRTPError` when libsrtp2 refuses the profile or the key has the wrong length.
+    /// - Throws: `SRTPError` when OpenSSL cannot be loaded or the key has the wrong length.
     public convenience init(profile: SRTPProfile = .aes128CmHmacSha1_80, masterKey: [UInt8]) throws {
         guard masterKey.count == profile.keyLength + profile.saltLength else {
             throw SRTPError("an SRTP master key for \(profile) is \(profile.keyLength + profile.saltLength) bytes, not \(masterKey.count)")
@@ -31,7 +31,7 @@ public final class SRTPFlow: PacketProtection, @unchecked Sendable {
 
     /// A flow with a master key (key and salt) for each direction, as DTLS-SRTP exports them
     /// (RFC 5764 §4.2: the client's write key is the server's read key).
-    /// - Throws: `SRTPError` when libsrtp2 refuses the profile or a key has the wrong length.
+    /// - Throws: `SRTPError` when OpenSSL cannot be loaded or a key has the wrong length.
     public init(profile: SRTPProfile, sendKey: [UInt8], receiveKey: [UInt8]) throws {
         let length = profile.keyLength + profile.saltLength
         guard sendKey.count == length, receiveKey.count == length else {
