@@ -22,3 +22,20 @@ int ss_sendmmsg(int fd, ss_mmsghdr *msgs, unsigned int vlen, int flags) {
 int ss_recvmmsg(int fd, ss_mmsghdr *msgs, unsigned int vlen, int flags) {
     return recvmmsg(fd, (struct mmsghdr *)msgs, vlen, flags, NULL);
 }
+
+int ss_enable_timestamps(int fd) {
+    int one = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+}
+
+unsigned long long ss_timestamp_ns(const ss_msghdr *h) {
+    const struct msghdr *m = (const struct msghdr *)h;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR((struct msghdr *)m, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS && c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
+            struct timespec ts;
+            __builtin_memcpy(&ts, CMSG_DATA(c), sizeof ts);
+            return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+        }
+    }
+    return 0;
+}

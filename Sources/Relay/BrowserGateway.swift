@@ -181,7 +181,11 @@ final class BrowserGateway {
         guard let message = try? STUNMessage.parse(bytes), let username = message.username,
               let colon = username.firstIndex(of: ":") else { rejected += 1; return }
         if byUfrag[String(username[..<colon])] == nil { adopt(core: core) }  // its POST may have just been answered
-        guard let s = byUfrag[String(username[..<colon])] else { rejected += 1; return }
+        guard let s = byUfrag[String(username[..<colon])] else {
+            logger.debug("STUN for no session: USERNAME '\(username.prefix(64))'")
+            rejected += 1
+            return
+        }
         let mapped = STUNAddress.v4(address: (UInt8(address.ip >> 24), UInt8((address.ip >> 16) & 0xFF),
                                               UInt8((address.ip >> 8) & 0xFF), UInt8(address.ip & 0xFF)), port: address.port)
         switch s.ice.handle(bytes, from: address, mapped: mapped, now: now) {
@@ -242,12 +246,20 @@ final class BrowserGateway {
         }
     }
 
+    /// Whether a session made at `createdNanos` has had its time to connect at `now`. It was
+    /// made on the HTTP thread, maybe after this turn of the relay's read its clock: then it is
+    /// new, not 584 years old (`now &- createdNanos` wrapped, and a class arriving at once lost
+    /// a browser in twenty to an instant "setup_timeout").
+    static func setupExpired(createdNanos: UInt64, now: UInt64, timeoutNanos: UInt64) -> Bool {
+        now > createdNanos && now - createdNanos > timeoutNanos
+    }
+
     /// Timers: sessions that never connected, and browsers whose consent ran out (RFC 7675).
     func poll(now: UInt64, core: RelayCore, send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
         adopt(core: core)
         for s in Array(byID.values) {
             if s.srtpOut == nil {
-                if now &- s.createdNanos > limits.setupTimeoutNanos {
+                if Self.setupExpired(createdNanos: s.createdNanos, now: now, timeoutNanos: limits.setupTimeoutNanos) {
                     close(s, core: core, reason: "setup_timeout")
                     continue
                 }

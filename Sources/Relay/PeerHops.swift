@@ -72,8 +72,8 @@ final class PeerHops {
     /// A datagram from `address` that is not a browser's: DTLS, SRTP or SRTCP from a peer,
     /// handed to `core` opened, or dropped. Plain room messages and RTP are dropped: every
     /// peer's hop is encrypted.
-    func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, wallNanos: UInt64, core: RelayCore,
-                 send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
+    func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, wallNanos: UInt64, arrival: UInt64? = nil,
+                 core: RelayCore, send: (UnsafeRawBufferPointer, PeerAddress) -> Void) {
         guard let first = bytes.first else { return }
         switch first {
         case 20...63:
@@ -89,7 +89,8 @@ final class PeerHops {
             }
             guard let n else { rejected += 1; return }
             hop.lastHeard = now
-            scratch.withUnsafeBytes { core.receive(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from: address, now: now, wallNanos: wallNanos, proven: true) }
+            scratch.withUnsafeBytes { core.receive(UnsafeRawBufferPointer(rebasing: $0[0..<n]), from: address, now: now, wallNanos: wallNanos, proven: true,
+                                                arrival: arrival) }
         default:
             core.noteRejected(address, reason: "not DTLS, SRTP or SRTCP (room protocol v3 encrypts every hop)")
         }

@@ -21,7 +21,9 @@ final class RoomDirectory: Sendable {
 /// a DTLS context and a place in the relay's tables until it connects or expires.
 public struct BrowserLimits: Sendable {
     /// Sessions answered but not connected yet; more offers get 503 until some connect or expire.
-    public var maxConnecting = 64
+    /// Each holds a DTLS context (tens of kB) for at most `setupTimeoutNanos`; a class of 300
+    /// posting in the same second fits.
+    public var maxConnecting = 512
     /// A session that has not connected after this long is dropped.
     public var setupTimeoutNanos: UInt64 = 30_000_000_000
     /// FEC (RED + ULPFEC) to browsers that offer it: by each one's loss and round trip

@@ -157,7 +157,11 @@ public final class RelayCore {
     /// the wall clock (for RTCP round-trip times).
     /// - Parameter proven: it came through an encrypted hop, whose handshake proved the address
     ///   (no cookie is asked for, and replies need not be smaller than the request).
-    public func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, wallNanos: UInt64, proven: Bool = false) {
+    /// - Parameter arrival: when the kernel received it (monotonic ns, ≤ `now`), if the socket
+    ///   stamps arrivals: a publisher's transport feedback reports that, so a relay busy sending
+    ///   a thousand copies of the previous packet does not look like a congested uplink.
+    public func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, wallNanos: UInt64, proven: Bool = false,
+                        arrival: UInt64? = nil) {
         received = bytes.count
         provenNow = proven
         switch DatagramKind.of(bytes) {
@@ -165,7 +169,7 @@ public final class RelayCore {
             wire.counters.rtpIn += 1
             guard let peer = registry.peer(at: address) else { wire.counters.unknownSource += 1; return }
             peer.lastHeard = now
-            RelayForwarder.forwardRTP(bytes, from: peer, now: now, wire: &wire)
+            RelayForwarder.forwardRTP(bytes, from: peer, now: now, arrival: arrival, wire: &wire)
         case .rtcp:
             wire.counters.rtcpIn += 1
             guard let peer = registry.peer(at: address) else { wire.counters.unknownSource += 1; return }

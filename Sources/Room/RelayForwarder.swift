@@ -15,7 +15,10 @@ import NetworkAddress
 enum RelayForwarder {
     /// - Parameter recovered: rebuilt here from the publisher's FEC, not received: forwarded and
     ///   kept for resends, but not counted as an arrival.
-    static func forwardRTP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, recovered: Bool = false, wire: inout RelayWire) {
+    /// - Parameter arrival: when the kernel received it (monotonic ns), if known: its arrival in
+    ///   the publisher's transport feedback, as it really was, not as late as a busy turn read it.
+    static func forwardRTP(_ bytes: UnsafeRawBufferPointer, from peer: PeerState, now: UInt64, recovered: Bool = false,
+                           arrival: UInt64? = nil, wire: inout RelayWire) {
         guard bytes.count >= 12 else { wire.counters.rejected += 1; return }
         let ssrc = UInt32(bytes[8]) << 24 | UInt32(bytes[9]) << 16 | UInt32(bytes[10]) << 8 | UInt32(bytes[11])
         guard let stream = peer.room.streams[ssrc], stream.owner === peer else {
@@ -26,7 +29,7 @@ enum RelayForwarder {
         let transportSequence = TransportWideSequence.find(id: RoomProtocol.transportSequenceID, in: bytes)
         if let sequence = transportSequence, !recovered {
             if peer.transportFeedback == nil { peer.transportFeedback = TransportFeedbackRecorder() }
-            peer.transportFeedback?.onPacket(sequence: sequence, now: now)
+            peer.transportFeedback?.onPacket(sequence: sequence, now: arrival ?? now)
         }
         if stream.info.kind == .fec {
             forwardFEC(bytes, header: header, payloadOffset: offset, payloadLength: length, transportSequence: transportSequence,

@@ -5,7 +5,9 @@ import NetworkAddress
 /// Bounds on what one relay keeps, so memory stays bounded whatever peers send.
 public struct RelayLimits: Sendable {
     public var maxRooms = 1000
-    public var maxPeersPerRoom = 500
+    /// An assembly: a thousand browsers from one relay (issue 43), with room to spare. About
+    /// 100 kB of the relay's memory each.
+    public var maxPeersPerRoom = 2000
     public var maxStreamsPerPeer = 4
     public var maxSubscriptionsPerPeer = 16
     public var maxNameLength = 64
@@ -13,8 +15,9 @@ public struct RelayLimits: Sendable {
     public var maxErrorsPerSecond = 100
     /// Error replies per second to one address.
     public var maxErrorsPerAddressPerSecond = 10
-    /// Joins per second into one room (a flood of joins is refused with `limit`).
-    public var maxJoinsPerRoomPerSecond = 250
+    /// Joins per second into one room (a flood of joins is refused with `limit`): above an
+    /// assembly of 300 opening the link as the bell rings (`Scripts/bench-class`).
+    public var maxJoinsPerRoomPerSecond = 1000
     /// Packets kept per video stream to answer NACKs (power of two).
     public var videoHistory = 1024
     public var audioHistory = 64

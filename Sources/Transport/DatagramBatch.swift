@@ -107,18 +107,32 @@ public final class ReceiveBatch {
     public var bufferSize: Int { slots.slotSize }
     private let slots: MessageSlots
 
+    /// Control data per message, for the kernel's arrival stamps (`SO_TIMESTAMPNS`).
+    private let control: UnsafeMutableRawPointer
+
     public init(count: Int = 32, bufferSize: Int = 2048) {
         slots = MessageSlots(count: count, slotSize: bufferSize)
+        control = .allocate(byteCount: count * Int(SS_TIMESTAMP_CONTROL), alignment: 16)
     }
 
     deinit {
         slots.deallocate()
+        control.deallocate()
+    }
+
+    /// When the kernel received datagram `i` of the last `receive` (ns, CLOCK_REALTIME), if the
+    /// socket stamps arrivals (`UDPListener.stampArrivals()`); nil otherwise.
+    public func arrivalWallNanos(_ i: Int) -> UInt64? {
+        let t = withUnsafePointer(to: &slots.messages[i].msg_hdr) { ss_timestamp_ns($0) }
+        return t > 0 ? UInt64(t) : nil
     }
 
     /// Reads the datagrams waiting on `fd` (at most `count`) without blocking; returns how many.
     public func receive(fd: Int32) -> Int {
         for i in 0..<count {
             slots.messages[i].msg_hdr.msg_namelen = socklen_t(MemoryLayout<sockaddr_in>.size)
+            slots.messages[i].msg_hdr.msg_control = control + i * Int(SS_TIMESTAMP_CONTROL)
+            slots.messages[i].msg_hdr.msg_controllen = Int(SS_TIMESTAMP_CONTROL)
             slots.messages[i].msg_len = 0
         }
         let r = ss_recvmmsg(fd, slots.messages, UInt32(count), Int32(MSG_DONTWAIT))

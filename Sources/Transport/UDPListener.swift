@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CSocketBatch
 
 /// A UDP socket bound to a local port (IPv4 any address) that receives from anyone and
 /// replies to a learned address: the viewer's RTP and RTCP ports.
@@ -60,6 +61,12 @@ public final class UDPListener: Sendable {
     }
 
     deinit { close(fd) }
+
+    /// Asks the kernel to stamp each datagram's arrival (`SO_TIMESTAMPNS`), read back with
+    /// `ReceiveBatch.arrivalWallNanos`: when a packet really arrived, not when a busy thread got
+    /// to it. Whether the kernel agreed.
+    @discardableResult
+    public func stampArrivals() -> Bool { ss_enable_timestamps(fd) == 0 }
 
     /// Asks for kernel socket buffers of these sizes (bytes): with `SO_RCVBUFFORCE`/
     /// `SO_SNDBUFFORCE` when the process may (CAP_NET_ADMIN), else within

@@ -56,7 +56,7 @@ public struct ICELiteAgent<Address: Hashable & Sendable>: Sendable {
     /// last 30 s).
     public func hasConsent(at now: UInt64) -> Bool {
         guard mediaAddress != nil, let last = lastConsentNanos else { return false }
-        return now &- last < Self.consentTimeoutNanos
+        return now <= last || now - last < Self.consentTimeoutNanos  // a check newer than `now` is consent
     }
 
     /// Handles a datagram from `source` (whose transport address, as the browser should learn

@@ -86,6 +86,16 @@ import NetworkAddress
         #expect(try Self.http("POST", "/invite/class", port: relay.port, body: renewed).0 == 404)
     }
 
+    /// A session the HTTP thread made after the relay's turn read its clock is new, not expired
+    /// (the difference once wrapped, and 16 of 300 browsers arriving in one second were dropped
+    /// as "setup_timeout" before their first ICE check).
+    @Test func aSessionMadeAfterTheTurnsClockIsNotExpired() {
+        let timeout: UInt64 = 30_000_000_000
+        #expect(!BrowserGateway.setupExpired(createdNanos: 5_000_000_001, now: 5_000_000_000, timeoutNanos: timeout))
+        #expect(!BrowserGateway.setupExpired(createdNanos: 5_000_000_000, now: 35_000_000_000, timeoutNanos: timeout))
+        #expect(BrowserGateway.setupExpired(createdNanos: 5_000_000_000, now: 35_000_000_001, timeoutNanos: timeout))
+    }
+
     @Test func unknownRoomsDirectoryAndAFloodOfOffersThatNeverConnect() throws {
         let clock = ManualClock()
         var limits = BrowserLimits()

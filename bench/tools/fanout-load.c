@@ -962,6 +962,9 @@ int main(int argc, char **argv) {
     printf(",");
     print_counts("window", vs, n, 1, window_start ? (double)(end - window_start) / 1e9 : 0.0);
     if (first_picture_mode) print_first_pictures(vs, n);
+    int in_state[S_SUBSCRIBED + 1] = {0};
+    for (int i = 0; i < n; i++) in_state[vs[i].state]++;
+    if (whep_mode) printf(",\"posting\":%d,\"checking\":%d,\"handshaking\":%d", in_state[S_POST], in_state[S_ICE], in_state[S_HANDSHAKE]);
     printf(",\"posts_refused\":%llu,\"stun_sent\":%llu,\"stun_answered\":%llu", (unsigned long long)posts_refused,
            (unsigned long long)stun_sent, (unsigned long long)stun_answered);
     printf(",\"control_in\":%llu,\"control_sent\":%llu,\"rtcp_in\":%llu,\"rtcp_sent\":%llu,\"plis_sent\":%llu,"

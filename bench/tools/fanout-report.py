@@ -48,18 +48,25 @@ for entry in sorted(os.listdir(raw), key=order):
         "relay_rss_mb": m["relay_rss_kb"] / 1024, "relay_peak_rss_mb": m["relay_hwm_kb"] / 1024,
         "keyframe_requests": sum(s.get("keyframe_requests", 0) for s in stats),
         "relay_totals": stopped[-1] if stopped else {}, "load_tool": load, "loadavg_end": m["loadavg"], "commands": commands,
+        # --perf: `perf report --sort dso,symbol` lines over the window (the relay's samples)
+        "perf": open(os.path.join(d, "perf.txt")).read().splitlines() if os.path.exists(os.path.join(d, "perf.txt")) else [],
     })
 
 out = {"config": config, "rows": rows}
 os.makedirs(results, exist_ok=True)
 json.dump(out, open(os.path.join(results, name + ".json"), "w"), indent=1)
 
+WHEP_TOOLS = {
+    "c": "fanout-load -w: the offer's POST, ICE checks and consent, DTLS, SRTP and receiver reports as a browser, in C, no decoding",
+    "aiortc": "bench/tools/whep-load.py: aiortc peers, ICE, DTLS and SRTP, no decoding",
+}
 lines = [
     f"# screenshare fan-out benchmark{' (' + config['label'] + ')' if config['label'] else ''}", "",
     f"Run {config['stamp']}; commit {config['commit']}; {config['cpu']} × {config['cores']} cores, kernel {config['kernel']}; "
-    f"load average at start {config['loadavg_start']}. One 1080p VP8 stream at 2 Mbit/s (30 fps testsrc2) from "
+    f"load average at start {config['loadavg_start']}. One 1080p VP8 stream at {config.get('bitrate', '2M')}bit/s (30 fps testsrc2) from "
     f"`screenshare start --room` through `screenshare serve` to N viewers on loopback: room viewers (native, "
-    f"bench/tools/fanout-load.c) or browsers over WHEP (bench/tools/whep-load.py: aiortc peers, ICE, DTLS and SRTP, no decoding); "
+    f"bench/tools/fanout-load.c) or browsers over WHEP ({WHEP_TOOLS[config.get('whep_tool', 'aiortc')]}); "
+    f"SRTP profiles the viewers offer: {config.get('srtp_profiles', 'SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80')}; "
     f"{config['window_s']} s measured after every viewer receives; one viewer asks for a keyframe every "
     f"{config['pli_every_s']} s (keyframe bursts in the window).", "",
     "| viewers | client | relay CPU (cores) | µs CPU per packet out | pkt/s in | pkt/s out | Mbit/s out | viewer loss | relay-induced lost pkts | send errors | viewer socket drops | relay RSS MB | presenter CPU | load tool CPU |",
@@ -81,9 +88,9 @@ lines += [
     "- **relay-induced lost**: gaps beyond the viewers' own socket drops (SO_RXQ_OVFL); includes gaps at the relay's input (`lost_in`, "
     "times the audience: on loopback only the relay's receive queue can lose them). **send errors**: datagrams the kernel refused the relay.",
     "- **relay RSS**: VmRSS at the end of the window.",
-    "- **client**: native viewers get each packet as the presenter sent it, to all of them with one `sendmmsg`; each browser "
-    "gets its own copy, its payload type and SSRC rewritten and SRTP-protected (AES-CM-128, HMAC-SHA1-80), one `sendto` each. "
-    "The WHEP tool's own CPU is Python's (aiortc): it shares the 2 cores with the relay.",
+    "- **client**: each native viewer gets the packet SRTP-protected with its own keys, in batches of one `sendmmsg` per 64; "
+    "each browser gets its own copy, its payload type, SSRC, sequence numbers and timestamps rewritten and SRTP-protected, "
+    "one `sendto` each. The load tool shares the 2 cores with the relay and the presenter.",
     "",
     "Commands (per row, in order: relay, presenter, viewers):",
     "",
@@ -92,6 +99,10 @@ lines += [
 for r in rows:
     lines += [f"# {r['viewers']} {'browser (WHEP)' if r['client'] == 'whep' else 'native'} viewers"] + r["commands"]
 lines += ["```", ""]
+for r in rows:
+    if r["perf"]:
+        lines += [f"Where the relay's time went, {r['viewers']} {'browser (WHEP)' if r['client'] == 'whep' else 'native'} viewers "
+                  "(`perf record -g`, 999 Hz, the window; self time by library and function, ≥ 0.7 %):", "", "```"] + r["perf"] + ["```", ""]
 open(os.path.join(results, name + ".md"), "w").write("\n".join(lines))
 print("\n".join(lines[:8 + len(rows)]))
 

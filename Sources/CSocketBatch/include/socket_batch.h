@@ -24,3 +24,9 @@ typedef struct {
 int ss_sendmmsg(int fd, ss_mmsghdr *msgs, unsigned int vlen, int flags);
 /// recvmmsg(2) without a timeout: returns how many were received, or -1 with errno.
 int ss_recvmmsg(int fd, ss_mmsghdr *msgs, unsigned int vlen, int flags);
+/// Asks the kernel to stamp each datagram's arrival (SO_TIMESTAMPNS, CLOCK_REALTIME); 0 or -1.
+int ss_enable_timestamps(int fd);
+/// The arrival stamp in a received message's control data (ns since the epoch), or 0.
+unsigned long long ss_timestamp_ns(const ss_msghdr *h);
+/// Control bytes a message needs for the stamp (CMSG_SPACE of a struct timespec, rounded up).
+#define SS_TIMESTAMP_CONTROL 64
