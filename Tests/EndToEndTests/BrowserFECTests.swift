@@ -9,7 +9,7 @@ import X11TestSupport
 @Suite(.serialized) struct BrowserFECTests {
     /// 640x360 motion at 15 fps, `serve --fec on`: one Chromium takes FEC, one offers no RED
     /// or ULPFEC (the control), each behind the same loss. The relay sends FEC packets; the
-    /// first browser decodes at least 80 % of the frame rate with under 5 s frozen in 25 s;
+    /// first browser decodes at least 80 % of the frame rate with under 5 s frozen in 40 s;
     /// the control, which has only resends (in vain) and keyframes, freezes at least a second
     /// longer and decodes fewer frames.
     ///
@@ -19,7 +19,10 @@ import X11TestSupport
     /// and 2.0–2.9 s frozen. Before the relay asked for those keyframes, the control waited for
     /// Chromium's own request after 3 s without a picture: 4.8–11.1 fps and 6.1–15.2 s frozen.
     /// The FEC browser waited the same way when two packets of one FEC group were lost, which
-    /// FEC at 10 % cannot repair (3.1 s and 4.8 s frozen in two CI runs). (Chromium leaves
+    /// FEC at 10 % cannot repair (3.1 s and 4.8 s frozen in two CI runs). Where the 1 % falls
+    /// decides how long the control freezes: 0.4–3.3 s in 25 s in six runs on 2026-11-29, so the
+    /// pages now play 40 s (the control lost 14–18 packets in 25 s), and a second more frozen
+    /// than the FEC browser is not left to the luck of a few losses. (Chromium leaves
     /// `fecPacketsReceived` at 0 for video: it counts FEC for audio and FlexFEC only.)
     @Test func chromiumRepairsWithTheRelaysFECWhatNoResendCan() throws {
         let fecHost = try VirtualHost(), plainHost = try VirtualHost()
@@ -28,22 +31,22 @@ import X11TestSupport
         let port = freeEvenPort()
         try fecHost.loseRTP(permille: 10, fromPort: port)
         try plainHost.loseRTP(permille: 10, fromPort: port)
-        let relay = try RoomEndToEndTests.serve(dir, port: port, duration: 60, access: ["--open", "--fec", "on"])
+        let relay = try RoomEndToEndTests.serve(dir, port: port, duration: 80, access: ["--open", "--fec", "on"])
         defer { relay.finish(within: 5) }
         let presenter = try Child(screenshareBinary(), [
             "start", "--room", "class", "--server", "127.0.0.1:\(port)", "--input", input, "--input-format", "nv12",
-            "--input-size", "640x360", "--fps", "15", "--bitrate", "600k", "--content", "motion", "--no-audio", "--duration", "45", "--json",
+            "--input-size", "640x360", "--fps", "15", "--bitrate", "600k", "--content", "motion", "--no-audio", "--duration", "60", "--json",
         ], dir: dir, name: "presenter")
         defer { presenter.finish(within: 0) }
         _ = try EventLog.wait(for: "substream_started", in: relay)
         let script = BrowserWHEPTests.script("browser-watch.py")
         func page(_ host: VirtualHost, _ name: String, _ extra: [String]) throws -> Child {
-            try host.run(BrowserWHEPTests.python, [script, "http://\(host.relayAddress):\(port)/class", "30", "--no-loopback", "--no-luma"] + extra,
+            try host.run(BrowserWHEPTests.python, [script, "http://\(host.relayAddress):\(port)/class", "45", "--no-loopback", "--no-luma"] + extra,
                          dir: dir, name: name)
         }
         let fec = try page(fecHost, "fec", []), plain = try page(plainHost, "plain", ["--no-fec"])
         #expect(fec.finish(within: 90) == 0, "\(fec.stderr.suffix(2000))")
-        #expect(plain.finish(within: 30) == 0, "\(plain.stderr.suffix(2000))")
+        #expect(plain.finish(within: 45) == 0, "\(plain.stderr.suffix(2000))")
         let fecLog = EventLog(fec.stdout), plainLog = EventLog(plain.stdout)
         let sentFPS = EventLog(presenter).events(named: "stats").dropFirst(3).compactMap { $0["fps"] as? Int }
         let fps = Double(sentFPS.reduce(0, +)) / Double(max(sentFPS.count, 1))
