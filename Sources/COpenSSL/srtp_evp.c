@@ -284,6 +284,14 @@ static copenssl_srtp_status aes_gcm(const struct kind *k, int encrypt, const uin
     return COPENSSL_SRTP_OK;
 }
 
+/// RFC 7714 §8.1: the RTP IV before the salt, 00 00 || SSRC || ROC || SEQ (SEQ from the header).
+static void gcm_rtp_iv(uint8_t iv[12], uint32_t ssrc, uint32_t roc, const uint8_t *header) {
+    iv[0] = iv[1] = 0;
+    write32(iv + 2, ssrc);
+    write32(iv + 6, roc);
+    iv[10] = header[2], iv[11] = header[3];
+}
+
 copenssl_srtp_status copenssl_srtp_protect(copenssl_srtp *ctx, uint8_t *b, size_t capacity, size_t *length) {
     size_t len = *length, header = rtp_header_length(b, len);
     if (!header) return COPENSSL_SRTP_MALFORMED;
@@ -295,10 +303,8 @@ copenssl_srtp_status copenssl_srtp_protect(copenssl_srtp *ctx, uint8_t *b, size_
     if (index < 0) return COPENSSL_SRTP_REPLAY;
     uint32_t roc = (uint32_t)(index >> 16);
     if (ctx->gcm) {
-        uint8_t iv[12] = {0};
-        write32(iv + 2, ssrc);
-        write32(iv + 6, roc);
-        iv[10] = b[2], iv[11] = b[3];
+        uint8_t iv[12];
+        gcm_rtp_iv(iv, ssrc, roc, b);
         copenssl_srtp_status status = aes_gcm(&ctx->rtp, 1, iv, b, header, NULL, 0, b + header, len - header, b + len);
         if (status != COPENSSL_SRTP_OK) return status;
     } else {
@@ -326,10 +332,8 @@ copenssl_srtp_status copenssl_srtp_unprotect(copenssl_srtp *ctx, uint8_t *b, siz
         return COPENSSL_SRTP_REPLAY;
     uint32_t roc = (uint32_t)(index >> 16);
     if (ctx->gcm) {
-        uint8_t iv[12] = {0};
-        write32(iv + 2, ssrc);
-        write32(iv + 6, roc);
-        iv[10] = b[2], iv[11] = b[3];
+        uint8_t iv[12];
+        gcm_rtp_iv(iv, ssrc, roc, b);
         copenssl_srtp_status status = aes_gcm(&ctx->rtp, 0, iv, b, header, NULL, 0, b + header, body - header, b + body);
         if (status != COPENSSL_SRTP_OK) return status;
     } else {
