@@ -157,9 +157,10 @@ public final class RelayCore {
     /// the wall clock (for RTCP round-trip times).
     /// - Parameter proven: it came through an encrypted hop, whose handshake proved the address
     ///   (no cookie is asked for, and replies need not be smaller than the request).
-    /// - Parameter arrival: when the kernel received it (monotonic ns, ≤ `now`), if the socket
-    ///   stamps arrivals: a publisher's transport feedback reports that, so a relay busy sending
-    ///   a thousand copies of the previous packet does not look like a congested uplink.
+    /// - Parameter arrival: when the kernel received it (monotonic ns; a datagram read late in a
+    ///   turn may have arrived after the turn's `now`), if the socket stamps arrivals: a
+    ///   publisher's transport feedback reports that, so a relay busy sending a thousand copies
+    ///   of the previous packet does not look like a congested uplink.
     public func receive(_ bytes: UnsafeRawBufferPointer, from address: PeerAddress, now: UInt64, wallNanos: UInt64, proven: Bool = false,
                         arrival: UInt64? = nil) {
         received = bytes.count
