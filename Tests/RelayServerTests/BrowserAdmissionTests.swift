@@ -96,6 +96,17 @@ import NetworkAddress
         #expect(BrowserGateway.setupExpired(createdNanos: 5_000_000_000, now: 35_000_000_001, timeoutNanos: timeout))
     }
 
+    /// A kernel arrival stamp on the monotonic clock: that far before the batch was read; none
+    /// without a stamp, or with one that does not fit (ahead of the read, or a second behind it).
+    @Test func anArrivalStampIsPutOnTheMonotonicClock() {
+        let now: UInt64 = 50_000_000_000, wall: UInt64 = 1_800_000_000_000_000_000
+        #expect(RelayServer.arrival(stamp: wall - 3_000_000, now: now, wall: wall) == now - 3_000_000)
+        #expect(RelayServer.arrival(stamp: wall, now: now, wall: wall) == now)
+        #expect(RelayServer.arrival(stamp: nil, now: now, wall: wall) == nil)
+        #expect(RelayServer.arrival(stamp: wall + 1, now: now, wall: wall) == nil, "ahead of the read")
+        #expect(RelayServer.arrival(stamp: wall - 1_000_000_000, now: now, wall: wall) == nil, "a clock set meanwhile")
+    }
+
     @Test func unknownRoomsDirectoryAndAFloodOfOffersThatNeverConnect() throws {
         let clock = ManualClock()
         var limits = BrowserLimits()

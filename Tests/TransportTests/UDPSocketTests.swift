@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 @testable import Transport
 
@@ -15,6 +18,36 @@ import Testing
         let n = buf.withUnsafeMutableBytes { c.receive(into: $0, timeoutMillis: 2000) }
         #expect(n == 5)
         #expect(Array(buf[0..<5]) == payload)
+    }
+
+    /// A listener that stamps arrivals gets, with each datagram of a batch, the kernel's wall
+    /// clock time of its arrival: after it was sent, before it was read. One that does not, none.
+    @Test func aBatchCarriesTheKernelsArrivalStamps() throws {
+        func wallNanos() -> UInt64 {
+            var ts = timespec()
+            clock_gettime(CLOCK_REALTIME, &ts)
+            return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+        }
+        for stamped in [true, false] {
+            let listener = try UDPListener(host: "127.0.0.1", port: 0)
+            if stamped { #expect(listener.stampArrivals()) }
+            let sender = try UDPSocket(connectTo: Endpoint(host: "127.0.0.1", port: listener.port))
+            let before = wallNanos()
+            for i in 0..<3 { #expect([UInt8(i), 9, 9].withUnsafeBytes { sender.send($0) } == 0) }
+            // On loopback a send has queued its datagram by the time it returns.
+            let batch = ReceiveBatch(count: 8)
+            let got = batch.receive(fd: listener.fd)
+            let after = wallNanos()
+            #expect(got == 3)
+            for i in 0..<3 {
+                if stamped {
+                    let t = try #require(batch.arrivalWallNanos(i))
+                    #expect(t >= before && t <= after, "stamp \(t) outside [\(before), \(after)]")
+                } else {
+                    #expect(batch.arrivalWallNanos(i) == nil)
+                }
+            }
+        }
     }
 
     @Test func unresolvableHostIsAClearError() {
