@@ -25,16 +25,24 @@ public struct VideoOutputError: Error, CustomStringConvertible {
     public init(_ description: String) { self.description = description }
 }
 
-/// Shows decoded pictures in an X11 window: libyuv scales the picture to fit the window
-/// (aspect kept, black bars) and converts it to BGRA in a reused MIT-SHM image, which
-/// XShmPutImage draws (XPutImage without MIT-SHM). The window can be resized; closing it
-/// (WM_DELETE_WINDOW) is reported by `handleEvents()`. Use from one thread.
+/// Shows decoded pictures in an X11 window: libyuv converts the picture to BGRA in a reused
+/// MIT-SHM image, which XShmPutImage draws (XPutImage without MIT-SHM). Until the user resizes
+/// it, the window takes the picture's size (clamped to the screen, as ffplay and GStreamer's
+/// ximagesink do), so a picture that fits is drawn without scaling; once resized, the picture
+/// is scaled to fit it (aspect kept, black bars). Closing it (WM_DELETE_WINDOW) is reported by
+/// `handleEvents()`. Use from one thread.
 public final class X11VideoWindow {
     private let display: OpaquePointer
     private let window: Window
     private let gc: GC
     private let deleteAtom: Atom
     private var windowSize: PixelSize
+    private let screenSize: PixelSize
+    /// The window follows the picture's size until someone else (the user, a window manager)
+    /// sizes it differently.
+    private var followsPicture = true
+    /// Our last XResizeWindow: its size and request serial, until the server has answered it.
+    private var pendingResize: (size: PixelSize, serial: UInt)?
     private var image: UnsafeMutablePointer<XImage>?
     private var imageSize = PixelSize(width: 0, height: 0)
     private var shmInfo = XShmSegmentInfo()
@@ -43,6 +51,8 @@ public final class X11VideoWindow {
     private var scaled: (y: UnsafeMutablePointer<UInt8>, u: UnsafeMutablePointer<UInt8>, v: UnsafeMutablePointer<UInt8>, size: PixelSize)?
     public private(set) var closed = false
     public private(set) var framesShown = 0
+    /// Pictures that had to be scaled to the window (for tests).
+    private(set) var framesScaled = 0
 
     /// The X window id (for tests and scripts).
     public var windowID: UInt { UInt(window) }
@@ -59,7 +69,8 @@ public final class X11VideoWindow {
         let screen = cx11_default_screen(d)
         let root = cx11_root_window(d, screen)
         let sw = Int(cx11_display_width(d, screen)), sh = Int(cx11_display_height(d, screen))
-        let fit = Self.fit(size, into: PixelSize(width: sw, height: sh))
+        screenSize = PixelSize(width: sw, height: sh)
+        let fit = Self.fit(size, into: screenSize)
         windowSize = fit
         window = XCreateSimpleWindow(d, root, 0, 0, UInt32(fit.width), UInt32(fit.height), 0, 0, 0)
         XStoreName(d, window, title)
@@ -141,7 +152,16 @@ public final class X11VideoWindow {
             XNextEvent(display, &event)
             switch event.type {
             case ConfigureNotify:
-                windowSize = PixelSize(width: Int(event.xconfigure.width), height: Int(event.xconfigure.height))
+                let size = PixelSize(width: Int(event.xconfigure.width), height: Int(event.xconfigure.height))
+                if let pending = pendingResize {
+                    // Sent before our resize was processed: stale, the resize will follow.
+                    guard event.xconfigure.serial >= pending.serial else { continue }
+                    pendingResize = nil
+                    if size != pending.size { followsPicture = false }
+                } else if size != windowSize {
+                    followsPicture = false
+                }
+                windowSize = size
             case ClientMessage where UInt(event.xclient.data.l.0) == UInt(deleteAtom):
                 closed = true
             case DestroyNotify:
@@ -153,9 +173,18 @@ public final class X11VideoWindow {
         return !closed
     }
 
-    /// Draws a picture: scaled to fit the window with its aspect ratio, centred on black.
+    /// Draws a picture: the window first takes its size if it still follows the picture;
+    /// otherwise it is scaled to fit the window with its aspect ratio, centred on black.
     public func show(_ p: I420View) {
         handleEvents()
+        if followsPicture, !closed {
+            let wanted = Self.fit(PixelSize(width: p.width, height: p.height), into: screenSize)
+            if wanted != windowSize, wanted != pendingResize?.size {
+                pendingResize = (wanted, UInt(XNextRequest(display)))
+                XResizeWindow(display, window, UInt32(wanted.width), UInt32(wanted.height))
+                windowSize = wanted
+            }
+        }
         guard !closed, windowSize.width >= 2, windowSize.height >= 2 else { return }
         ensureImage(windowSize)
         guard let image else { return }
@@ -173,6 +202,7 @@ public final class X11VideoWindow {
                       s.y, Int32(fit.width), s.u, Int32(cw), s.v, Int32(cw), Int32(fit.width), Int32(fit.height), kFilterBilinear)
             y = UnsafePointer(s.y); u = UnsafePointer(s.u); v = UnsafePointer(s.v)
             sy = fit.width; su = cw; sv = cw
+            framesScaled += 1
         }
         I420ToARGB(y, Int32(sy), u, Int32(su), v, Int32(sv), base + oy * stride + ox * 4, Int32(stride),
                    Int32(fit.width), Int32(fit.height))

@@ -62,6 +62,53 @@ import X11TestSupport
         #expect(window.framesShown >= 2)
     }
 
+    func windowSize(_ d: OpaquePointer, _ w: UInt) -> PixelSize {
+        var attributes = XWindowAttributes()
+        XGetWindowAttributes(d, Window(w), &attributes)
+        return PixelSize(width: Int(attributes.width), height: Int(attributes.height))
+    }
+
+    @Test func takesThePicturesSizeUntilTheUserResizesIt() throws {
+        let xvfb = try PrivateXvfb(width: 1280, height: 720)
+        let window = try X11VideoWindow(display: xvfb.name, title: "viewer", size: PixelSize(width: 320, height: 240))
+        let d = try #require(XOpenDisplay(xvfb.name))
+        defer { XCloseDisplay(d) }
+
+        // A 640x360 picture: the window grows to it and draws it unscaled.
+        let wide = Picture(width: 640, height: 360, left: 50, right: 200)
+        wide.view { window.show($0) }
+        window.sync()
+        #expect(windowSize(d, window.windowID) == PixelSize(width: 640, height: 360))
+        #expect(window.framesScaled == 0)
+        #expect(abs(pixel(d, window.windowID, 10, 180) - 40) <= 3)
+        #expect(abs(pixel(d, window.windowID, 630, 180) - 214) <= 3)
+
+        // Larger than the screen: clamped to it, and scaled into it.
+        let huge = Picture(width: 1920, height: 1080, left: 50, right: 200)
+        huge.view { window.show($0) }
+        window.sync()
+        #expect(windowSize(d, window.windowID) == PixelSize(width: 1280, height: 720))
+        #expect(window.framesScaled == 1)
+        #expect(abs(pixel(d, window.windowID, 1270, 700) - 214) <= 3)
+
+        // The user sizes it: from then on it keeps that size, and pictures are fitted into it.
+        XResizeWindow(d, Window(window.windowID), 500, 300)
+        XSync(d, 0)
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            wide.view { window.show($0) }
+            window.sync()
+            if windowSize(d, window.windowID) == PixelSize(width: 500, height: 300),
+               abs(pixel(d, window.windowID, 490, 150) - 214) <= 3 { break }
+            usleep(10_000)
+        }
+        for _ in 0..<3 { wide.view { window.show($0) } }
+        window.sync()
+        #expect(windowSize(d, window.windowID) == PixelSize(width: 500, height: 300))
+        #expect(abs(pixel(d, window.windowID, 10, 150) - 40) <= 3)
+        #expect(abs(pixel(d, window.windowID, 490, 150) - 214) <= 3)
+    }
+
     @Test(arguments: [
         (PixelSize(width: 1920, height: 1080), PixelSize(width: 640, height: 480), PixelSize(width: 640, height: 360)),
         (PixelSize(width: 640, height: 480), PixelSize(width: 1280, height: 480), PixelSize(width: 640, height: 480)),
