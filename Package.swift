@@ -106,7 +106,7 @@ let package = Package(
         // The xdg-desktop-portal's ScreenCast (a Wayland desktop's screen, asked of the user once).
         .target(name: "Portal", dependencies: ["CGio", "CPipeWire", "Basics", "MediaCore", "ScreenCapture"], swiftSettings: [.unsafeFlags(glibIncludes)]),
         .target(name: "VideoProcessing", dependencies: ["CYUV", "CColor", "MediaCore", "Basics"]),
-        .target(name: "VP8Codec", dependencies: ["CVPX", "CZeroFill", "MediaCore", "Basics"]),
+        .target(name: "VP8Codec", dependencies: ["CAV", "CVPX", "CZeroFill", "MediaCore", "Basics"]),
         .target(name: "Recording", dependencies: ["CAV", "MediaCore", "Basics", .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "VideoOutput", dependencies: ["CX11", "CYUV", "MediaCore", "Basics"]),
         .target(name: "OpusCodec", dependencies: ["COpus"]),

@@ -149,7 +149,7 @@ final class ViewerLoop {
         } catch {
             throw FileError("the SDP's SRTP key cannot be used: \(error)")
         }
-        let decoder = try VP8Decoder()
+        let decoder = try VP8Decoder.fastest()
         let checksums = try config.framesMD5Path.map { try FrameChecksums(path: $0) }
         startNanos = clock.nowNanos()
         path = VideoReceivePath(payloadType: video.payloadType, clockRate: video.clockRate, inRoom: relay != nil,

@@ -434,50 +434,6 @@ extension VP8Encoder {
                                      | VP8_EFLAG_NO_UPD_ARF | VP8_EFLAG_NO_UPD_ENTROPY)
 }
 
-/// A decoded picture, borrowed: valid only inside `VP8Decoder.decode`'s body.
-public struct DecodedPicture {
-    public let y: UnsafePointer<UInt8>, u: UnsafePointer<UInt8>, v: UnsafePointer<UInt8>
-    public let strideY: Int, strideU: Int, strideV: Int
-    public let width: Int, height: Int
-}
-
-/// libvpx VP8 decoder.
-public final class VP8Decoder {
-    private let ctx: UnsafeMutablePointer<vpx_codec_ctx_t>
-
-    public init() throws {
-        ctx = .allocate(capacity: 1)
-        ctx.initialize(to: vpx_codec_ctx_t())
-        var cfg = vpx_codec_dec_cfg_t(threads: 1, w: 0, h: 0)
-        let rc = cvpx_dec_init(ctx, &cfg, 0)
-        guard rc == VPX_CODEC_OK else {
-            ctx.deallocate()
-            throw VP8CodecError("cannot create the VP8 decoder: \(String(cString: vpx_codec_err_to_string(rc)))")
-        }
-    }
-
-    deinit {
-        vpx_codec_destroy(ctx)
-        ctx.deallocate()
-    }
-
-    /// Decodes one frame; calls `body` for each picture it yields.
-    public func decode(_ data: UnsafeRawBufferPointer, _ body: (DecodedPicture) -> Void) throws {
-        guard let base = data.baseAddress, data.count > 0 else { throw VP8CodecError("empty VP8 frame") }
-        let rc = vpx_codec_decode(ctx, base.assumingMemoryBound(to: UInt8.self), UInt32(data.count), nil, 0)
-        guard rc == VPX_CODEC_OK else {
-            throw VP8CodecError("VP8 decode failed: \(String(cString: vpx_codec_error(ctx)))")
-        }
-        var iter: vpx_codec_iter_t?
-        while let img = vpx_codec_get_frame(ctx, &iter) {
-            let i = img.pointee
-            body(DecodedPicture(y: UnsafePointer(i.planes.0!), u: UnsafePointer(i.planes.1!), v: UnsafePointer(i.planes.2!),
-                                strideY: Int(i.stride.0), strideU: Int(i.stride.1), strideV: Int(i.stride.2),
-                                width: Int(i.d_w), height: Int(i.d_h)))
-        }
-    }
-}
-
 /// The first second of a `motion` stream under quantizer ceilings.
 ///
 /// libvpx's one-pass rate control starts from a table of bits per macroblock at each quantizer

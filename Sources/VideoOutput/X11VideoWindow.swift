@@ -28,8 +28,10 @@ public struct VideoOutputError: Error, CustomStringConvertible {
 /// Shows decoded pictures in an X11 window: libyuv converts the picture to BGRA in a reused
 /// MIT-SHM image, which XShmPutImage draws (XPutImage without MIT-SHM). Until the user resizes
 /// it, the window takes the picture's size (clamped to the screen, as ffplay and GStreamer's
-/// ximagesink do), so a picture that fits is drawn without scaling; once resized, the picture
-/// is scaled to fit it (aspect kept, black bars). Closing it (WM_DELETE_WINDOW) is reported by
+/// ximagesink do), so a picture that fits is drawn without scaling, and then only its bands of
+/// 16 rows that differ from the last picture are converted and put (a refined slide or a video
+/// in a still page changes part of the screen); once resized, the picture is scaled to fit it
+/// (aspect kept, black bars). Closing it (WM_DELETE_WINDOW) is reported by
 /// `handleEvents()`. Use from one thread.
 public final class X11VideoWindow {
     private let display: OpaquePointer
@@ -53,6 +55,18 @@ public final class X11VideoWindow {
     public private(set) var framesShown = 0
     /// Pictures that had to be scaled to the window (for tests).
     private(set) var framesScaled = 0
+    /// Bands of 16 rows converted and drawn (for tests): a picture shown at its own size
+    /// converts only the bands that differ from the last one.
+    private(set) var bandsConverted = 0
+    /// The last picture drawn at its own size, to find the bands the next one changes.
+    private var previous: (y: UnsafeMutablePointer<UInt8>, u: UnsafeMutablePointer<UInt8>, v: UnsafeMutablePointer<UInt8>, size: PixelSize)?
+    private var previousValid = false
+    /// The window size and picture placement the image was last drawn for.
+    private var drawnLayout: (window: PixelSize, fit: PixelSize)?
+    /// Set by Expose: the next picture is put whole.
+    private var exposed = false
+    static let bandRows = 16
+    private var bandScratch: [Int] = []
 
     /// The X window id (for tests and scripts).
     public var windowID: UInt { UInt(window) }
@@ -87,6 +101,7 @@ public final class X11VideoWindow {
     deinit {
         releaseImage()
         if let s = scaled { s.y.deallocate(); s.u.deallocate(); s.v.deallocate() }
+        if let p = previous { p.y.deallocate(); p.u.deallocate(); p.v.deallocate() }
         XFreeGC(display, gc)
         XDestroyWindow(display, window)
         XSync(display, 0)
@@ -115,6 +130,7 @@ public final class X11VideoWindow {
         guard image == nil || imageSize != size else { return }
         releaseImage()
         imageSize = size
+        drawnLayout = nil
         let screen = cx11_default_screen(display)
         let visual = cx11_default_visual(display, screen)
         let depth = UInt32(cx11_default_depth(display, screen))
@@ -166,6 +182,8 @@ public final class X11VideoWindow {
                 closed = true
             case DestroyNotify:
                 closed = true
+            case Expose:
+                exposed = true
             default:
                 break
             }
@@ -192,24 +210,46 @@ public final class X11VideoWindow {
         let ox = (windowSize.width - fit.width) / 2, oy = (windowSize.height - fit.height) / 2
         let stride = Int(image.pointee.bytes_per_line)
         let base = UnsafeMutableRawPointer(image.pointee.data)!.assumingMemoryBound(to: UInt8.self)
-        if fit != windowSize { ARGBRect(base, Int32(stride), 0, 0, Int32(windowSize.width), Int32(windowSize.height), 0xFF00_0000) }
-        var y = p.y, u = p.u, v = p.v
-        var sy = p.strideY, su = p.strideU, sv = p.strideV
-        if fit.width != p.width || fit.height != p.height {
+        let sameLayout = drawnLayout.map { $0.window == windowSize && $0.fit == fit } ?? false
+        if !sameLayout {
+            if fit != windowSize { ARGBRect(base, Int32(stride), 0, 0, Int32(windowSize.width), Int32(windowSize.height), 0xFF00_0000) }
+            drawnLayout = (windowSize, fit)
+            previousValid = false
+        }
+        // The rows of the image to put: all of it, or the span of the bands that changed.
+        var rows = 0..<windowSize.height
+        if fit.width == p.width && fit.height == p.height {
+            let bands = changedBands(p)
+            guard !bands.isEmpty || !sameLayout || exposed else {
+                framesShown += 1
+                return
+            }
+            for band in bands {
+                let row = band * Self.bandRows, count = min(Self.bandRows, p.height - row), chromaRow = row / 2
+                I420ToARGB(p.y + row * p.strideY, Int32(p.strideY), p.u + chromaRow * p.strideU, Int32(p.strideU),
+                           p.v + chromaRow * p.strideV, Int32(p.strideV), base + (oy + row) * stride + ox * 4, Int32(stride),
+                           Int32(fit.width), Int32(count))
+            }
+            bandsConverted += bands.count
+            if sameLayout && !exposed, let first = bands.first, let last = bands.last {
+                rows = (oy + first * Self.bandRows)..<(oy + min(p.height, (last + 1) * Self.bandRows))
+            }
+        } else {
+            previousValid = false
             let s = scratch(fit)
             let cw = (fit.width + 1) / 2
             I420Scale(p.y, Int32(p.strideY), p.u, Int32(p.strideU), p.v, Int32(p.strideV), Int32(p.width), Int32(p.height),
                       s.y, Int32(fit.width), s.u, Int32(cw), s.v, Int32(cw), Int32(fit.width), Int32(fit.height), kFilterBilinear)
-            y = UnsafePointer(s.y); u = UnsafePointer(s.u); v = UnsafePointer(s.v)
-            sy = fit.width; su = cw; sv = cw
             framesScaled += 1
+            I420ToARGB(s.y, Int32(fit.width), s.u, Int32(cw), s.v, Int32(cw), base + oy * stride + ox * 4, Int32(stride),
+                       Int32(fit.width), Int32(fit.height))
         }
-        I420ToARGB(y, Int32(sy), u, Int32(su), v, Int32(sv), base + oy * stride + ox * 4, Int32(stride),
-                   Int32(fit.width), Int32(fit.height))
+        exposed = false
+        let y0 = Int32(rows.lowerBound), height = UInt32(rows.count)
         if shm {
-            XShmPutImage(display, window, gc, image, 0, 0, 0, 0, UInt32(windowSize.width), UInt32(windowSize.height), 0)
+            XShmPutImage(display, window, gc, image, 0, y0, 0, y0, UInt32(windowSize.width), height, 0)
         } else {
-            XPutImage(display, window, gc, image, 0, 0, 0, 0, UInt32(windowSize.width), UInt32(windowSize.height))
+            XPutImage(display, window, gc, image, 0, y0, 0, y0, UInt32(windowSize.width), height)
         }
         XFlush(display)
         framesShown += 1
@@ -224,6 +264,49 @@ public final class X11VideoWindow {
         let w = min(box.width, max(2, Int((Double(size.width) * scale).rounded()) & ~1))
         let h = min(box.height, max(2, Int((Double(size.height) * scale).rounded()) & ~1))
         return PixelSize(width: w, height: h)
+    }
+
+    /// The bands of `bandRows` rows where `p` differs from the last picture drawn at its own
+    /// size (all of them when there is none to compare with); the copy is brought up to `p`.
+    private func changedBands(_ p: I420View) -> [Int] {
+        let size = PixelSize(width: p.width, height: p.height)
+        let cw = (p.width + 1) / 2, ch = (p.height + 1) / 2
+        if previous?.size != size {
+            if let old = previous { old.y.deallocate(); old.u.deallocate(); old.v.deallocate() }
+            previous = (.allocate(capacity: size.area), .allocate(capacity: cw * ch), .allocate(capacity: cw * ch), size)
+            previousValid = false
+        }
+        let copy = previous!
+        let all = !previousValid
+        previousValid = true
+        let bandCount = (p.height + Self.bandRows - 1) / Self.bandRows
+        bandScratch.removeAll(keepingCapacity: true)
+        for band in 0..<bandCount {
+            let row = band * Self.bandRows, count = min(Self.bandRows, p.height - row)
+            let chromaRow = row / 2, chromaCount = min(Self.bandRows / 2, ch - chromaRow)
+            var changed = all
+            if !changed {
+                for r in row..<(row + count) where memcmp(copy.y + r * p.width, p.y + r * p.strideY, p.width) != 0 {
+                    changed = true
+                    break
+                }
+            }
+            if !changed {
+                for r in chromaRow..<(chromaRow + chromaCount)
+                where memcmp(copy.u + r * cw, p.u + r * p.strideU, cw) != 0 || memcmp(copy.v + r * cw, p.v + r * p.strideV, cw) != 0 {
+                    changed = true
+                    break
+                }
+            }
+            guard changed else { continue }
+            bandScratch.append(band)
+            for r in row..<(row + count) { memcpy(copy.y + r * p.width, p.y + r * p.strideY, p.width) }
+            for r in chromaRow..<(chromaRow + chromaCount) {
+                memcpy(copy.u + r * cw, p.u + r * p.strideU, cw)
+                memcpy(copy.v + r * cw, p.v + r * p.strideV, cw)
+            }
+        }
+        return bandScratch
     }
 
     private func scratch(_ size: PixelSize) -> (y: UnsafeMutablePointer<UInt8>, u: UnsafeMutablePointer<UInt8>, v: UnsafeMutablePointer<UInt8>, size: PixelSize) {

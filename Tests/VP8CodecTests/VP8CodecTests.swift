@@ -551,39 +551,6 @@ func config(_ w: Int, _ h: Int, content: ContentPreference = .motion, _ change: 
     }
 }
 
-@Suite struct VP8DecoderTests {
-    @Test func emptyInputThrows() throws {
-        let decoder = try VP8Decoder()
-        #expect(throws: VP8CodecError.self) { try decoder.decode(UnsafeRawBufferPointer(start: nil, count: 0)) { _ in } }
-    }
-
-    @Test func garbageThrowsWithoutCrashing() throws {
-        let decoder = try VP8Decoder()
-        var pictures = 0
-        // A key-frame tag with a wrong start code, then an inter frame before any key frame.
-        for bytes: [UInt8] in [[0x10, 0x02, 0x00, 0x00, 0x00, 0x00, 0x40, 0x01, 0xF0, 0x00],
-                               [0x00, 0x00, 0x00, 0x9D, 0x01, 0x2A, 0x00, 0x00, 0x00, 0x00],
-                               [0xFF, 0xFF, 0xFF]] {
-            #expect(throws: VP8CodecError.self, "\(bytes)") {
-                try bytes.withUnsafeBytes { try decoder.decode($0) { _ in pictures += 1 } }
-            }
-        }
-        #expect(pictures == 0)
-    }
-
-    @Test func truncatedKeyframeDoesNotCrash() throws {
-        let encoder = try VP8Encoder(config: config(320, 180))
-        let key = try encode(encoder, syntheticPicture(width: 320, height: 180), index: 0)[0].bytes
-        for cut in [1, 3, 10, 20, key.count / 2, key.count - 1] {
-            let decoder = try VP8Decoder()
-            // libvpx may refuse the frame or conceal the damage; either way no crash and the right size.
-            try? Array(key[0..<cut]).withUnsafeBytes {
-                try decoder.decode($0) { #expect($0.width == 320 && $0.height == 180) }
-            }
-        }
-    }
-}
-
 extension Array {
     static func * (lhs: Array, rhs: Int) -> Array { Array((0..<rhs).map { _ in lhs }.joined()) }
 }

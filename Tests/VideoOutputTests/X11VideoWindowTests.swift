@@ -109,6 +109,33 @@ import X11TestSupport
         #expect(abs(pixel(d, window.windowID, 490, 150) - 214) <= 3)
     }
 
+    @Test func convertsOnlyTheBandsThatChanged() throws {
+        let xvfb = try PrivateXvfb(width: 1280, height: 720)
+        let window = try X11VideoWindow(display: xvfb.name, title: "viewer", size: PixelSize(width: 640, height: 360))
+        let d = try #require(XOpenDisplay(xvfb.name))
+        defer { XCloseDisplay(d) }
+        let picture = Picture(width: 640, height: 360, left: 50, right: 200)
+        picture.view { window.show($0) }
+        #expect(window.bandsConverted == 23, "360 rows: 22 bands of 16 and one of 8")
+        // The same picture again: nothing to convert, and the window still shows it.
+        picture.view { window.show($0) }
+        window.sync()
+        #expect(window.bandsConverted == 23)
+        #expect(abs(pixel(d, window.windowID, 10, 350) - 40) <= 3)
+        // Rows 100–110 change in luma (bands 6 of rows 96–111), row 300's chroma only (band 18).
+        for row in 100...110 { for col in 0..<320 { picture.y[row * 640 + col] = 120 } }
+        for col in 0..<320 { picture.u[150 * 320 + col] = 90 }
+        picture.view { window.show($0) }
+        window.sync()
+        #expect(window.bandsConverted == 25)
+        #expect(abs(pixel(d, window.windowID, 10, 105) - 121) <= 3, "the changed band is drawn")
+        #expect(abs(pixel(d, window.windowID, 10, 95) - 40) <= 3, "the band above is untouched")
+        #expect(abs(pixel(d, window.windowID, 10, 200) - 40) <= 3)
+        #expect(pixel(d, window.windowID, 10, 300) != pixel(d, window.windowID, 10, 280), "the chroma change is drawn")
+        #expect(window.framesShown == 3)
+
+    }
+
     @Test(arguments: [
         (PixelSize(width: 1920, height: 1080), PixelSize(width: 640, height: 480), PixelSize(width: 640, height: 360)),
         (PixelSize(width: 640, height: 480), PixelSize(width: 1280, height: 480), PixelSize(width: 640, height: 480)),
