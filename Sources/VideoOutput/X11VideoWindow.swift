@@ -50,7 +50,8 @@ public final class X11VideoWindow {
     private var shmInfo = XShmSegmentInfo()
     private var shm = false
     private let useSHM: Bool
-    private var scaled: (y: UnsafeMutablePointer<UInt8>, u: UnsafeMutablePointer<UInt8>, v: UnsafeMutablePointer<UInt8>, size: PixelSize)?
+    /// The picture scaled to the window, when it does not fit.
+    private var scaled: VideoFrame?
     public private(set) var closed = false
     public private(set) var framesShown = 0
     /// Pictures that had to be scaled to the window (for tests).
@@ -59,7 +60,7 @@ public final class X11VideoWindow {
     /// converts only the bands that differ from the last one.
     private(set) var bandsConverted = 0
     /// The last picture drawn at its own size, to find the bands the next one changes.
-    private var previous: (y: UnsafeMutablePointer<UInt8>, u: UnsafeMutablePointer<UInt8>, v: UnsafeMutablePointer<UInt8>, size: PixelSize)?
+    private var previous: VideoFrame?
     private var previousValid = false
     /// The window size and picture placement the image was last drawn for.
     private var drawnLayout: (window: PixelSize, fit: PixelSize)?
@@ -100,8 +101,6 @@ public final class X11VideoWindow {
 
     deinit {
         releaseImage()
-        if let s = scaled { s.y.deallocate(); s.u.deallocate(); s.v.deallocate() }
-        if let p = previous { p.y.deallocate(); p.u.deallocate(); p.v.deallocate() }
         XFreeGC(display, gc)
         XDestroyWindow(display, window)
         XSync(display, 0)
@@ -236,13 +235,13 @@ public final class X11VideoWindow {
             }
         } else {
             previousValid = false
-            let s = scratch(fit)
-            let cw = (fit.width + 1) / 2
+            let s = Self.frame(&scaled, fit)
             I420Scale(p.y, Int32(p.strideY), p.u, Int32(p.strideU), p.v, Int32(p.strideV), Int32(p.width), Int32(p.height),
-                      s.y, Int32(fit.width), s.u, Int32(cw), s.v, Int32(cw), Int32(fit.width), Int32(fit.height), kFilterBilinear)
+                      s.y, Int32(s.strideY), s.u, Int32(s.strideUV), s.v, Int32(s.strideUV), Int32(fit.width), Int32(fit.height),
+                      kFilterBilinear)
             framesScaled += 1
-            I420ToARGB(s.y, Int32(fit.width), s.u, Int32(cw), s.v, Int32(cw), base + oy * stride + ox * 4, Int32(stride),
-                       Int32(fit.width), Int32(fit.height))
+            I420ToARGB(s.y, Int32(s.strideY), s.u, Int32(s.strideUV), s.v, Int32(s.strideUV), base + oy * stride + ox * 4,
+                       Int32(stride), Int32(fit.width), Int32(fit.height))
         }
         exposed = false
         let y0 = Int32(rows.lowerBound), height = UInt32(rows.count)
@@ -269,14 +268,10 @@ public final class X11VideoWindow {
     /// The bands of `bandRows` rows where `p` differs from the last picture drawn at its own
     /// size (all of them when there is none to compare with); the copy is brought up to `p`.
     private func changedBands(_ p: I420View) -> [Int] {
-        let size = PixelSize(width: p.width, height: p.height)
         let cw = (p.width + 1) / 2, ch = (p.height + 1) / 2
-        if previous?.size != size {
-            if let old = previous { old.y.deallocate(); old.u.deallocate(); old.v.deallocate() }
-            previous = (.allocate(capacity: size.area), .allocate(capacity: cw * ch), .allocate(capacity: cw * ch), size)
-            previousValid = false
-        }
-        let copy = previous!
+        if previous?.width != p.width || previous?.height != p.height { previousValid = false }
+        let copy = Self.frame(&previous, PixelSize(width: p.width, height: p.height))
+        let sy = copy.strideY, suv = copy.strideUV
         let all = !previousValid
         previousValid = true
         let bandCount = (p.height + Self.bandRows - 1) / Self.bandRows
@@ -286,36 +281,34 @@ public final class X11VideoWindow {
             let chromaRow = row / 2, chromaCount = min(Self.bandRows / 2, ch - chromaRow)
             var changed = all
             if !changed {
-                for r in row..<(row + count) where memcmp(copy.y + r * p.width, p.y + r * p.strideY, p.width) != 0 {
+                for r in row..<(row + count) where memcmp(copy.y + r * sy, p.y + r * p.strideY, p.width) != 0 {
                     changed = true
                     break
                 }
             }
             if !changed {
                 for r in chromaRow..<(chromaRow + chromaCount)
-                where memcmp(copy.u + r * cw, p.u + r * p.strideU, cw) != 0 || memcmp(copy.v + r * cw, p.v + r * p.strideV, cw) != 0 {
+                where memcmp(copy.u + r * suv, p.u + r * p.strideU, cw) != 0 || memcmp(copy.v + r * suv, p.v + r * p.strideV, cw) != 0 {
                     changed = true
                     break
                 }
             }
             guard changed else { continue }
             bandScratch.append(band)
-            for r in row..<(row + count) { memcpy(copy.y + r * p.width, p.y + r * p.strideY, p.width) }
+            for r in row..<(row + count) { memcpy(copy.y + r * sy, p.y + r * p.strideY, p.width) }
             for r in chromaRow..<(chromaRow + chromaCount) {
-                memcpy(copy.u + r * cw, p.u + r * p.strideU, cw)
-                memcpy(copy.v + r * cw, p.v + r * p.strideV, cw)
+                memcpy(copy.u + r * suv, p.u + r * p.strideU, cw)
+                memcpy(copy.v + r * suv, p.v + r * p.strideV, cw)
             }
         }
         return bandScratch
     }
 
-    private func scratch(_ size: PixelSize) -> (y: UnsafeMutablePointer<UInt8>, u: UnsafeMutablePointer<UInt8>, v: UnsafeMutablePointer<UInt8>, size: PixelSize) {
-        if let s = scaled, s.size == size { return s }
-        if let s = scaled { s.y.deallocate(); s.u.deallocate(); s.v.deallocate() }
-        let cw = (size.width + 1) / 2, ch = (size.height + 1) / 2
-        let s = (UnsafeMutablePointer<UInt8>.allocate(capacity: size.area), UnsafeMutablePointer<UInt8>.allocate(capacity: cw * ch),
-                 UnsafeMutablePointer<UInt8>.allocate(capacity: cw * ch), size)
-        scaled = s
-        return s
+    /// `frame`, made again when it is not of `size`.
+    private static func frame(_ frame: inout VideoFrame?, _ size: PixelSize) -> VideoFrame {
+        if let f = frame, f.width == size.width, f.height == size.height { return f }
+        let f = VideoFrame(width: size.width, height: size.height)
+        frame = f
+        return f
     }
 }
