@@ -27,7 +27,8 @@ final class ForwardLog {
 }
 
 /// What a stream carries per temporal layer (bit/s over the last second, in half-second
-/// windows), for choosing what fits a viewer's link.
+/// windows), and what it usually carries (over about 4 s), for choosing what fits a viewer's
+/// link.
 struct LayerRates {
     /// Bytes of the window so far: TL0 (and packets without a layer), TL1, TL2 and above.
     private var bytes = (0, 0, 0)
@@ -36,6 +37,9 @@ struct LayerRates {
     private(set) var total = 0.0
     private(set) var half = 0.0
     private(set) var base = 0.0
+    /// The same, each window weighing an eighth: what the stream usually carries, through the
+    /// dip an encoder makes after a keyframe (a third of its rate for a second or two).
+    private var usual = (total: 0.0, half: 0.0, base: 0.0)
 
     mutating func add(_ size: Int, layer: UInt8?, now: UInt64) {
         if windowStart == nil { windowStart = now }
@@ -46,9 +50,14 @@ struct LayerRates {
                 let new = Double(bytes) * 8 / seconds
                 return old == 0 ? new : (old + new) / 2
             }
+            func average(_ old: Double, _ bytes: Int) -> Double {
+                let new = Double(bytes) * 8 / seconds
+                return old == 0 ? new : old + (new - old) / 8
+            }
             total = smooth(total, bytes.0 + bytes.1 + bytes.2)
             half = smooth(half, bytes.0 + bytes.1)
             base = smooth(base, bytes.0)
+            usual = (average(usual.total, bytes.0 + bytes.1 + bytes.2), average(usual.half, bytes.0 + bytes.1), average(usual.base, bytes.0))
             bytes = (0, 0, 0)
             windowStart = now
         }
@@ -65,6 +74,16 @@ struct LayerRates {
         case .all: total
         case .half: half
         case .base: base
+        case .keyframes: 0
+        }
+    }
+
+    /// What a viewer getting `layers` is usually sent (bit/s, over about 4 s).
+    func usualRate(_ layers: LinkLayers) -> Double {
+        switch layers {
+        case .all: usual.total
+        case .half: usual.half
+        case .base: usual.base
         case .keyframes: 0
         }
     }
@@ -91,7 +110,11 @@ struct LayerRates {
 ///   doubling after each failed trial up to 32 s), the next step for a second (from keyframes
 ///   only, from the next keyframe, which is asked for) — overuse, a queue of 50 ms or loss over
 ///   10 % in that time and it goes back at once; otherwise the estimate is raised to what got
-///   through.
+///   through. A trial proves something only while the stream carries its usual rate (at least
+///   80 % of its 4 s average): in a dip (an encoder's after a keyframe) it goes on until the
+///   stream is back, for up to 4 s more, and then goes back without counting as failed. Taken
+///   as passed in a dip, it raised a slow viewer to every layer that drowned it once the stream
+///   came back, and its losses asked for the keyframe that made the next dip.
 /// - Keyframes only: one is asked for at once and every 5 s, so the viewer still sees the
 ///   screen change;
 ///   its trials wait only for a path without loss (each keyframe queues on such a link).
@@ -100,6 +123,10 @@ struct LayerRates {
 /// forwarded, at least a tenth of the estimate (libwebrtc takes NACK overhead from the encoder's
 /// budget the same way). Unbudgeted, the repair of a congested link's losses is what buries it.
 final class ViewerDownlink {
+    /// A trial tests the link with at least this share of what the layers usually carry.
+    static let usualShare = 0.8
+    /// And it waits for the stream to carry that (ns) at most this long past its end.
+    static let longestDipWait: UInt64 = 4_000_000_000
     var controller = CongestionController(minimum: 30_000, maximum: 100_000_000, start: 100_000_000)
     var filter = LayerFilter()
     /// The newest number a feedback reported (a repeated feedback is not counted twice).
@@ -241,7 +268,15 @@ final class ViewerDownlink {
                 backoff = min(backoff * 2, 32_000_000_000)
                 nextTrial = now + backoff
             } else if now >= until {
+                let offered = rates.rate(layers), usual = rates.usualRate(layers)
+                let dipping = offered < Self.usualShare * usual
+                if dipping, now < until + Self.longestDipWait { return }  // not yet a test
                 trialUntil = nil
+                if dipping {  // the stream never came back: nothing learned, nothing failed
+                    set(trialFrom)
+                    nextTrial = now + backoff
+                    return
+                }
                 backoff = 4_000_000_000
                 nextTrial = now + backoff
                 if let got = controller.acknowledged { controller.raise(to: got) }
