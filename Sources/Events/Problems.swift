@@ -28,6 +28,9 @@ public struct WarningEvent: BroadcastEvent, Equatable {
         case audioStreamFailed
         /// The viewer cannot play the audio.
         case audioPlaybackUnavailable
+        /// The viewer was sent a keyframe larger than it takes (forged, or not a screen): refused
+        /// before decoding; it waits for the next keyframe.
+        case pictureTooLarge(width: Int, height: Int)
         /// The relay refused a request (`code` is its error code).
         case roomError(code: String)
         /// A Janus server (`--janus`) does not answer, or refuses: retried with backoff.
@@ -47,6 +50,7 @@ public struct WarningEvent: BroadcastEvent, Equatable {
             case .audioSourceLost: "audio_source_lost"
             case .audioStreamFailed: "audio_stream_failed"
             case .audioPlaybackUnavailable: "audio_playback_unavailable"
+            case .pictureTooLarge: "picture_too_large"
             case .roomError: "room_error"
             case .janus: "janus"
             }
@@ -58,6 +62,7 @@ public struct WarningEvent: BroadcastEvent, Equatable {
             case let .encoderOvershoot(kbps, target): ["kbps": .int(kbps), "target_kbps": .int(target)]
             case .roomError(let code): ["code": .string(code)]
             case .janus(let server): ["server": .string(server)]
+            case let .pictureTooLarge(width, height): ["width": .int(width), "height": .int(height)]
             default: [:]
             }
         }

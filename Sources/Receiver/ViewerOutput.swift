@@ -23,6 +23,8 @@ struct ViewerOutput {
     private var firstFrameReported = false
     /// In a room: when the relay confirmed the subscription to the stream shown (ns).
     private var subscribedAt: UInt64?
+    /// The size of the last keyframe refused as too large (said once, not per keyframe).
+    private var refusedSize: PixelSize?
 
     init(decoder: VP8Decoder, window: X11VideoWindow?, checksums: FrameChecksums?, events: EventSink, startedAt: UInt64) {
         self.decoder = decoder
@@ -41,6 +43,15 @@ struct ViewerOutput {
     /// Decodes a frame released at `now` and shows the picture.
     mutating func decode(_ frame: BufferedFrame, now: UInt64) -> VideoReceivePath.Decoded {
         var shown = false
+        if let size = VP8Decoder.keyframeSize(frame.data), size.area > decoder.maxPixels {
+            if size != refusedSize {
+                refusedSize = size
+                events.emit(.warning(.pictureTooLarge(width: size.width, height: size.height),
+                                     "refused a keyframe of \(size.width)x\(size.height): larger than the \(decoder.maxPixels) pixels a viewer takes; waiting for the next keyframe"))
+            }
+            return .failed
+        }
+        refusedSize = frame.isKeyframe ? nil : refusedSize
         do {
             try decoder.decode(frame.data) { picture in
                 shown = true

@@ -1,5 +1,6 @@
 internal import CAV
 internal import CVPX
+import MediaCore
 
 /// A decoded picture, borrowed: valid only inside `VP8Decoder.decode`'s body.
 public struct DecodedPicture {
@@ -25,6 +26,13 @@ public final class VP8Decoder {
     }
 
     private let backend: Backend
+    /// The largest keyframe taken (width × height); a larger one is refused before either
+    /// decoder sees it. A keyframe's header may say up to 16383x16383, for which libvpx
+    /// allocates its four frame buffers, over 1.5 GB, before it finds the data is not there:
+    /// one forged packet from a room's presenter would do that to every viewer.
+    public let maxPixels: Int
+    /// 8K (7680x4320): more than any screen shared today.
+    public static let defaultMaxPixels = 7680 * 4320
     public var implementation: Implementation {
         switch backend {
         case .libvpx: .libvpx
@@ -32,7 +40,8 @@ public final class VP8Decoder {
         }
     }
 
-    public init(_ implementation: Implementation = .libvpx) throws {
+    public init(_ implementation: Implementation = .libvpx, maxPixels: Int = VP8Decoder.defaultMaxPixels) throws {
+        self.maxPixels = maxPixels
         switch implementation {
         case .libvpx:
             let ctx = UnsafeMutablePointer<vpx_codec_ctx_t>.allocate(capacity: 1)
@@ -54,9 +63,17 @@ public final class VP8Decoder {
     }
 
     /// libavcodec's decoder where it loads, otherwise libvpx's.
-    public static func fastest() throws -> VP8Decoder {
-        if let decoder = try? VP8Decoder(.libavcodec) { return decoder }
-        return try VP8Decoder(.libvpx)
+    public static func fastest(maxPixels: Int = VP8Decoder.defaultMaxPixels) throws -> VP8Decoder {
+        if let decoder = try? VP8Decoder(.libavcodec, maxPixels: maxPixels) { return decoder }
+        return try VP8Decoder(.libvpx, maxPixels: maxPixels)
+    }
+
+    /// The picture size a keyframe's header says (RFC 6386 9.1: the frame tag, the start code
+    /// 9D 01 2A, then 14 bits each of width and height, little-endian); nil for an interframe
+    /// or too few bytes.
+    public static func keyframeSize(_ data: UnsafeRawBufferPointer) -> PixelSize? {
+        guard data.count >= 10, data[0] & 1 == 0, data[3] == 0x9D, data[4] == 0x01, data[5] == 0x2A else { return nil }
+        return PixelSize(width: (Int(data[7]) << 8 | Int(data[6])) & 0x3FFF, height: (Int(data[9]) << 8 | Int(data[8])) & 0x3FFF)
     }
 
     deinit {
@@ -72,6 +89,9 @@ public final class VP8Decoder {
     /// Decodes one frame; calls `body` for each picture it yields.
     public func decode(_ data: UnsafeRawBufferPointer, _ body: (DecodedPicture) -> Void) throws {
         guard let base = data.baseAddress, data.count > 0 else { throw VP8CodecError("empty VP8 frame") }
+        if let size = Self.keyframeSize(data), size.width * size.height > maxPixels {
+            throw VP8CodecError("a keyframe of \(size.width)x\(size.height) is larger than this viewer takes (\(maxPixels) pixels)")
+        }
         switch backend {
         case .libvpx(let ctx):
             let rc = vpx_codec_decode(ctx, base.assumingMemoryBound(to: UInt8.self), UInt32(data.count), nil, 0)

@@ -74,6 +74,28 @@ import VideoProcessing
         #expect(again.first.map { $0.y.count } == 320 * 180)
     }
 
+    /// A keyframe whose header says a picture larger than the viewer takes is refused before
+    /// the decoder allocates for it (16000x16000 would be over 1.5 GB in libvpx), with an error
+    /// that names the size; the stream's next real keyframe decodes.
+    @Test(arguments: VP8Decoder.Implementation.allCases)
+    func aKeyframeLargerThanTheViewerTakesIsRefusedBeforeDecoding(_ implementation: VP8Decoder.Implementation) throws {
+        let encoder = try VP8Encoder(config: config(320, 180))
+        let keyframe = try #require(try encode(encoder, syntheticPicture(width: 320, height: 180), index: 0).first).bytes
+        #expect(keyframe.withUnsafeBytes { VP8Decoder.keyframeSize($0) } == PixelSize(width: 320, height: 180))
+        var forged = keyframe
+        forged[6] = UInt8(16000 & 0xFF); forged[7] = UInt8(16000 >> 8)
+        forged[8] = UInt8(16000 & 0xFF); forged[9] = UInt8(16000 >> 8)
+        let decoder = try VP8Decoder(implementation, maxPixels: 1920 * 1080)
+        #expect(throws: VP8CodecError("a keyframe of 16000x16000 is larger than this viewer takes (2073600 pixels)")) {
+            _ = try decodeAll(decoder, [forged])
+        }
+        #expect(try decodeAll(decoder, [keyframe]).first.map { $0.y.count } == 320 * 180)
+        // At the size allowed it is taken: the bound is the picture's area, not less.
+        let exact = try VP8Decoder(implementation, maxPixels: 320 * 180)
+        #expect(try decodeAll(exact, [keyframe]).count == 1)
+        #expect(throws: VP8CodecError.self) { _ = try decodeAll(VP8Decoder(implementation, maxPixels: 320 * 180 - 1), [keyframe]) }
+    }
+
     @Test(arguments: VP8Decoder.Implementation.allCases)
     func emptyInputThrows(_ implementation: VP8Decoder.Implementation) throws {
         let decoder = try VP8Decoder(implementation)
