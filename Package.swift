@@ -141,7 +141,8 @@ let package = Package(
         // The CLI.
         // Every parser of network input, one entry point each, for libFuzzer (`Scripts/fuzz`)
         // and for replaying the committed corpus in the tests.
-        .target(name: "FuzzTargets", dependencies: ["RTP", "RTCP", "Room", "NetworkAddress", "Transport", "WebRTC", "Relay", "Access", "SRTP", "Congestion"]),
+        .target(name: "FuzzTargets", dependencies: ["RTP", "RTCP", "RTPSession", "Room", "NetworkAddress", "Transport", "WebRTC", "Relay", "Access", "SRTP",
+                                                  "Congestion", "MediaCore", "VP8Codec"]),
         // libFuzzer's driver when built with -sanitize=fuzzer -DFUZZING (Scripts/fuzz); otherwise
         // `screenshare-fuzz TARGET FILE...` runs files once (a crash found, reproduced) and
         // `--seed DIR` writes the seed corpus.

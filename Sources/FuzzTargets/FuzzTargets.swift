@@ -10,6 +10,8 @@ import RTP
 import Transport
 import WebRTC
 import NetworkAddress
+import RTPSession
+import VP8Codec
 
 /// Every parser of network input, each behind one entry point that takes arbitrary bytes:
 /// libFuzzer drives them (`Scripts/fuzz`), the tests replay the committed corpus through them.
@@ -58,6 +60,11 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// ids, acknowledgements, the streaming plugin's answers and errors. A seed is Janus 1.1.2's
     /// answer to `create`.
     case janus
+    /// RTP packets of a screen stream as `watch` receives them (2-byte big-endian length, then
+    /// the packet, repeated): frames assembled (``VP8FrameAssembler``) and each decoded by both
+    /// VP8 decoders, libvpx's and libavcodec's (where it loads), which take at most 640x480
+    /// here. A picture yielded is never empty nor over that bound.
+    case frames
 
     /// Makes what the targets need that only async code can make (the token authority: jwt-kit's
     /// key collection is an actor). Call once before `run` (`prepareBlocking` off Swift's
@@ -143,7 +150,34 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             return Self.congestion(bytes)
         case .fec:
             return Self.fec(bytes)
+        case .frames:
+            return Self.frames(bytes)
         }
+    }
+
+    /// See ``FuzzTarget/frames``: whether a picture came out.
+    private static func frames(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let bound = 640 * 480
+        let decoders = VP8Decoder.Implementation.allCases.compactMap { try? VP8Decoder($0, maxPixels: bound) }
+        var assembler = VP8FrameAssembler(capacity: 64, maxPayloadSize: 1400)
+        var offset = 0, pictures = 0, now: UInt64 = 1_000_000_000
+        while offset + 2 <= bytes.count {
+            let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+            offset += 2
+            guard offset + length <= bytes.count else { break }
+            let packet = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
+            offset += length
+            now += 1_000_000
+            assembler.insert(packet: packet, now: now) { frame in
+                for decoder in decoders {
+                    try? decoder.decode(frame.data) { p in
+                        precondition(p.width > 0 && p.height > 0 && p.width * p.height <= bound, "a picture of \(p.width)x\(p.height)")
+                        pictures += 1
+                    }
+                }
+            }
+        }
+        return pictures > 0
     }
 
     /// See ``FuzzTarget/fec``: whether something was recovered.

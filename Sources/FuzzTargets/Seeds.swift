@@ -6,6 +6,8 @@ import RTP
 import Relay
 import Transport
 import WebRTC
+import MediaCore
+import VP8Codec
 
 extension FuzzTarget {
     /// Valid inputs, made with the project's own writers, for the fuzzer to start from (the
@@ -52,6 +54,7 @@ extension FuzzTarget {
                 "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJpc3MiOiJzY3JlZW5zaGFyZSIsInN1YiI6InZpZXdlci0xIiwibmFtZSI6IkFkYSIsIm5iZiI6MTcwMDAwMDAwMCwiZXhwIjo0MTAyNDQ0ODAwLCJ2aWRlbyI6eyJyb29tIjoiY2xhc3MiLCJyb29tSm9pbiI6dHJ1ZSwiY2FuUHVibGlzaCI6ZmFsc2UsImNhblN1YnNjcmliZSI6dHJ1ZX19.980Bu27fbF9C6Jjtq_R5ZjRmGQ8HOs8eP4zur3sPsiM",
                 "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ0ZWFjaGVyIiwiZXhwIjo0MTAyNDQ0ODAwLCJ2aWRlbyI6eyJyb29tIjoiY2xhc3MiLCJyb29tSm9pbiI6dHJ1ZSwiY2FuUHVibGlzaCI6dHJ1ZX19.RF_3VJQQTIIVe7GsXzXm3jzRFCmneJc__Rb9bcUz9vw",
             ].map { Array($0.utf8) }
+        case .frames: return Self.screenStreams()
         case .fec:
             // A frame of five packets and its two FEC packets, one media packet missing (and, in
             // the second, the FEC packets first).
@@ -308,4 +311,28 @@ extension FuzzTarget {
         "a=setup:actpass", "a=mid:1", "a=recvonly", "a=rtcp-mux", "a=rtpmap:111 opus/48000/2", "a=rtcp-fb:111 transport-cc",
         "a=fmtp:111 minptime=10;useinbandfec=1", "a=rtpmap:63 red/48000/2", "a=fmtp:63 111/111", "",
     ].joined(separator: "\r\n")
+
+    /// A 64x48 screen stream of a keyframe and five interframes, packetized in packets of at
+    /// most 120 bytes, length-prefixed as the `frames` target reads them; and the same with
+    /// two packets swapped and one sent twice.
+    static func screenStreams() -> [[UInt8]] {
+        guard let encoder = try? VP8Encoder(config: VP8EncoderConfig(size: PixelSize(width: 64, height: 48))) else { return [] }
+        var packetizer = VP8Packetizer(ssrc: 0x5EED_0002, initialSequence: 65530, initialPictureID: 7, maxPayloadSize: 120)
+        var packets: [[UInt8]] = []
+        var buffer = [UInt8](repeating: 0, count: RTPHeader.fixedSize + 120)
+        let picture = VideoFrame(width: 64, height: 48)
+        for i in 0..<6 {
+            // A square moving over grey: each interframe has something to say.
+            for row in 0..<48 { for col in 0..<64 { picture.y[row * picture.strideY + col] = (col / 8 + i) % 8 == row / 6 ? 235 : 128 } }
+            try? encoder.encode(picture, pts: Int64(i) * 3000, duration: 3000) { frame, _ in
+                buffer.withUnsafeMutableBytes { b in
+                    _ = packetizer.packetize(frame: frame, rtpTimestamp: UInt32(i) * 3000, into: b) { packets.append(Array($0)) }
+                }
+            }
+        }
+        func prefixed(_ list: [[UInt8]]) -> [UInt8] { list.flatMap { [UInt8($0.count >> 8), UInt8($0.count & 0xFF)] + $0 } }
+        var shuffled = packets
+        if shuffled.count > 4 { shuffled.swapAt(1, 2); shuffled.append(shuffled[3]) }
+        return [prefixed(packets), prefixed(shuffled)]
+    }
 }
