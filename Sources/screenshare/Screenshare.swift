@@ -82,10 +82,28 @@ struct Screenshare: ParsableCommand {
             guard argument.hasPrefix("--") else { continue }
             let given = String(argument.split(separator: "=", maxSplits: 1).first ?? "")
             if known.contains(given) { continue }
-            let nearest = known.map { ($0, editDistance(given, $0)) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
-            return (given, nearest)
+            return (given, nearest(to: given, in: known))
         }
         return nil
+    }
+
+    /// The first argument when it is no subcommand (nor an option, nor `help`), and the
+    /// subcommand nearest to it: `screenshare strat` reads "unknown command 'strat'. Did you
+    /// mean 'start'?" rather than "Unexpected argument".
+    static func unknownCommand(in arguments: [String]) -> (given: String, nearest: String?)? {
+        guard let name = arguments.first, !name.hasPrefix("-"), name != "help" else { return nil }
+        let names = configuration.subcommands.map { $0._commandName }
+        return names.contains(name) ? nil : (name, nearest(to: name, in: names))
+    }
+
+    /// The candidate nearest to `given` (edit distance at most 2); of those as near, one that
+    /// starts as it does (`--rom`: `--room`, not `--from`), then the first in order, so the same
+    /// typo always gets the same answer.
+    static func nearest(to given: some StringProtocol, in candidates: some Sequence<String>) -> String? {
+        func start(_ s: some StringProtocol) -> Character? { s.first { $0 != "-" } }
+        return candidates.map { ($0, editDistance(String(given), $0), start($0) == start(given) ? 0 : 1) }
+            .filter { $0.1 <= 2 }
+            .min { ($0.1, $0.2, $0.0) < ($1.1, $1.2, $1.0) }?.0
     }
 
     /// Levenshtein distance.
@@ -113,6 +131,14 @@ struct Screenshare: ParsableCommand {
             if let (given, nearest) = unknownOption(in: Array(CommandLine.arguments.dropFirst())) {
                 printError("Error: unknown option '\(given)'" + (nearest.map { ". Did you mean '\($0)'?" } ?? ""))
                 printError("  See 'screenshare \(CommandLine.arguments.dropFirst().first ?? "") --help' for its options.")
+                fflush(nil)
+                _exit(Exit.usage.rawValue)
+            }
+            if let (given, nearest) = unknownCommand(in: Array(CommandLine.arguments.dropFirst())) {
+                // A link pasted without `watch`: say how to watch it.
+                let link = given.contains("://") ? ". To watch a link: screenshare watch '\(given)'" : nil
+                printError("Error: unknown command '\(given)'" + (link ?? nearest.map { ". Did you mean '\($0)'?" } ?? ""))
+                printError("  See 'screenshare --help' for the commands.")
                 fflush(nil)
                 _exit(Exit.usage.rawValue)
             }

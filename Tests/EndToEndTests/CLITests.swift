@@ -74,6 +74,13 @@ func runScreenshare(_ arguments: [String]) throws -> (status: Int32, stdout: Str
         (["serve", "--open", "--janus", "http://a/janus", "--janus-admin-key", "k", "--janus-admin-key-file", "f"], "give one of them"),
         (["serve", "--open", "--janus", "http://a/janus", "--janus", "http://a:8088/janus/"], "named twice"),
         (["serve", "--open", "--janus-remb"], "--janus-remb goes with --janus URL"),
+        // Typos: the nearest command or option, the same one every time.
+        (["strat", "--room", "a"], "unknown command 'strat'. Did you mean 'start'?"),
+        (["wacth", "LINK"], "Did you mean 'watch'?"),
+        (["share", "--room", "a"], "unknown command 'share'"),
+        (["http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4"], "To watch a link: screenshare watch 'http://192.168.1.20:7600/class#k=7Hq2xZ9aLm4'"),
+        (["watch", "--rom", "a"], "unknown option '--rom'. Did you mean '--room'?"),
+        (["start", "--romm", "a"], "Did you mean '--room'?"),
     ])
     func roomFlagsAreCheckedAndNamed(args: [String], message: String) throws {
         let r = try runScreenshare(args)
