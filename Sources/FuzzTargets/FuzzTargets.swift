@@ -155,18 +155,26 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         }
     }
 
+    /// Calls `body` with each record of `bytes` (a 2-byte big-endian length, then that many
+    /// bytes), in order, until one runs past the end.
+    private static func forEachLengthPrefixed(_ bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) -> Void) {
+        var offset = 0
+        while offset + 2 <= bytes.count {
+            let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
+            offset += 2
+            guard offset + length <= bytes.count else { return }
+            body(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)]))
+            offset += length
+        }
+    }
+
     /// See ``FuzzTarget/frames``: whether a picture came out.
     private static func frames(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let bound = 640 * 480
         let decoders = VP8Decoder.Implementation.allCases.compactMap { try? VP8Decoder($0, maxPixels: bound) }
         var assembler = VP8FrameAssembler(capacity: 64, maxPayloadSize: 1400)
-        var offset = 0, pictures = 0, now: UInt64 = 1_000_000_000
-        while offset + 2 <= bytes.count {
-            let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
-            offset += 2
-            guard offset + length <= bytes.count else { break }
-            let packet = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
-            offset += length
+        var pictures = 0, now: UInt64 = 1_000_000_000
+        forEachLengthPrefixed(bytes) { packet in
             now += 1_000_000
             assembler.insert(packet: packet, now: now) { frame in
                 for decoder in decoders {
@@ -184,14 +192,10 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     private static func fec(_ bytes: UnsafeRawBufferPointer) -> Bool {
         var decoder = ULPFECDecoder(mediaSlots: 64, fecSlots: 8)
         var red = REDProtection(redPT: 123, fecPT: 127)
-        var offset = 0, recovered = 0, count = 0
+        var recovered = 0, count = 0
         return withUnsafeTemporaryAllocation(byteCount: ULPFEC.maxPacketSize + 1, alignment: 16) { buffer in
-            while offset + 2 <= bytes.count {
-                let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
-                offset += 2
-                guard offset + length <= bytes.count else { break }
-                let packet = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
-                offset += length
+            forEachLengthPrefixed(bytes) { packet in
+                let length = packet.count
                 if length < buffer.count {
                     count += 1
                     let protection = count % 7 == 0 ? 0 : 0.3
@@ -203,7 +207,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                         precondition(fec.count > RTPHeader.fixedSize + 1 && fec.count <= ULPFEC.maxPacketSize + 1, "FEC of \(fec.count) bytes")
                     }
                 }
-                guard let (header, payloadOffset, payloadLength) = try? RTPHeader.parse(packet) else { continue }
+                guard let (header, payloadOffset, payloadLength) = try? RTPHeader.parse(packet) else { return }
                 if header.payloadType == ULPFEC.payloadType {
                     decoder.addFEC(packet, payloadOffset: payloadOffset, payloadLength: payloadLength)
                 } else {
@@ -225,14 +229,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         var now: UInt64 = 10_000_000_000
         for i in 0..<2000 { _ = history.sent(size: 1200, now: now + UInt64(i) * 1_000_000, probeCluster: i % 100 < 6 ? i / 100 : nil) }
         now += 2_000_000_000
-        var offset = 0, fed = 0
-        while offset + 2 <= bytes.count {
-            let length = Int(bytes[offset]) << 8 | Int(bytes[offset + 1])
-            offset += 2
-            guard offset + length <= bytes.count else { break }
-            let datagram = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + length)])
-            offset += length
-            guard let packets = try? RTCPPacket.parseCompound(datagram) else { continue }
+        var fed = 0
+        forEachLengthPrefixed(bytes) { datagram in
+            guard let packets = try? RTCPPacket.parseCompound(datagram) else { return }
             for case .transportFeedback(let feedback) in packets {
                 controller.onFeedback(history.take(feedback), now: now)
                 _ = controller.takeProbe(now: now)

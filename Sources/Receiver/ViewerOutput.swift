@@ -51,7 +51,7 @@ struct ViewerOutput {
             }
             return .failed
         }
-        refusedSize = frame.isKeyframe ? nil : refusedSize
+        if frame.isKeyframe { refusedSize = nil }  // one that fits: a later refusal is said again
         do {
             try decoder.decode(frame.data) { picture in
                 shown = true

@@ -89,7 +89,7 @@ public final class VP8Decoder {
     /// Decodes one frame; calls `body` for each picture it yields.
     public func decode(_ data: UnsafeRawBufferPointer, _ body: (DecodedPicture) -> Void) throws {
         guard let base = data.baseAddress, data.count > 0 else { throw VP8CodecError("empty VP8 frame") }
-        if let size = Self.keyframeSize(data), size.width * size.height > maxPixels {
+        if let size = Self.keyframeSize(data), size.area > maxPixels {
             throw VP8CodecError("a keyframe of \(size.width)x\(size.height) is larger than this viewer takes (\(maxPixels) pixels)")
         }
         switch backend {
