@@ -110,6 +110,9 @@ LUMA = """
 
 
 def log(**kw):
+    # `time`: the wall clock (seconds since the epoch), to line a page's counts up with
+    # another program's events; `t` stays the seconds since this script started.
+    kw.setdefault("time", round(time.time(), 3))
     print(json.dumps(kw), flush=True)
 
 

@@ -48,13 +48,13 @@ import X11TestSupport
         #expect(fec.finish(within: 90) == 0, "\(fec.stderr.suffix(2000))")
         #expect(plain.finish(within: 45) == 0, "\(plain.stderr.suffix(2000))")
         let fecLog = EventLog(fec.stdout), plainLog = EventLog(plain.stdout)
-        let sentFPS = EventLog(presenter).events(named: "stats").dropFirst(3).compactMap { $0["fps"] as? Int }
-        let fps = Double(sentFPS.reduce(0, +)) / Double(max(sentFPS.count, 1))
         let fecStart = (fecLog.first(named: "first_picture")?["seconds"] as? Double ?? 99) + 4
         let fecGot = try #require(BrowserBottleneckTests.decodedRate(fecLog, from: fecStart), "\(fec.stdout.suffix(1500))")
+        // What the presenter sent while the FEC page measured.
+        let fps = try #require(BrowserBottleneckTests.sentRate(EventLog(presenter), over: fecGot.span))
         // The control from when the first one counted (it may never show a picture at all).
         let plainGot = BrowserBottleneckTests.decodedRate(plainLog, from: fecStart)
-        print("presenter: \(String(format: "%.1f", fps)) fps sent")
+        print("presenter: \(String(format: "%.1f", fps)) fps sent while the FEC page measured")
         print("browser with FEC: \(String(format: "%.1f", fecGot.fps)) fps, \(fecGot.last)")
         print("browser without: \(plainGot.map { String(format: "%.1f", $0.fps) } ?? "no picture") fps, \(plainGot.map { "\($0.last)" } ?? "")")
         // The FEC page each second: when it froze, lost, asked again and for keyframes.
