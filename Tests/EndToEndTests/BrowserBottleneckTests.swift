@@ -8,15 +8,17 @@ import X11TestSupport
 /// that fit, while another browser on an unshaped link of its own decodes every frame.
 @Suite(.serialized) struct BrowserBottleneckTests {
     /// The browser's own counts (getStats) over its page lines from `from` seconds on: frames
-    /// decoded a second, Chromium's freeze total, the last line, and the wall-clock span measured.
+    /// decoded a second, Chromium's freeze total since its start, the seconds of it frozen from
+    /// `from` on, the last line, and the wall-clock span measured.
     static func decodedRate(_ log: EventLog, from: Double)
-        -> (fps: Double, freezes: Double, last: JSONObject, span: ClosedRange<Date>)? {
+        -> (fps: Double, freezes: Double, frozenSince: Double, last: JSONObject, span: ClosedRange<Date>)? {
         let pages = log.events(named: "page").filter { $0["video_decoded"] != nil }
         guard let first = pages.first(where: { ($0["t"] as? Double ?? 0) >= from }), let last = pages.last,
               let t0 = first["t"] as? Double, let t1 = last["t"] as? Double, t1 > t0 + 5,
               let w0 = first.eventTime, let w1 = last.eventTime else { return nil }
         let d0 = first["video_decoded"] as? Int ?? 0, d1 = last["video_decoded"] as? Int ?? 0
-        return (Double(d1 - d0) / (t1 - t0), last["freeze_s"] as? Double ?? 99, last, w0...w1)
+        let total = last["freeze_s"] as? Double ?? 99
+        return (Double(d1 - d0) / (t1 - t0), total, total - (first["freeze_s"] as? Double ?? 0), last, w0...w1)
     }
 
     /// The frames a second the presenter sent over `span` (wall clock), from its `stats` lines'
@@ -42,9 +44,9 @@ import X11TestSupport
 
     /// 640x360 motion at 30 fps, 600 kbit/s in three temporal layers; one Chromium behind
     /// 500 kbit/s with a 300 ms queue (tbf; the slow viewer), another unshaped. The slow
-    /// one gets half the frames (TL0 + TL1: 360 kbit/s) or at least the base layer, with
-    /// Chromium's own freeze total under 5 % of its 30 s; the other decodes at least 90 % of the
-    /// frame rate. (Behind 400 kbit/s half the frames fill the link to 90 %: a CI run froze 5.4 s
+    /// one gets half the frames (TL0 + TL1: 360 kbit/s) or at least the base layer, frozen under
+    /// 5 % of the time measured (Chromium's own count; under 10 % with the start-up); the other
+    /// decodes at least 90 % of the frames the presenter sent meanwhile. (Behind 400 kbit/s half the frames fill the link to 90 %: a CI run froze 5.4 s
     /// in 7 freezes there, as the relay went half → base → half.)
     @Test func aBrowserBehindAKernelBottleneckGetsFewerLayersAndTheOtherEveryFrame() throws {
         let slowHost = try VirtualHost(), fastHost = try VirtualHost()
@@ -93,7 +95,13 @@ import X11TestSupport
         #expect(fastGot.fps >= 0.9 * fps, "the unshaped browser: \(fastGot.fps) fps of \(fps)")
         #expect(fastGot.freezes < 0.5, "\(fastGot.last)")
         #expect(slowGot.fps >= 0.9 * slowFPS / 4 && slowGot.fps < 0.75 * slowFPS, "the slow browser: \(slowGot.fps) fps of \(slowFPS)")
-        #expect(slowGot.freezes < 0.05 * 30, "the slow browser froze \(slowGot.freezes) s: \(slowGot.last)")
+        // Frozen under 5 % of the time measured, and under 10 % of its 34 s with the start-up:
+        // before the relay has the link's feedback it sends every layer, and a 300 ms queue of
+        // 500 kbit/s can lose the presenter's opening keyframes (11 runs here: at most 1.56 s
+        // frozen, 2 of them over 1 s, all of it in the page's first 4 s and none after).
+        let measured = slowGot.span.upperBound.timeIntervalSince(slowGot.span.lowerBound)
+        #expect(slowGot.frozenSince < 0.05 * measured, "the slow browser froze \(slowGot.frozenSince) s in \(measured) s: \(slowGot.last)")
+        #expect(slowGot.freezes < 0.1 * 34, "the slow browser froze \(slowGot.freezes) s in all: \(slowGot.last)")
         // The relay chose for it: it is listed on fewer layers.
         #expect(relayStats.contains { $0.contains("half") || $0.contains("base") }, "\(relayStats)")
     }
