@@ -151,11 +151,7 @@ extension Broadcaster {
             if let prev = lastTimestamp, Int32(bitPattern: ts &- prev) <= 0 { ts = prev &+ 1 }
             lastTimestamp = ts
             timeline.captured(counters.withLock { $0.framesCaptured }, at: now)
-            // Not in a room for now: there (three temporal layers) a browser behind a 500 kbit/s
-            // bottleneck froze > 1.5 s at its start in 3 of 14 runs with it, 0 of 9 without
-            // (BrowserBottleneckTests); why is not known yet, so rooms keep the pictures' times.
-            let pts = timeline.next(rtp: ts, budgeted: networkTarget != 0 && current.content == .motion && config.room == nil,
-                                    fps: current.fps)
+            let pts = timeline.next(rtp: ts, budgeted: networkTarget != 0 && current.content == .motion, fps: current.fps)
             let started = clock.nowNanos()
             var produced = false, key = false
             var wire = WireCost()

@@ -92,13 +92,17 @@ import X11TestSupport
         let slowFPS = try #require(Self.sentRate(presenterLog, over: slowGot.span))
         let whole = presenterLog.events(named: "stats").dropFirst(3).compactMap { $0["fps"] as? Int }
         print("presenter: \(String(format: "%.1f", fps)) fps sent while the fast page measured, \(String(format: "%.1f", slowFPS)) while the slow one did, \(String(format: "%.1f", Double(whole.reduce(0, +)) / Double(max(whole.count, 1)))) over its whole run")
+        // The presenter keeps its 30 fps: under the send budget libvpx is given the capture's
+        // rate (before, in rooms it read the budget's waits as a lower rate and fell to 16–22
+        // fps at 320x180 in 11 of 15 runs here; since, 29.6–29.9 in 6 of 6).
+        #expect(fps >= 24, "the presenter sent \(fps) fps of 30 while the pages measured")
         #expect(fastGot.fps >= 0.9 * fps, "the unshaped browser: \(fastGot.fps) fps of \(fps)")
         #expect(fastGot.freezes < 0.5, "\(fastGot.last)")
         #expect(slowGot.fps >= 0.9 * slowFPS / 4 && slowGot.fps < 0.75 * slowFPS, "the slow browser: \(slowGot.fps) fps of \(slowFPS)")
         // Frozen under 5 % of the time measured, and under 10 % of its 34 s with the start-up:
         // before the relay has the link's feedback it sends every layer, and a 300 ms queue of
-        // 500 kbit/s can lose the presenter's opening keyframes (11 runs here: at most 1.56 s
-        // frozen, 2 of them over 1 s, all of it in the page's first 4 s and none after).
+        // 500 kbit/s can lose the presenter's opening keyframes (21 runs here: at most 1.56 s
+        // frozen, 3 of them over 1 s, all of it in the page's first 4 s and none after).
         let measured = slowGot.span.upperBound.timeIntervalSince(slowGot.span.lowerBound)
         #expect(slowGot.frozenSince < 0.05 * measured, "the slow browser froze \(slowGot.frozenSince) s in \(measured) s: \(slowGot.last)")
         #expect(slowGot.freezes < 0.1 * 34, "the slow browser froze \(slowGot.freezes) s in all: \(slowGot.last)")
