@@ -51,11 +51,15 @@ struct RTCPTerminator {
                 let filter = downlink?.filter
                 // A viewer whose link is estimated gets resends within what its link has left.
                 let allow: (Int) -> Bool = { downlink?.allowResend($0, now: now) ?? true }
-                // A packet resent again and again and still asked for will not get through
-                // (each resend has its number, and something drops that number): a keyframe
-                // will. Only resends that left count (not those over the link's budget).
-                func resent(_ seq: UInt16, wire: inout RelayWire) {
-                    wire.counters.retransmitted += 1
+                // A packet asked for again and again will not get through this way: resent
+                // (each resend has its number, and something drops that number), over the
+                // link's budget every time, or gone from the history. A keyframe will.
+                func answered(_ seq: UInt16, _ outcome: PacketHistory.Outcome, wire: inout RelayWire) {
+                    switch outcome {
+                    case .sent: wire.counters.retransmitted += 1
+                    case .tooSoon: wire.counters.retransmitMissed += 1; return
+                    case .unavailable, .overBudget: wire.counters.retransmitMissed += 1
+                    }
                     if stream.subscribers[i].resends.asked(seq, now: now) {
                         wire.counters.lostForGood += 1
                         Self.requestKeyframe(stream, now: now, wire: &wire)
@@ -69,10 +73,10 @@ struct RTCPTerminator {
                         let outcome = stream.history.retransmit(sequenceNumber: seq, now: now, rtt: 0, allow: allow) {
                             wire.outbox.send(UnsafeRawBufferPointer($0), to: peer.address)
                         }
-                        if outcome == .sent { resent(seq, wire: &wire) } else { wire.counters.retransmitMissed += 1 }
+                        answered(seq, outcome, wire: &wire)
                         return
                     }
-                    guard let source = filter.original(seq) else { wire.counters.retransmitMissed += 1; return }
+                    guard let source = filter.original(seq) else { answered(seq, .unavailable, wire: &wire); return }
                     let outcome = stream.history.retransmit(sequenceNumber: source, now: now, rtt: 0, allow: allow) { stored in
                         let packet = UnsafeRawBufferPointer(stored)
                         var picture: UInt16?, pictureOffset = 0
@@ -83,7 +87,7 @@ struct RTCPTerminator {
                         }
                         wire.sendEdited(packet, sequence: seq, pictureID: picture, pictureOffset: pictureOffset, to: peer.address)
                     }
-                    if outcome == .sent { resent(seq, wire: &wire) } else { wire.counters.retransmitMissed += 1 }
+                    answered(seq, outcome, wire: &wire)
                 }
             case .transportFeedback(let feedback):
                 // A viewer's arrivals of a stream it receives: its downlink's estimate, and so

@@ -76,9 +76,10 @@ struct Subscriber {
     }
 }
 
-/// The packets resent to one viewer again and again: a packet resent a fourth time, 300 ms or
-/// more after the first, will not get through this way (something on the path drops it every
-/// time — a resend has the same number). Its frame, and every frame after it,
+/// The packets one viewer asks for again and again: a packet asked for a fourth time, 300 ms or
+/// more after the first, will not get through this way — resent (something on the path drops it
+/// every time: a resend has the same number), over its link's resend budget every time, or
+/// gone from the history (a browser keeps asking for 3 s). Its frame, and every frame after it,
 /// wait for a keyframe; a browser asks for one itself only after 3 s without a picture
 /// (libwebrtc's wait for a decodable frame), so the relay asks the presenter then, once per
 /// packet. Eight packets are watched, the oldest forgotten first: nothing grows.
@@ -97,7 +98,7 @@ struct ResendWatch {
     /// ...if the first was this long before.
     static let spanBeforeKeyframe: UInt64 = 300_000_000
 
-    /// `sequence` was resent to the viewer at `now`: true when this makes it lost for good (once per packet).
+    /// The viewer asked for `sequence` at `now`: true when this makes it lost for good (once per packet).
     mutating func asked(_ sequence: UInt16, now: UInt64) -> Bool {
         guard let i = entries.firstIndex(where: { $0.asks > 0 && $0.sequence == sequence }) else {
             entries[next] = Entry(sequence: sequence, asks: 1, firstAsked: now)

@@ -142,6 +142,36 @@ let ms: UInt64 = 1_000_000
         #expect(relay.counters.retransmitted == 6, "every ask is still answered")
     }
 
+    /// A packet the relay cannot resend — gone from its history, or over the viewer's resend
+    /// budget each time — is no better: asked for a fourth time, 300 ms after the first, it gets
+    /// a keyframe (a browser kept asking 3.4 s for two packets lost at its start, each ask
+    /// unanswered, until its own keyframe request).
+    @Test func aPacketTheRelayCannotResendGetsAKeyframeWhenAskedAgainAndAgain() throws {
+        _ = setUp()
+        for seq in UInt16(100)...110 { relay.receive(vp8Packet(ssrc: screen.ssrc, seq: seq), from: presenter, now: 10 * ms) }
+        func ask(_ seqs: [UInt16], at t: UInt64) {
+            var nack = [UInt8](repeating: 0, count: 64)
+            let n = nack.withUnsafeMutableBytes { RTCPPacket.buildNACK(senderSSRC: 7, mediaSSRC: screen.ssrc, sequenceNumbers: seqs, into: $0) }
+            relay.receive(Array(nack[0..<n]), from: viewer, now: t)
+        }
+        func plis() -> Int {
+            wire.take(presenter).filter { bytes in
+                let packets = bytes.withUnsafeBytes { try? RTCPPacket.parseCompound($0) } ?? []
+                return packets.contains { if case .pli = $0 { true } else { false } }
+            }.count
+        }
+        wire.sent.removeAll()
+        let before = relay.counters.keyframeRequests
+        // 90 was never stored (lost before the relay, or long gone).
+        for k in UInt64(0)..<3 { ask([90], at: (100 + 100 * k) * ms) }
+        #expect(plis() == 0 && relay.counters.keyframeRequests == before, "three asks are not yet a lost cause")
+        #expect(wire.take(viewer).isEmpty && relay.counters.retransmitMissed == 3)
+        ask([90], at: 400 * ms)
+        #expect(plis() == 1 && relay.counters.lostForGood == 1)
+        ask([90], at: 800 * ms)
+        #expect(plis() == 0 && relay.counters.lostForGood == 1, "one keyframe for one packet")
+    }
+
     /// Four asks within 300 ms are a link's retries, not a lost cause.
     @Test func quickRetriesAreNotALostCause() {
         var watch = ResendWatch()
