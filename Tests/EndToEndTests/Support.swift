@@ -8,19 +8,29 @@ func screenshareBinary() -> String {
     ProcessInfo.processInfo.environment["SCREENSHARE_BIN"] ?? FileManager.default.currentDirectoryPath + "/.build/debug/screenshare"
 }
 
-/// A UDP port that is free now, with the three after it (RTCP on PORT+1, audio on PORT+2 and
-/// PORT+3): a multiple of 4, so two tests never share one another's ports.
+/// A port that is free now for UDP and TCP, with the three after it (RTCP on PORT+1, audio on
+/// PORT+2 and PORT+3; the relay's `--listen` takes the same number in TCP for browsers): a
+/// multiple of 4, so two tests never share one another's ports. From 10000 to about 29000,
+/// under the kernel's ephemeral range (32768–60999): there a browser's or Janus's outgoing
+/// connection may take the port between this check and the bind (a CI run: `--listen :34132`
+/// found TCP 34132 in use).
 func freeEvenPort() -> UInt16 {
-    let base = UInt16(20000 + (getpid() % 2000) * 8)
-    var port = (base + UInt16.random(in: 0..<2000) * 2) & ~3
-    while (0..<4).contains(where: { isUDPPortBound(port + $0) }) { port += 4 }
+    let base = UInt16(10000 + (getpid() % 1000) * 16)
+    var port = (base + UInt16.random(in: 0..<1500) * 2) & ~3
+    while (0..<4).contains(where: { isUDPPortBound(port + $0) || isTCPPortInUse(port + $0) }) { port += 4 }
     return port
 }
 
 /// Whether some socket is bound to the UDP port (from /proc/net/udp and udp6).
-func isUDPPortBound(_ port: UInt16) -> Bool {
+func isUDPPortBound(_ port: UInt16) -> Bool { procNetLists(port, in: ["/proc/net/udp", "/proc/net/udp6"]) }
+
+/// Whether a TCP socket has the port, listening or connected, at either end (from
+/// /proc/net/tcp and tcp6; a remote port of the same number is a harmless false alarm).
+func isTCPPortInUse(_ port: UInt16) -> Bool { procNetLists(port, in: ["/proc/net/tcp", "/proc/net/tcp6"]) }
+
+private func procNetLists(_ port: UInt16, in files: [String]) -> Bool {
     let hex = String(format: ":%04X ", port)
-    for file in ["/proc/net/udp", "/proc/net/udp6"] {
+    for file in files {
         // Not String(contentsOfFile:): it trusts the size stat reports (0 for /proc) and reads a
         // single page, missing every socket listed after the first ~30.
         guard let handle = FileHandle(forReadingAtPath: file) else { continue }
