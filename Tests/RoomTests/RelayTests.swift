@@ -31,6 +31,21 @@ let ms: UInt64 = 1_000_000
         return (p, v)
     }
 
+    /// A viewer's NACK for `seqs` of the screen, at `t`.
+    func ask(_ seqs: [UInt16], from who: PeerAddress, at t: UInt64) {
+        var nack = [UInt8](repeating: 0, count: 64)
+        let n = nack.withUnsafeMutableBytes { RTCPPacket.buildNACK(senderSSRC: 7, mediaSSRC: screen.ssrc, sequenceNumbers: seqs, into: $0) }
+        relay.receive(Array(nack[0..<n]), from: who, now: t)
+    }
+
+    /// The keyframe requests (PLIs) sent to the presenter since the last look.
+    func plis() -> Int {
+        wire.take(presenter).filter { bytes in
+            let packets = bytes.withUnsafeBytes { try? RTCPPacket.parseCompound($0) } ?? []
+            return packets.contains { if case .pli = $0 { true } else { false } }
+        }.count
+    }
+
     /// The core calls into no I/O: what it decides waits in its queue, in order, until the
     /// caller drains it; its events likewise; and it says when its timers want it.
     @Test func whatTheCoreDecidesWaitsForTheCallerInOrder() {
@@ -118,17 +133,6 @@ let ms: UInt64 = 1_000_000
     @Test func aPacketAskedForAgainAndAgainGetsAKeyframe() throws {
         _ = setUp()
         for seq in UInt16(100)...110 { relay.receive(vp8Packet(ssrc: screen.ssrc, seq: seq), from: presenter, now: 10 * ms) }
-        func ask(_ seqs: [UInt16], from who: PeerAddress, at t: UInt64) {
-            var nack = [UInt8](repeating: 0, count: 64)
-            let n = nack.withUnsafeMutableBytes { RTCPPacket.buildNACK(senderSSRC: 7, mediaSSRC: screen.ssrc, sequenceNumbers: seqs, into: $0) }
-            relay.receive(Array(nack[0..<n]), from: who, now: t)
-        }
-        func plis() -> Int {
-            wire.take(presenter).filter { bytes in
-                let packets = bytes.withUnsafeBytes { try? RTCPPacket.parseCompound($0) } ?? []
-                return packets.contains { if case .pli = $0 { true } else { false } }
-            }.count
-        }
         wire.sent.removeAll()
         let before = relay.counters.keyframeRequests
         // Another packet lost once and resent: nothing more.
@@ -149,26 +153,15 @@ let ms: UInt64 = 1_000_000
     @Test func aPacketTheRelayCannotResendGetsAKeyframeWhenAskedAgainAndAgain() throws {
         _ = setUp()
         for seq in UInt16(100)...110 { relay.receive(vp8Packet(ssrc: screen.ssrc, seq: seq), from: presenter, now: 10 * ms) }
-        func ask(_ seqs: [UInt16], at t: UInt64) {
-            var nack = [UInt8](repeating: 0, count: 64)
-            let n = nack.withUnsafeMutableBytes { RTCPPacket.buildNACK(senderSSRC: 7, mediaSSRC: screen.ssrc, sequenceNumbers: seqs, into: $0) }
-            relay.receive(Array(nack[0..<n]), from: viewer, now: t)
-        }
-        func plis() -> Int {
-            wire.take(presenter).filter { bytes in
-                let packets = bytes.withUnsafeBytes { try? RTCPPacket.parseCompound($0) } ?? []
-                return packets.contains { if case .pli = $0 { true } else { false } }
-            }.count
-        }
         wire.sent.removeAll()
         let before = relay.counters.keyframeRequests
         // 90 was never stored (lost before the relay, or long gone).
-        for k in UInt64(0)..<3 { ask([90], at: (100 + 100 * k) * ms) }
+        for k in UInt64(0)..<3 { ask([90], from: viewer, at: (100 + 100 * k) * ms) }
         #expect(plis() == 0 && relay.counters.keyframeRequests == before, "three asks are not yet a lost cause")
         #expect(wire.take(viewer).isEmpty && relay.counters.retransmitMissed == 3)
-        ask([90], at: 400 * ms)
+        ask([90], from: viewer, at: 400 * ms)
         #expect(plis() == 1 && relay.counters.lostForGood == 1)
-        ask([90], at: 800 * ms)
+        ask([90], from: viewer, at: 800 * ms)
         #expect(plis() == 0 && relay.counters.lostForGood == 1, "one keyframe for one packet")
     }
 
