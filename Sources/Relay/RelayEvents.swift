@@ -62,6 +62,9 @@ public struct RelayStats: BroadcastEvent, Equatable {
     public var viewerLayers: [String: String] = [:]
     /// FEC packets sent to browsers (RED + ULPFEC) in the last second.
     public var fecOut = 0
+    /// Packets viewers asked for in the last second that were not resent (for any reason:
+    /// `stopped` says which).
+    public var resendsNotSent = 0
     /// Each Janus server fed (`--janus`), in order: its mountpoints now, and in the last second
     /// the packets and kbit/s sent there and the keyframe requests its viewers sent back, and
     /// the browsers sent there since the start.
@@ -91,7 +94,8 @@ public struct RelayStats: BroadcastEvent, Equatable {
          "kbps_out": .int(kbpsOut), "retransmitted": .int(retransmitted), "keyframe_requests": .int(keyframeRequests),
          "rejected": .int(rejected), "unknown_source": .int(unknownSource), "send_errors": .int(sendErrors), "lost_in": .int(lostIn),
          "viewers_base_layer": .int(viewersOnBaseLayer), "layer_switches": .int(layerSwitches),
-         "viewer_layers": .object(viewerLayers.mapValues { .string($0) }), "fec_out": .int(fecOut)]
+         "viewer_layers": .object(viewerLayers.mapValues { .string($0) }), "fec_out": .int(fecOut),
+         "resends_not_sent": .int(resendsNotSent)]
             .merging(janus.isEmpty ? [:] : ["janus": .array(janus.map {
                 .object(["server": .string($0.server), "mountpoints": .int($0.mountpoints), "packets": .int($0.packets), "kbps": .int($0.kbps),
                          "keyframe_requests": .int($0.keyframeRequests), "browsers_sent": .int($0.browsersSent)])
@@ -127,6 +131,13 @@ public struct RelayStopped: BroadcastEvent, Equatable {
     public var uplinkNacks = 0
     /// FEC packets sent to browsers.
     public var fecOut = 0
+    /// Packets viewers asked for that were not resent, by why (``RelayCounters``), and packets
+    /// asked for again and again, each answered with a keyframe request.
+    public var resendsTooSoon = 0
+    public var resendsOverBudget = 0
+    public var resendsGone = 0
+    public var resendsUnmapped = 0
+    public var lostForGood = 0
 
     public var name: String { "stopped" }
     public var fields: [String: JSONValue] {
@@ -135,7 +146,10 @@ public struct RelayStopped: BroadcastEvent, Equatable {
          "keyframe_requests": .int(keyframeRequests), "rejected": .int(rejected), "unknown_source": .int(unknownSource),
          "timeouts": .int(timeouts), "send_errors": .int(sendErrors), "lost_in": .int(lostIn),
          "duration_s": .double(durationSeconds), "viewer_feedbacks": .int(viewerFeedbacks), "layer_switches": .int(layerSwitches),
-         "fec_in": .int(fecIn), "fec_recovered": .int(fecRecovered), "uplink_nacks": .int(uplinkNacks), "fec_out": .int(fecOut)]
+         "fec_in": .int(fecIn), "fec_recovered": .int(fecRecovered), "uplink_nacks": .int(uplinkNacks), "fec_out": .int(fecOut),
+         "resends_not_sent": .object(["too_soon": .int(resendsTooSoon), "over_budget": .int(resendsOverBudget),
+                                      "gone": .int(resendsGone), "unmapped": .int(resendsUnmapped)]),
+         "lost_for_good": .int(lostForGood)]
     }
     public var humanText: String { "relay stopped: \(rtpForwarded) packets forwarded, \(rejected) rejected" }
 }

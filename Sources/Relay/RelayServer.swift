@@ -294,6 +294,7 @@ public final class RelayServer: @unchecked Sendable {
                     sendErrors: transport.errors - lastErrors, lostIn: core.rtpLostIn,
                     viewersOnBaseLayer: core.viewersOnBaseLayer, layerSwitches: c.layerSwitches - last.layerSwitches,
                     viewerLayers: core.viewersOnFewerLayers.mapValues(\.rawValue), fecOut: (browsers?.fecSent ?? 0) - lastFEC,
+                    resendsNotSent: c.retransmitMissed - last.retransmitMissed,
                     janus: janusStats(since: &lastJanus)))
                 last = c
                 lastFEC = browsers?.fecSent ?? 0
@@ -314,7 +315,9 @@ public final class RelayServer: @unchecked Sendable {
             keyframeRequests: c.keyframeRequests, rejected: c.rejected + (browsers?.rejected ?? 0) + hops.rejected, unknownSource: c.unknownSource,
             timeouts: c.timeouts, sendErrors: transport.errors, lostIn: core.rtpLostIn,
             durationSeconds: Double(clock.nowNanos() - start) / 1e9, viewerFeedbacks: c.viewerFeedbacks, layerSwitches: c.layerSwitches,
-            fecIn: c.fecIn, fecRecovered: c.fecRecovered, uplinkNacks: c.uplinkNacks, fecOut: browsers?.fecSent ?? 0)
+            fecIn: c.fecIn, fecRecovered: c.fecRecovered, uplinkNacks: c.uplinkNacks, fecOut: browsers?.fecSent ?? 0,
+            resendsTooSoon: c.resendsTooSoon, resendsOverBudget: c.resendsOverBudget, resendsGone: c.resendsGone,
+            resendsUnmapped: c.resendsUnmapped, lostForGood: c.lostForGood)
         let s = stopped.fields
         summary.withLock { $0 = s }
         events?.emit(stopped)

@@ -57,9 +57,13 @@ struct RTCPTerminator {
                 func answered(_ seq: UInt16, _ outcome: PacketHistory.Outcome, wire: inout RelayWire) {
                     switch outcome {
                     case .sent: wire.counters.retransmitted += 1
-                    case .tooSoon: wire.counters.retransmitMissed += 1; return
-                    case .unavailable, .overBudget: wire.counters.retransmitMissed += 1
+                    case .tooSoon: wire.counters.resendsTooSoon += 1; return
+                    case .unavailable: wire.counters.resendsGone += 1
+                    case .overBudget: wire.counters.resendsOverBudget += 1
                     }
+                    watch(seq, wire: &wire)
+                }
+                func watch(_ seq: UInt16, wire: inout RelayWire) {
                     if stream.subscribers[i].resends.asked(seq, now: now) {
                         wire.counters.lostForGood += 1
                         Self.requestKeyframe(stream, now: now, wire: &wire)
@@ -76,7 +80,11 @@ struct RTCPTerminator {
                         answered(seq, outcome, wire: &wire)
                         return
                     }
-                    guard let source = filter.original(seq) else { answered(seq, .unavailable, wire: &wire); return }
+                    guard let source = filter.original(seq) else {
+                        wire.counters.resendsUnmapped += 1
+                        watch(seq, wire: &wire)
+                        return
+                    }
                     let outcome = stream.history.retransmit(sequenceNumber: source, now: now, rtt: 0, allow: allow) { stored in
                         let packet = UnsafeRawBufferPointer(stored)
                         var picture: UInt16?, pictureOffset = 0

@@ -59,7 +59,14 @@ public struct RelayCounters: Sendable, Equatable {
     public var rtcpIn = 0
     public var controlIn = 0
     public var retransmitted = 0
-    public var retransmitMissed = 0
+    /// Packets viewers asked for that were not resent, by why: resent already within the
+    /// round trip; over the viewer's resend budget (its link is full); gone from the 2 s
+    /// history; or not mapped back to the presenter's numbering (across a layer switch).
+    public var resendsTooSoon = 0
+    public var resendsOverBudget = 0
+    public var resendsGone = 0
+    public var resendsUnmapped = 0
+    public var retransmitMissed: Int { resendsTooSoon + resendsOverBudget + resendsGone + resendsUnmapped }
     public var keyframeRequests = 0
     /// Packets a viewer asked for again and again (``ResendWatch``): taken for lost for good,
     /// each answered with a keyframe request.

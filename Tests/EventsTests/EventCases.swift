@@ -257,11 +257,12 @@ enum EventCases {
             ("relay.stats", RelayStats(
                 rooms: 1, peers: 3, browsers: 1, packetsIn: 450, packetsOut: 900, kbpsOut: 4100, retransmitted: 2, keyframeRequests: 0,
                 rejected: 1, unknownSource: 0, sendErrors: 0, lostIn: 3, viewersOnBaseLayer: 1, layerSwitches: 2,
-                viewerLayers: ["class/2": "base"])),
+                viewerLayers: ["class/2": "base"], resendsNotSent: 3)),
             ("relay.stopped", RelayStopped(
                 rtpIn: 10000, rtpForwarded: 20000, bytesForwarded: 25_000_000, rtcpIn: 300, controlIn: 120, retransmitted: 4,
                 keyframeRequests: 2, rejected: 1, unknownSource: 0, timeouts: 1, sendErrors: 0, lostIn: 3,
-                durationSeconds: 61.23456, viewerFeedbacks: 600, layerSwitches: 3)),
+                durationSeconds: 61.23456, viewerFeedbacks: 600, layerSwitches: 3,
+                resendsOverBudget: 5, resendsGone: 2, lostForGood: 1)),
         ]
     }
 

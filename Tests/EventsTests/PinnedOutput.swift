@@ -194,10 +194,10 @@ enum PinnedOutput {
             json: #"{"event":"unsubscribed","publisher":1,"room":"class","time":"2026-11-18T11:06:40.125Z","viewer":2}"#,
             text: #"no longer watching peer 1"#),
         "relay.stats": (
-            json: #"{"browsers":1,"event":"stats","fec_out":0,"kbps_out":4100,"keyframe_requests":0,"layer_switches":2,"lost_in":3,"packets_in":450,"packets_out":900,"peers":3,"rejected":1,"retransmitted":2,"rooms":1,"send_errors":0,"time":"2026-11-18T11:06:40.125Z","unknown_source":0,"viewer_layers":{"class/2":"base"},"viewers_base_layer":1}"#,
+            json: #"{"browsers":1,"event":"stats","fec_out":0,"kbps_out":4100,"keyframe_requests":0,"layer_switches":2,"lost_in":3,"packets_in":450,"packets_out":900,"peers":3,"rejected":1,"resends_not_sent":3,"retransmitted":2,"rooms":1,"send_errors":0,"time":"2026-11-18T11:06:40.125Z","unknown_source":0,"viewer_layers":{"class/2":"base"},"viewers_base_layer":1}"#,
             text: #"1 rooms  3 peers (1 in browsers)  450 pkt/s in  900 pkt/s out  4100 kbps out"#),
         "relay.stopped": (
-            json: #"{"bytes_forwarded":25000000,"control_in":120,"duration_s":61.235,"event":"stopped","fec_in":0,"fec_out":0,"fec_recovered":0,"keyframe_requests":2,"layer_switches":3,"lost_in":3,"rejected":1,"retransmitted":4,"rtcp_in":300,"rtp_forwarded":20000,"rtp_in":10000,"send_errors":0,"time":"2026-11-18T11:06:40.125Z","timeouts":1,"unknown_source":0,"uplink_nacks":0,"viewer_feedbacks":600}"#,
+            json: #"{"bytes_forwarded":25000000,"control_in":120,"duration_s":61.235,"event":"stopped","fec_in":0,"fec_out":0,"fec_recovered":0,"keyframe_requests":2,"layer_switches":3,"lost_for_good":1,"lost_in":3,"rejected":1,"resends_not_sent":{"gone":2,"over_budget":5,"too_soon":0,"unmapped":0},"retransmitted":4,"rtcp_in":300,"rtp_forwarded":20000,"rtp_in":10000,"send_errors":0,"time":"2026-11-18T11:06:40.125Z","timeouts":1,"unknown_source":0,"uplink_nacks":0,"viewer_feedbacks":600}"#,
             text: #"relay stopped: 20000 packets forwarded, 1 rejected"#),
         "warning.control_unavailable": (
             json: #"{"event":"warning","kind":"control_unavailable","message":"cannot listen on /run/x.sock: Address already in use; `screenshare ctl` cannot reach this broadcast","time":"2026-11-18T11:06:40.125Z"}"#,
