@@ -74,6 +74,7 @@ import X11TestSupport
         let relayStats = EventLog(relay).events(named: "stats").map { "\($0["viewer_layers"] ?? "-")" }
         print("relay, viewers on fewer layers each second: \(relayStats)")
         print("relay, layer switches each second: \(EventLog(relay).events(named: "stats").map { "\($0["layer_switches"] ?? "-")" })")
+        print("relay, asks not resent each second: \(EventLog(relay).events(named: "stats").map { "\($0["resends_not_sent"] ?? "-")" })")
         // The slow page each second: when it froze, lost, asked again and for keyframes.
         print("slow page each second (t freeze_s nacks lost plis): \(EventLog(slow.stdout).events(named: "page").map { p in ["t", "freeze_s", "nacks", "video_lost", "plis"].map { "\(p[$0] ?? "-")" }.joined(separator: " ") })")
         let sent = EventLog(presenter).events(named: "stats").map { "\($0["width"] ?? "?")/\($0["target_kbps"] ?? "?")/\($0["quantizer"] ?? "?")" }
