@@ -6,7 +6,8 @@ import Basics
 /// encoder's output (keyframes left out: a keyframe asked for by a receiver is not the size's
 /// fault) is weighed against the target: a second above 1.3 × it, half a second above 2 × it,
 /// or half a second above 1.1 × it at libvpx's coarsest quantizers (within 4 of the limit:
-/// nothing but a smaller picture can help), scale the picture down a step — ¾ of the side,
+/// nothing but a smaller picture can help) — and none of it while the quantizer is in the lower
+/// half of its range, where libvpx can still hold the target by itself — scale the picture down a step — ¾ of the side,
 /// then ½ (a quarter of the area, the least); the target growing to 1.2 × what the larger size
 /// needed, for three seconds, scales it back up — or, as libwebrtc's quality scaler does, the
 /// smaller size encoding at fine quantizers (16 of 63 or less on average) within the target for
@@ -100,6 +101,11 @@ struct ResolutionAdapter: Equatable {
         guard now - start >= Self.windowNanos else { return nil }
         let produced = deltaFrames > 0 ? producedBits / Double(deltaFrames) * fps : 0, asked = targetSum / Double(frames)
         let coarsest = quantized > 0 && quantizerSum >= (maxQuantizer - 4) * quantized
+        // Below half its range libvpx still has quantizers to spare: an overshoot there is its
+        // rate control catching up (a scene cut, a file's loop), which the send budget holds
+        // meanwhile, not a size it cannot hold (a room on loopback at 1 Mbit/s, quantizer 22,
+        // 1.3 × over for a second, went from 640 to 320 wide).
+        let spare = quantized > 0 && quantizerSum * 2 < maxQuantizer * quantized
         let fine = quantized > 0 && quantizerSum <= Self.fineQuantizer * quantized && produced <= asked
         startWindow(at: now)
         if settling > 0 {
@@ -107,7 +113,7 @@ struct ResolutionAdapter: Equatable {
             return nil
         }
         // At the coarsest quantizers nothing but a smaller picture helps: no need to wait.
-        over = produced > 2 * asked || (coarsest && produced > 1.1 * asked) ? over + 2 : produced > 1.3 * asked ? over + 1 : 0
+        over = spare ? 0 : produced > 2 * asked || (coarsest && produced > 1.1 * asked) ? over + 2 : produced > 1.3 * asked ? over + 1 : 0
         roomToGrow = level > 0 && asked >= 1.2 * needed[level] ? roomToGrow + 1 : 0
         fineWindows = level > 0 && fine ? fineWindows + 1 : 0
         if over >= 2, level < Self.steps.count - 1 {

@@ -111,4 +111,18 @@ import Testing
         #expect(feed(&b, seconds: 1.5, rate: 3_000_000, quantizer: 50, target: 2_000_000, from: &t) == [1])
         #expect(feed(&b, seconds: 8, rate: 2_100_000, quantizer: 12, target: 2_000_000, from: &t) == [])
     }
+
+    /// An overshoot while libvpx's quantizer is in the lower half of its range is its rate
+    /// control catching up, not a size it cannot hold: the size stays. The same overshoot at
+    /// quantizer 32 (half the range) and above, or with no quantizer known, scales it down.
+    @Test func anOvershootAtQuantizersToSpareKeepsTheSize() {
+        for (quantizer, expected) in [(22, [Int]()), (31, []), (32, [1]), (nil, [1])] as [(Int?, [Int])] {
+            var a = ResolutionAdapter()
+            var t: UInt64 = 0
+            // 1.4 × over for 1.5 s, then twice the target for half a second.
+            var steps = feed(&a, seconds: 1.5, rate: 1_400_000, quantizer: quantizer, target: 1_000_000, from: &t)
+            if steps.isEmpty { steps = feed(&a, seconds: 0.6, rate: 2_100_000, quantizer: quantizer, target: 1_000_000, from: &t) }
+            #expect(steps == expected, "quantizer \(quantizer.map(String.init) ?? "unknown")")
+        }
+    }
 }
