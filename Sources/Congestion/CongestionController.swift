@@ -30,6 +30,8 @@ public struct CongestionController: Sendable {
     /// The loss fraction over the last second of feedback (once it holds
     /// ``lossSamplesMinimum`` packets; until then the last such measure).
     public private(set) var lossFraction = 0.0
+    /// How many packets ``lossFraction`` was measured over.
+    public private(set) var lossSamples = 0
     public static let lossSamplesMinimum = 20
     public private(set) var detector = DelayBasedDetector()
 
@@ -240,6 +242,7 @@ public struct CongestionController: Sendable {
         // SendSideBandwidthEstimation, at least 20 packets before the loss counts.
         guard window.count >= Self.lossSamplesMinimum else { return }
         lossFraction = Double(window.reduce(0) { $0 + ($1.lost ? 1 : 0) }) / Double(window.count)
+        lossSamples = window.count
     }
 
     private mutating func updateDelayBased(now: UInt64) {

@@ -99,7 +99,8 @@ struct LayerRates {
 /// frames), the base layer (a quarter), or keyframes only.
 ///
 /// - Down a step when for a second both the estimate and what arrives are under 90 % of what
-///   it gets, or at once when it loses over 10 % or a queue stands while less than that arrives
+///   it gets, or at once when a queue stands or it loses over 10 % (beyond a count's spread at
+///   10 %, or for a second on end) while less than that arrives
 ///   (then to the most that fits what arrives: from every layer straight to the base layer when
 ///   half the frames do not fit); down to keyframes only when both are under 80 % of the base
 ///   layer for 2 s.
@@ -109,7 +110,7 @@ struct LayerRates {
 /// - Up a step on trial, as a prober would: when the path has been calm for a while (4 s,
 ///   doubling after each failed trial up to 32 s), the next step for a second (from keyframes
 ///   only, from the next keyframe, which is asked for) — overuse, a queue of 50 ms or loss over
-///   10 % in that time and it goes back at once; otherwise the estimate is raised to what got
+///   10 % (beyond a count's spread, or for half a second) in that time and it goes back at once; otherwise the estimate is raised to what got
 ///   through. A trial proves something only while the stream carries its usual rate (at least
 ///   80 % of its 4 s average): in a dip (an encoder's after a keyframe) it goes on until the
 ///   stream is back, for up to 4 s more, and then goes back without counting as failed. Taken
@@ -248,6 +249,21 @@ final class ViewerDownlink {
         controller.detector.state == .normal && controller.lossFraction < CongestionController.congestedLoss && (controller.queueDelay ?? 0) < 50_000_000
     }
 
+    /// Since when the loss has been over 10 % (``CongestionController/congestedLoss``).
+    private var lossySince: UInt64?
+
+    /// Loss that says the link is overloaded, not Wi-Fi's: over 10 % by more than twice the
+    /// spread a count of that many packets has at 10 % (a second of 90 packets: over 16 %), or
+    /// over 10 % for `lasting` on end. A link losing 5 % at random loses over 10 % of some
+    /// second's packets every few seconds (the count's own spread): read as congestion, a
+    /// viewer behind 5 % loss and no bottleneck went down a layer in 6 runs of 8.
+    private func congestedByLoss(lasting: UInt64, now: UInt64) -> Bool {
+        let loss = controller.lossFraction, limit = CongestionController.congestedLoss
+        guard loss > limit else { return false }
+        let n = Double(max(controller.lossSamples, CongestionController.lossSamplesMinimum))
+        return loss > limit + 2 * (limit * (1 - limit) / n).squareRoot() || lossySince.map { now &- $0 >= lasting } == true
+    }
+
     private func startTrial(_ layers: LinkLayers, now: UInt64) {
         trialFrom = self.layers
         set(layers)
@@ -257,8 +273,9 @@ final class ViewerDownlink {
     private func choose(rates: LayerRates, now: UInt64) {
         defer { forwardedRate = rates.rate(layers) }
         let queue = controller.queueDelay ?? 0
+        if controller.lossFraction > CongestionController.congestedLoss { lossySince = lossySince ?? now } else { lossySince = nil }
         if let until = trialUntil {
-            let troubled = controller.detector.state == .overusing || controller.lossFraction > CongestionController.congestedLoss || queue > 50_000_000
+            let troubled = controller.detector.state == .overusing || congestedByLoss(lasting: 500_000_000, now: now) || queue > 50_000_000
             if troubled {
                 set(trialFrom)
                 trialUntil = nil
@@ -294,7 +311,7 @@ final class ViewerDownlink {
             // after a second.
             // Keyframes only costs the viewer its moving picture: only when starved for 2 s,
             // never on a queue alone (the one the last step left may still be draining).
-            let drowning = layers != .base && (controller.lossFraction > CongestionController.congestedLoss || queue > CongestionController.standingQueueNanos)
+            let drowning = layers != .base && (congestedByLoss(lasting: 1_000_000_000, now: now) || queue > CongestionController.standingQueueNanos)
             let starved = controller.target < share * sent
             let starvedFor: UInt64 = layers == .base ? 2_000_000_000 : 1_000_000_000
             if drowning || (starved && starvedSince.map { now &- $0 >= starvedFor } == true) {

@@ -15,6 +15,8 @@ import RoomEvents
     /// up to `jitter` more for each packet on its own (later ones overtake earlier ones).
     struct Link {
         var rate: Double?
+        /// The drop-tail queue in front of `rate` (ns of it).
+        var queue: UInt64 = 300 * ms
         var jitter: UInt64 = 0
         /// Random loss, without a bottleneck (Wi-Fi's).
         var loss = 0.0
@@ -31,7 +33,7 @@ import RoomEvents
                 return
             }
             let start = max(free, now)
-            guard start - now <= 300 * ms else { dropped += 1; drops.append(now); return }
+            guard start - now <= queue else { dropped += 1; drops.append(now); return }
             free = start + UInt64(Double(bytes.count * 8) / rate * 1e9)
             inFlight.append((free + 10 * ms, bytes))
         }
@@ -55,12 +57,14 @@ import RoomEvents
     /// three temporal layers (TL0, TL2, TL1, TL2: TL0 a quarter of it, TL0 + TL1 half) to both
     /// viewers; returns them with what each received. In the seconds of `dips` each interframe
     /// is one packet (240 kbit/s), as an encoder's output dips after a keyframe.
-    static func run(seconds: Int, slowRate: Double?, slowJitter: UInt64 = 0, slowLoss: Double = 0,
+    static func run(seconds: Int, slowRate: Double?, slowQueue: UInt64 = 300 * ms, slowJitter: UInt64 = 0, slowLoss: Double = 0,
+                    feedbackLoss: Double = 0, seed: UInt64 = 11,
                     pattern: [UInt8] = [0, 2, 1, 2], dips: [ClosedRange<Int>] = [], browsers: Bool = false) throws -> (fast: Viewer, slow: Viewer, relay: RelayCore, sent: [[UInt8]]) {
         let wire = Wire()
         let relay = RelayCore(ssrc: 0xAAAA, wire: wire)
         let presenter = addr(1)
-        var viewers = [Viewer(address: addr(2), link: Link()), Viewer(address: addr(3), link: Link(rate: slowRate, jitter: slowJitter, loss: slowLoss))]
+        var viewers = [Viewer(address: addr(2), link: Link()), Viewer(address: addr(3), link: Link(rate: slowRate, queue: slowQueue, jitter: slowJitter, loss: slowLoss, rng: SplitMix64(seed: seed)))]
+        var feedbackRNG = SplitMix64(seed: seed &+ 1)
         func join(_ a: PeerAddress, _ name: String) -> UInt32 {
             relay.receive(ControlEnvelope(requestID: 1, .join(room: "class", name: name, role: "viewer", token: nil, cookie: relay.cookie(for: a, now: 0))),
                           from: a, now: 0)
@@ -135,7 +139,8 @@ import RoomEvents
                         viewers[i].recorder.onPacket(sequence: t, now: now)
                     }
                 }
-                if let fb = viewers[i].recorder.poll(now: now, senderSSRC: 7, mediaSSRC: screen.ssrc) {
+                if let fb = viewers[i].recorder.poll(now: now, senderSSRC: 7, mediaSSRC: screen.ssrc),
+                   i == 0 || feedbackLoss == 0 || Double.random(in: 0..<1, using: &feedbackRNG) >= feedbackLoss {
                     var rtcp = [UInt8](repeating: 0, count: 1500)
                     let n = rtcp.withUnsafeMutableBytes { RTCPPacket.transportFeedback(fb).marshal(into: $0) }
                     relay.receive(Array(rtcp[0..<n]), from: viewers[i].address, now: now + 10 * ms)
@@ -270,6 +275,39 @@ import RoomEvents
         print("jittery, lossy viewer: \(downlink), told \(slow.told), dropped \(slow.link.dropped)")
         #expect(slow.link.dropped > sent.count / 40, "the link lost \(slow.link.dropped)")
         #expect(downlink.switchesDown == 0 && downlink.layers == .all && slow.told.isEmpty, "\(downlink) told \(slow.told)")
+    }
+
+    /// 5 % random loss both ways (transport feedback lost too) and packets reordered by up to
+    /// 60 ms, no bottleneck, 16 draws of it: a second of 90 packets at 5 % loses over 10 % now
+    /// and then by chance alone, and that is not congestion. Before, the relay stepped the
+    /// viewer down in most draws (6 of 8 at 40 ms), as it did one run in ten of the network
+    /// bench's `room-slow-jitter`: resends refused over the lowered budget, keyframes asked for,
+    /// 61 frames of 231 shown.
+    @Test func randomLossOfFivePercentIsNotCongestionWhateverTheDraw() throws {
+        var downs: [Int] = [], got = 0, sentCount = 0
+        for seed in 1...16 {
+            let (_, slow, relay, sent) = try Self.run(seconds: 15, slowRate: nil, slowJitter: 60 * ms, slowLoss: 0.05, feedbackLoss: 0.05,
+                                                      seed: UInt64(seed))
+            let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
+            downs.append(downlink.switchesDown)
+            got += slow.got.count
+            sentCount += sent.count
+        }
+        print("5 % loss, 60 ms reordering, 16 draws: steps down \(downs), got \(got) of \(sentCount)")
+        #expect(downs.reduce(0, +) <= 1, "\(downs)")
+        #expect(got >= sentCount * 9 / 10, "got \(got) of \(sentCount)")
+    }
+
+    /// A policer, not a queue: 500 kbit/s for the 720 kbit/s stream with 60 ms of buffer (a frame's burst fits) loses
+    /// about 30 % with no queue to see. That loss is far beyond chance: down to half the frames
+    /// at once, and little lost after.
+    @Test func aPolicedLinkThatLosesAThirdIsSteppedDownAtOnce() throws {
+        let (_, slow, relay, _) = try Self.run(seconds: 12, slowRate: 500_000, slowQueue: 60 * ms)
+        let downlink = try #require(relay.subscriberDownlinks(room: "class", ssrc: screen.ssrc).first { $0.address == slow.address })
+        let early = slow.link.drops.filter { $0 < 3_000 * ms }.count, late = slow.link.drops.filter { $0 >= 4_000 * ms }.count
+        print("policed viewer: \(downlink), told \(slow.told), drops in the first 2 s \(early), after 3 s \(late)")
+        #expect(slow.told.first == .half, "\(slow.told)")
+        #expect(late <= 20, "dropped \(late) after its first 3 s")
     }
 
     /// A link that carries less than the base layer (100 kbit/s for 180): keyframes only, one
