@@ -110,8 +110,8 @@ struct LayerRates {
 /// - Up a step on trial, as a prober would: when the path has been calm for a while (4 s,
 ///   doubling after each failed trial up to 32 s), the next step for a second (from keyframes
 ///   only, from the next keyframe, which is asked for) — overuse, a queue of 50 ms or loss over
-///   10 % (beyond a count's spread, or for half a second) in that time and it goes back at once; otherwise the estimate is raised to what got
-///   through. A trial proves something only while the stream carries its usual rate (at least
+///   10 % (beyond a count's spread, or for half a second) in that time and it goes back at
+///   once; otherwise the estimate is raised to what got through. A trial proves something only while the stream carries its usual rate (at least
 ///   80 % of its 4 s average): in a dip (an encoder's after a keyframe) it goes on until the
 ///   stream is back, for up to 4 s more, and then goes back without counting as failed. Taken
 ///   as passed in a dip, it raised a slow viewer to every layer that drowned it once the stream

@@ -7,8 +7,8 @@ import Basics
 /// fault) is weighed against the target: a second above 1.3 × it, half a second above 2 × it,
 /// or half a second above 1.1 × it at libvpx's coarsest quantizers (within 4 of the limit:
 /// nothing but a smaller picture can help) — and none of it while the quantizer is in the lower
-/// half of its range, where libvpx can still hold the target by itself — scale the picture down a step — ¾ of the side,
-/// then ½ (a quarter of the area, the least); the target growing to 1.2 × what the larger size
+/// half of its range, where libvpx can still hold the target by itself — scale the picture down
+/// a step — ¾ of the side, then ½ (a quarter of the area, the least); the target growing to 1.2 × what the larger size
 /// needed, for three seconds, scales it back up — or, as libwebrtc's quality scaler does, the
 /// smaller size encoding at fine quantizers (16 of 63 or less on average) within the target for
 /// as long: the target need not grow past what the larger size once took (it may never, when
